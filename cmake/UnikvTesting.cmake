@@ -1,0 +1,71 @@
+# Test helpers. Everything is glob-driven so adding a test, a compile-fail case or a header needs no CMake edit;
+# CONFIGURE_DEPENDS makes a rebuild pick new files up.
+
+# Every header under include/unikv compiles alone (and twice, to check its include guard):
+# .hpp with the C++ compiler and no CUDA include path, .cuh with nvcc when UNIKV_ENABLE_CUDA is on.
+function(unikv_add_header_checks)
+  set(root ${PROJECT_SOURCE_DIR}/include)
+  file(GLOB_RECURSE hpp_headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/unikv/*.hpp)
+  set(sources)
+  foreach(h IN LISTS hpp_headers)
+    string(MAKE_C_IDENTIFIER "${h}" id)
+    set(src ${CMAKE_BINARY_DIR}/header_check/${id}.cpp)
+    file(CONFIGURE OUTPUT ${src} CONTENT "#include <${h}>\n#include <${h}>\n")
+    list(APPEND sources ${src})
+  endforeach()
+  add_library(unikv_header_check_hpp OBJECT ${sources})
+  target_link_libraries(unikv_header_check_hpp PRIVATE unikv::unikv unikv_warnings)
+  if(UNIKV_ENABLE_CUDA)
+    file(GLOB_RECURSE cuh_headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/unikv/*.cuh)
+    set(cu_sources)
+    foreach(h IN LISTS cuh_headers)
+      string(MAKE_C_IDENTIFIER "${h}" id)
+      set(src ${CMAKE_BINARY_DIR}/header_check/${id}.cu)
+      file(CONFIGURE OUTPUT ${src} CONTENT "#include <${h}>\n#include <${h}>\n")
+      list(APPEND cu_sources ${src})
+    endforeach()
+    if(cu_sources)
+      add_library(unikv_header_check_cuh OBJECT ${cu_sources})
+      target_link_libraries(unikv_header_check_cuh PRIVATE unikv::unikv unikv_warnings)
+    endif()
+  endif()
+endfunction()
+
+# One doctest binary per component folder: tests/<component>/*_test.cpp -> test_<component>.
+function(unikv_add_component_tests component)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${component}/*_test.cpp)
+  if(NOT sources)
+    return()
+  endif()
+  add_executable(test_${component} ${sources})
+  target_link_libraries(test_${component} PRIVATE unikv::unikv unikv_warnings unikv_doctest_main)
+  target_include_directories(test_${component} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  add_test(NAME ${component} COMMAND test_${component})
+  set_tests_properties(${component} PROPERTIES LABELS unit)
+endfunction()
+
+# Compile-fail tests: tests/compile_fail/<name>.cpp whose first line is `// expect: <regex>`.
+# The test passes only when compiling the file prints a message matching the regex (a static_assert or a
+# deleted/ill-formed use). A file that mentions UNIKV_COMPILE_FAIL_CONTROL also gets a `<name>_control` test:
+# compiled with that macro defined, the file must build, which proves the failure comes from the one bad line.
+function(unikv_add_compile_fail_tests)
+  file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/*.cpp)
+  set(flags -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Werror -I${PROJECT_SOURCE_DIR}/include)
+  foreach(src IN LISTS sources)
+    get_filename_component(name ${src} NAME_WE)
+    file(STRINGS ${src} first_line LIMIT_COUNT 1)
+    if(NOT first_line MATCHES "^// expect: (.+)$")
+      message(FATAL_ERROR "${src}: the first line must be `// expect: <regex>`")
+    endif()
+    set(expected "${CMAKE_MATCH_1}")
+    add_test(NAME compile_fail.${name} COMMAND ${CMAKE_CXX_COMPILER} ${flags} ${src})
+    set_tests_properties(compile_fail.${name} PROPERTIES
+      PASS_REGULAR_EXPRESSION "${expected}" LABELS compile_fail)
+    file(READ ${src} text)
+    if(text MATCHES "UNIKV_COMPILE_FAIL_CONTROL")
+      add_test(NAME compile_fail.${name}_control
+        COMMAND ${CMAKE_CXX_COMPILER} ${flags} -DUNIKV_COMPILE_FAIL_CONTROL ${src})
+      set_tests_properties(compile_fail.${name}_control PROPERTIES LABELS compile_fail)
+    endif()
+  endforeach()
+endfunction()
