@@ -1,0 +1,71 @@
+#pragma once
+/// \file
+/// The backend policy kind: what the arena, pools and transfer code need from a backend. One detection
+/// trait per requirement, so a host class can `static_assert` each one and name the missing member.
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include <unikv/backend/counters.hpp>
+#include <unikv/backend/page_copy.hpp>
+
+namespace unikv {
+
+/// Has `B::stream_ref` with `wait(event_ref)` and `synchronize()`.
+template <class B>
+inline constexpr bool has_stream_ref_v = requires(const typename B::stream_ref s, const typename B::event_ref e) {
+    s.wait(e);
+    s.synchronize();
+};
+
+/// Has `B::event_ref` with `record(stream_ref)`, `query()` and `synchronize()`.
+template <class B>
+inline constexpr bool has_event_ref_v = requires(const typename B::event_ref e, const typename B::stream_ref s) {
+    e.record(s);
+    { e.query() } -> std::same_as<bool>;
+    e.synchronize();
+};
+
+/// Has `allocate_device(bytes)` and `allocate_pinned(bytes)` returning buffers that expose `region()`.
+template <class B>
+inline constexpr bool has_memory_v = requires(B& b, std::size_t n) {
+    { b.allocate_device(n).region() } -> std::same_as<region_ref>;
+    { b.allocate_pinned(n).region() } -> std::same_as<region_ref>;
+};
+
+/// Has `make_stream()` and `make_event()` returning owners convertible to their refs.
+template <class B>
+inline constexpr bool has_stream_factory_v = requires(B& b) {
+    { b.make_stream().ref() } -> std::same_as<typename B::stream_ref>;
+    { b.make_event().ref() } -> std::same_as<typename B::event_ref>;
+};
+
+/// Has the whole-envelope and sliced page copies and the page fill.
+template <class B>
+inline constexpr bool has_page_copies_v =
+    requires(B& b, region_ref r, std::span<const std::int32_t> p, std::size_t n, EnvelopeSlice sl,
+             typename B::stream_ref s) {
+        b.copy_pages_async(r, p, r, p, n, s);
+        b.copy_page_slices_async(r, p, r, p, n, sl, s);
+        b.fill_pages_async(r, p, n, std::byte{0}, s);
+    };
+
+/// Has `counters()` returning `BackendCounters`, so tests can prove a path synchronized nothing.
+template <class B>
+inline constexpr bool has_counters_v = requires(const B& b) {
+    { b.counters() } -> std::same_as<BackendCounters>;
+};
+
+/// True when `B` models every backend requirement.
+template <class B>
+inline constexpr bool is_backend_v = has_stream_ref_v<B> && has_event_ref_v<B> && has_memory_v<B> &&
+                                     has_stream_factory_v<B> && has_page_copies_v<B> && has_counters_v<B>;
+
+/// A backend: memory, streams, events and page-envelope copies with the same API on host and device.
+template <class B>
+concept Backend = is_backend_v<B>;
+
+}  // namespace unikv

@@ -1,0 +1,221 @@
+#pragma once
+/// \file
+/// `HostBackend`: the embedded default backend. The "device" arena and host pools are ordinary host memory;
+/// page-envelope copies are memcpy loops (measured faster than Thrust's CPP system, see bench/backend) run by
+/// per-stream workers, so copies really happen later than they are queued and read their source when they
+/// run. `ExecutionMode::manual` lets a test decide exactly when each queued operation executes.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <utility>
+
+#include <unikv/backend/backend_concept.hpp>
+#include <unikv/backend/page_copy.hpp>
+#include <unikv/detail/backend/host_engine.hpp>
+#include <unikv/error.hpp>
+
+namespace unikv {
+
+/// Runtime options of a `HostBackend`.
+struct HostBackendOptions {
+    ExecutionMode mode = ExecutionMode::asynchronous;
+};
+
+/// The host (CPU) backend. Move-only owner of its streams' workers; streams, events and buffers it hands out
+/// must not outlive it.
+class HostBackend {
+public:
+    class event_ref;
+
+    /// A non-owning handle to a stream: a FIFO of copies, event records and event waits.
+    class stream_ref {
+    public:
+        stream_ref() = default;
+        /// Queues a dependency: work queued on this stream after the call runs only after `e`'s latest record
+        /// (at the time of the call) has executed. Never blocks the host. Counted in `stream_waits`.
+        void wait(event_ref e) const;
+        /// Blocks the host until everything queued so far has executed. Counted in `host_synchronizations`.
+        /// In manual mode it executes the queued work (of any stream it depends on) itself.
+        void synchronize() const { engine_->synchronize(state_); }
+        friend bool operator==(stream_ref, stream_ref) = default;
+
+    private:
+        friend class HostBackend;
+        friend class event_ref;
+        stream_ref(detail::host::engine* e, detail::host::stream_state* s) : engine_(e), state_(s) {}
+        detail::host::engine* engine_ = nullptr;
+        detail::host::stream_state* state_ = nullptr;
+    };
+
+    /// A non-owning handle to an event: marks a position in a stream.
+    class event_ref {
+    public:
+        event_ref() = default;
+        /// Marks the current end of `s`: the event completes once everything queued on `s` before it executed.
+        /// Re-recording moves the mark (like `cudaEventRecord`).
+        void record(stream_ref s) const {
+            engine_->enqueue(s.state_, {.kind = detail::host::op_kind::record, .event = state_});
+        }
+        /// True when the latest record has executed, or the event was never recorded. Never blocks.
+        [[nodiscard]] bool query() const { return engine_->query(*state_); }
+        /// Blocks the host until the latest record executed. Counted in `host_synchronizations`.
+        void synchronize() const { engine_->synchronize(*state_); }
+        friend bool operator==(const event_ref&, const event_ref&) = default;
+
+    private:
+        friend class HostBackend;
+        friend class stream_ref;
+        event_ref(detail::host::engine* e, std::shared_ptr<detail::host::event_state> s)
+            : engine_(e), state_(std::move(s)) {}
+        detail::host::engine* engine_ = nullptr;
+        std::shared_ptr<detail::host::event_state> state_;
+    };
+
+    /// An owned stream; finishes its queued work when destroyed.
+    class Stream {
+    public:
+        Stream(Stream&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
+        Stream& operator=(Stream&& o) noexcept {
+            if (this != &o) {
+                reset();
+                ref_ = std::exchange(o.ref_, {});
+            }
+            return *this;
+        }
+        ~Stream() { reset(); }
+        [[nodiscard]] stream_ref ref() const noexcept { return ref_; }
+        operator stream_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
+
+    private:
+        friend class HostBackend;
+        explicit Stream(stream_ref r) : ref_(r) {}
+        void reset() noexcept {
+            if (ref_.state_ != nullptr) ref_.engine_->destroy_stream(ref_.state_);
+            ref_ = {};
+        }
+        stream_ref ref_;
+    };
+
+    /// An owned event. Queued work that names it keeps its state alive after the owner is gone.
+    class Event {
+    public:
+        [[nodiscard]] event_ref ref() const noexcept { return ref_; }
+        operator event_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
+
+    private:
+        friend class HostBackend;
+        explicit Event(event_ref r) : ref_(std::move(r)) {}
+        event_ref ref_;
+    };
+
+    /// An owned, zero-filled, 4 KiB-aligned byte buffer (the device arena or a pinned host pool).
+    class Buffer {
+    public:
+        Buffer() = default;
+        Buffer(Buffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+        Buffer& operator=(Buffer&& o) noexcept {
+            std::swap(data_, o.data_);
+            std::swap(size_, o.size_);
+            return *this;
+        }
+        ~Buffer() { std::free(data_); }
+        [[nodiscard]] std::byte* data() const noexcept { return data_; }
+        [[nodiscard]] std::size_t size() const noexcept { return size_; }
+        [[nodiscard]] region_ref region() const noexcept { return {data_, size_}; }
+
+    private:
+        friend class HostBackend;
+        static constexpr std::size_t alignment = 4096;
+        explicit Buffer(std::size_t bytes) : size_(bytes) {
+            const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+            data_ = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded));
+            if (data_ == nullptr) {
+                throw out_of_memory(detail::concat("unikv: HostBackend could not allocate ", bytes, " bytes"));
+            }
+            std::memset(data_, 0, rounded);
+        }
+        std::byte* data_ = nullptr;
+        std::size_t size_ = 0;
+    };
+
+    explicit HostBackend(HostBackendOptions options = {})
+        : engine_(std::make_unique<detail::host::engine>(options.mode)) {}
+
+    /// The execution mode chosen at construction.
+    [[nodiscard]] ExecutionMode mode() const noexcept { return engine_->mode(); }
+
+    /// A zero-filled buffer playing the device arena. Throws `out_of_memory` on failure.
+    [[nodiscard]] Buffer allocate_device(std::size_t bytes) { return Buffer(bytes); }
+    /// A zero-filled buffer playing pinned host memory. Throws `out_of_memory` on failure.
+    [[nodiscard]] Buffer allocate_pinned(std::size_t bytes) { return Buffer(bytes); }
+    [[nodiscard]] Stream make_stream() { return Stream(stream_ref(engine_.get(), engine_->create_stream())); }
+    [[nodiscard]] Event make_event() {
+        return Event(event_ref(engine_.get(), std::make_shared<detail::host::event_state>()));
+    }
+
+    /// Queues a gather/scatter of whole page envelopes: `dst_pages[i]` of `dst` receives `src_pages[i]` of
+    /// `src`, `page_bytes` each, in any order. `src` and `dst` may be the same region (a compaction move) as
+    /// long as the page sets are disjoint. Throws `logic_error` on bad arguments (nothing is queued).
+    /// Asynchronous: returns at once; the copy reads its source when it executes on `s`. No synchronization.
+    void copy_pages_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+                          std::span<const std::int32_t> dst_pages, std::size_t page_bytes, stream_ref s) {
+        copy_page_slices_async(src, src_pages, dst, dst_pages, page_bytes, EnvelopeSlice{}, s);
+    }
+
+    /// Like `copy_pages_async`, but copies only `slice` of each envelope (for example one layer, so that
+    /// layer i can be computed while layer i+1 loads). Bytes outside the slice are not touched.
+    void copy_page_slices_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+                                std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
+                                EnvelopeSlice slice, stream_ref s) {
+        detail::validate_page_copy(src, src_pages, dst, dst_pages, page_bytes, slice);
+        if (src_pages.empty()) return;
+        engine_->enqueue(s.state_, {.kind = detail::host::op_kind::copy,
+                                    .src = src,
+                                    .dst = dst,
+                                    .src_pages = {src_pages.begin(), src_pages.end()},
+                                    .dst_pages = {dst_pages.begin(), dst_pages.end()},
+                                    .page_bytes = page_bytes,
+                                    .slice = slice});
+    }
+
+    /// Queues setting every byte of the listed envelopes to `value` (zeroing pages on hand-out).
+    /// Throws `logic_error` for a page outside the region. Asynchronous, no synchronization.
+    void fill_pages_async(region_ref region, std::span<const std::int32_t> pages, std::size_t page_bytes,
+                          std::byte value, stream_ref s) {
+        detail::validate_pages_in_region(region, pages, page_bytes, "fill");
+        if (pages.empty()) return;
+        engine_->enqueue(s.state_, {.kind = detail::host::op_kind::fill,
+                                    .dst = region,
+                                    .dst_pages = {pages.begin(), pages.end()},
+                                    .page_bytes = page_bytes,
+                                    .fill_value = value});
+    }
+
+    /// Synchronization, wait and copy counts since construction.
+    [[nodiscard]] BackendCounters counters() const noexcept { return engine_->counters(); }
+
+    /// Manual mode: executes the next queued operation of `s` if it can run now (a wait whose event has not
+    /// completed blocks it). Returns false when `s` is empty or blocked. Throws `logic_error` in async mode.
+    bool run_next(stream_ref s) { return engine_->run_next(s.state_); }
+    /// Manual mode: executes everything that can run, round-robin over streams; returns the number executed.
+    std::size_t run_all() { return engine_->run_all(); }
+    /// Operations queued on `s` and not yet finished.
+    [[nodiscard]] std::size_t queued(stream_ref s) const { return engine_->queued(s.state_); }
+
+private:
+    std::unique_ptr<detail::host::engine> engine_;
+};
+
+inline void HostBackend::stream_ref::wait(event_ref e) const {
+    engine_->enqueue(state_, {.kind = detail::host::op_kind::wait, .event = e.state_});
+}
+
+static_assert(has_stream_ref_v<HostBackend> && has_event_ref_v<HostBackend> && has_memory_v<HostBackend> &&
+              has_stream_factory_v<HostBackend> && has_page_copies_v<HostBackend> && has_counters_v<HostBackend>);
+static_assert(Backend<HostBackend>);
+
+}  // namespace unikv
