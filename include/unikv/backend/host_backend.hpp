@@ -13,6 +13,10 @@
 #include <span>
 #include <utility>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <unikv/backend/backend_concept.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/detail/backend/host_engine.hpp>
@@ -112,7 +116,9 @@ public:
         event_ref ref_;
     };
 
-    /// An owned, zero-filled, 4 KiB-aligned byte buffer (the device arena or a pinned host pool).
+    /// An owned, zero-filled byte buffer (the device arena or a pinned host pool), 4 KiB aligned; buffers of
+    /// 2 MiB and more are 2 MiB aligned and ask Linux for transparent huge pages, so scattered page copies
+    /// do not pay a TLB miss per envelope.
     class Buffer {
     public:
         Buffer() = default;
@@ -129,13 +135,18 @@ public:
 
     private:
         friend class HostBackend;
-        static constexpr std::size_t alignment = 4096;
+        static constexpr std::size_t small_alignment = 4096;
+        static constexpr std::size_t huge_page = std::size_t{2} << 20;
         explicit Buffer(std::size_t bytes) : size_(bytes) {
-            const std::size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-            data_ = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded == 0 ? alignment : rounded));
+            const std::size_t alignment = bytes >= huge_page ? huge_page : small_alignment;
+            const std::size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
+            data_ = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
             if (data_ == nullptr) {
                 throw out_of_memory(detail::concat("unikv: HostBackend could not allocate ", bytes, " bytes"));
             }
+#if defined(__linux__)
+            if (alignment == huge_page) ::madvise(data_, rounded, MADV_HUGEPAGE);  // a hint; failure is harmless
+#endif
             std::memset(data_, 0, rounded);
         }
         std::byte* data_ = nullptr;

@@ -11,6 +11,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <unikv/config.hpp>
 #include <unikv/error.hpp>
 
@@ -53,11 +57,35 @@ inline void validate_pages_in_region(region_ref r, std::span<const std::int32_t>
     }
 }
 
+/// True when no page of `marked` repeats and no page of `probe` is one of `marked`. Uses a bitmap when the
+/// index range is dense relative to the lists, a sorted copy otherwise. O(n + range/64) or O(n log n).
+inline bool page_sets_disjoint(std::span<const std::int32_t> marked, std::span<const std::int32_t> probe,
+                               std::int32_t max_page) {
+    const std::size_t n = marked.size() + probe.size();
+    if (static_cast<std::size_t>(max_page) / 64 <= 4 * n + 64) {
+        std::vector<std::uint64_t> bits(static_cast<std::size_t>(max_page) / 64 + 1, 0);
+        for (std::int32_t p : marked) {
+            std::uint64_t& word = bits[static_cast<std::size_t>(p) / 64];
+            const std::uint64_t bit = std::uint64_t{1} << (p % 64);
+            if (word & bit) return false;
+            word |= bit;
+        }
+        for (std::int32_t p : probe) {
+            if (bits[static_cast<std::size_t>(p) / 64] & (std::uint64_t{1} << (p % 64))) return false;
+        }
+        return true;
+    }
+    std::vector<std::int32_t> m(marked.begin(), marked.end());
+    std::sort(m.begin(), m.end());
+    if (std::adjacent_find(m.begin(), m.end()) != m.end()) return false;
+    return std::none_of(probe.begin(), probe.end(), [&m](std::int32_t p) { return std::binary_search(m.begin(), m.end(), p); });
+}
+
 /// Checks one page-copy request; throws `unikv::logic_error` naming the problem, so nothing is queued.
 /// Rules: equal page counts; a positive envelope size; the slice inside the envelope; every page index inside
 /// its region; destination pages pairwise distinct; and, when the two regions share bytes (a compaction
 /// inside one arena), no destination page overlapping any source page.
-/// Complexity: O(n) without overlap between the regions, O(n log n) with it (sorts a scratch copy).
+/// Complexity: O(n) for dense page lists, O(n log n) otherwise.
 inline void validate_page_copy(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
                                std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                                EnvelopeSlice slice) {
@@ -74,12 +102,22 @@ inline void validate_page_copy(region_ref src, std::span<const std::int32_t> src
     validate_pages_in_region(src, src_pages, page_bytes, "source");
     validate_pages_in_region(dst, dst_pages, page_bytes, "destination");
 
-    // Byte intervals are compared in the address space, so two views of one arena with different bases work.
+    const auto src_lo = reinterpret_cast<std::uintptr_t>(src.data);
+    const auto dst_lo = reinterpret_cast<std::uintptr_t>(dst.data);
+    const bool regions_share_bytes = src_lo < dst_lo + dst.size && dst_lo < src_lo + src.size;
+    const auto max_pages = static_cast<std::int32_t>(std::max(src.size, dst.size) / page_bytes);
+    if (!regions_share_bytes || src_lo == dst_lo) {
+        const std::span<const std::int32_t> probe = regions_share_bytes ? src_pages : std::span<const std::int32_t>{};
+        UNIKV_EXPECTS(page_sets_disjoint(dst_pages, probe, max_pages),
+                      "copy_pages_async: a destination page appears twice, or a move inside one region has "
+                      "overlapping source and destination page sets");
+        return;
+    }
+    // Two different views of one allocation: compare byte intervals in the address space.
     using interval = std::pair<std::uintptr_t, std::uintptr_t>;
-    const auto intervals = [page_bytes](region_ref r, std::span<const std::int32_t> pages) {
+    const auto intervals = [page_bytes](std::uintptr_t base, std::span<const std::int32_t> pages) {
         std::vector<interval> out;
         out.reserve(pages.size());
-        const auto base = reinterpret_cast<std::uintptr_t>(r.data);
         for (std::int32_t p : pages) {
             const std::uintptr_t lo = base + static_cast<std::size_t>(p) * page_bytes;
             out.emplace_back(lo, lo + page_bytes);
@@ -87,16 +125,12 @@ inline void validate_page_copy(region_ref src, std::span<const std::int32_t> src
         std::sort(out.begin(), out.end());
         return out;
     };
-    const std::vector<interval> d = intervals(dst, dst_pages);
+    const std::vector<interval> d = intervals(dst_lo, dst_pages);
     for (std::size_t i = 1; i < d.size(); ++i) {
         UNIKV_EXPECTS(d[i].first >= d[i - 1].second,
                       "copy_pages_async: a destination page appears twice or overlaps another destination page");
     }
-    const auto src_lo = reinterpret_cast<std::uintptr_t>(src.data);
-    const auto dst_lo = reinterpret_cast<std::uintptr_t>(dst.data);
-    const bool regions_share_bytes = src_lo < dst_lo + dst.size && dst_lo < src_lo + src.size;
-    if (!regions_share_bytes) return;
-    const std::vector<interval> s = intervals(src, src_pages);
+    const std::vector<interval> s = intervals(src_lo, src_pages);
     for (std::size_t i = 0, j = 0; i < s.size() && j < d.size();) {
         UNIKV_EXPECTS(s[i].second <= d[j].first || d[j].second <= s[i].first,
                       "copy_pages_async: source and destination page sets overlap; a move inside one region "
@@ -105,24 +139,55 @@ inline void validate_page_copy(region_ref src, std::span<const std::int32_t> src
     }
 }
 
-/// Copies the selected bytes of each envelope `src_pages[i]` to `dst_pages[i]` with memcpy, merging runs of
-/// consecutive pages (both sides ascending by one) into one call for whole-envelope copies.
-/// Reads the source when called. Complexity: O(n) calls to memcpy at most, O(bytes) work.
+/// Copies `bytes` with non-temporal 16-byte stores when both ends are 16-byte aligned: large scattered page
+/// copies then skip the read-for-ownership of each destination line, as glibc's memcpy does for big blocks.
+/// Falls back to memcpy elsewhere. The caller issues the store fence once per batch.
+inline void copy_streaming(std::byte* dst, const std::byte* src, std::size_t bytes) noexcept {
+#if defined(__SSE2__)
+    if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15) == 0) {
+        const std::size_t vectors = bytes / 16;
+        auto* d = reinterpret_cast<__m128i*>(dst);
+        const auto* s = reinterpret_cast<const __m128i*>(src);
+        for (std::size_t i = 0; i < vectors; ++i) _mm_stream_si128(d + i, _mm_load_si128(s + i));
+        std::memcpy(dst + vectors * 16, src + vectors * 16, bytes % 16);
+        return;
+    }
+#endif
+    std::memcpy(dst, src, bytes);
+}
+
+/// Total bytes above which a batch of whole-envelope copies bypasses the cache (it would only evict it).
+inline constexpr std::size_t streaming_copy_threshold = std::size_t{4} << 20;
+
+/// Copies the selected bytes of each envelope `src_pages[i]` to `dst_pages[i]`, merging runs of consecutive
+/// pages (both sides ascending by one) into one copy for whole-envelope copies, with non-temporal stores for
+/// batches larger than `streaming_copy_threshold`. Reads the source when called.
+/// Complexity: O(n) copy calls at most, O(bytes) work.
 inline void copy_pages_host(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
                             std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                             EnvelopeSlice slice) noexcept {
     const std::size_t n = src_pages.size();
     if (slice.is_whole()) {
+        const bool streaming = n * page_bytes >= streaming_copy_threshold;
         for (std::size_t i = 0; i < n;) {
             std::size_t run = 1;
             while (i + run < n && src_pages[i + run] == src_pages[i] + static_cast<std::int32_t>(run) &&
                    dst_pages[i + run] == dst_pages[i] + static_cast<std::int32_t>(run)) {
                 ++run;
             }
-            std::memcpy(dst.data + static_cast<std::size_t>(dst_pages[i]) * page_bytes,
-                        src.data + static_cast<std::size_t>(src_pages[i]) * page_bytes, run * page_bytes);
+            std::byte* d = dst.data + static_cast<std::size_t>(dst_pages[i]) * page_bytes;
+            const std::byte* s = src.data + static_cast<std::size_t>(src_pages[i]) * page_bytes;
+            if (i + run < n) {  // start the next scattered source early; hardware prefetch restarts per page
+                const std::byte* next = src.data + static_cast<std::size_t>(src_pages[i + run]) * page_bytes;
+                for (std::size_t line = 0; line < std::min<std::size_t>(page_bytes, 1024); line += 64)
+                    __builtin_prefetch(next + line);
+            }
+            if (streaming) copy_streaming(d, s, run * page_bytes); else std::memcpy(d, s, run * page_bytes);
             i += run;
         }
+#if defined(__SSE2__)
+        if (streaming) _mm_sfence();
+#endif
         return;
     }
     for (std::size_t i = 0; i < n; ++i) {

@@ -1,0 +1,377 @@
+#pragma once
+/// \file
+/// `CudaBackend`: the device backend. `cudaMalloc` arena, pinned host pools, CUDA streams and events, and a
+/// page-envelope copy kernel. Same API as `HostBackend`; everything here is asynchronous on the given stream
+/// and never synchronizes the host, except where a doc comment says so.
+
+#if !defined(__CUDACC__)
+#error "unikv: cuda_backend.cuh needs nvcc (a .cu translation unit); host-only code includes unikv/backend/default_backend.hpp or unikv/backend/host_backend.hpp"
+#endif
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <utility>
+
+#include <unikv/backend/backend_concept.hpp>
+#include <unikv/backend/counters.hpp>
+#include <unikv/backend/page_copy.hpp>
+#include <unikv/error.hpp>
+
+namespace unikv {
+namespace detail::cuda {
+
+inline void check(cudaError_t status, const char* call) {
+    if (status != cudaSuccess) {
+        throw cuda_error(concat("unikv: ", call, " failed: ", cudaGetErrorName(status), ": ",
+                                cudaGetErrorString(status)));
+    }
+}
+
+// Copies `len` bytes with 16-byte vectors when both ends and the length allow it, bytes otherwise.
+__device__ inline void copy_run(std::byte* dst, const std::byte* src, std::size_t len) {
+    const bool vectorizable =
+        ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src) | len) & 15) == 0;
+    if (vectorizable) {
+        auto* d = reinterpret_cast<uint4*>(dst);
+        const auto* s = reinterpret_cast<const uint4*>(src);
+        for (std::size_t i = threadIdx.x; i < len / 16; i += blockDim.x) d[i] = s[i];
+    } else {
+        for (std::size_t i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+    }
+}
+
+// One block per page pair (grid-stride over pairs): the block copies the slice's runs of that envelope.
+template <int Unused = 0>
+__global__ void copy_pages_kernel(const std::byte* src, const std::int32_t* src_pages, std::byte* dst,
+                                  const std::int32_t* dst_pages, std::size_t n, std::size_t page_bytes,
+                                  EnvelopeSlice slice) {
+    for (std::size_t i = blockIdx.x; i < n; i += gridDim.x) {
+        const std::byte* s = src + static_cast<std::size_t>(src_pages[i]) * page_bytes + slice.offset;
+        std::byte* d = dst + static_cast<std::size_t>(dst_pages[i]) * page_bytes + slice.offset;
+        for (std::size_t r = 0; r < slice.count; ++r) copy_run(d + r * slice.stride, s + r * slice.stride, slice.bytes);
+    }
+}
+
+template <int Unused = 0>
+__global__ void fill_pages_kernel(std::byte* region, const std::int32_t* pages, std::size_t n,
+                                  std::size_t page_bytes, std::byte value) {
+    for (std::size_t i = blockIdx.x; i < n; i += gridDim.x) {
+        std::byte* d = region + static_cast<std::size_t>(pages[i]) * page_bytes;
+        for (std::size_t b = threadIdx.x; b < page_bytes; b += blockDim.x) d[b] = value;
+    }
+}
+
+struct atomic_counters {
+    std::atomic<std::uint64_t> host_synchronizations{0};
+    std::atomic<std::uint64_t> stream_waits{0};
+    std::atomic<std::uint64_t> copies_queued{0};
+    std::atomic<std::uint64_t> bytes_copied{0};
+};
+
+/// Pinned, device-mapped slots that carry page-index lists to the kernels. A slot is reused only after the
+/// event recorded behind its last kernel completed; waiting for it is the one host synchronization a copy
+/// can cause, and only when all slots are still in flight.
+class index_staging {
+public:
+    static constexpr std::size_t slots = 32;
+    static constexpr std::size_t slot_indices = 1 << 15;  // per slot: src and dst lists of half this each
+
+    explicit index_staging(atomic_counters& counters) : counters_(counters) {
+        check(cudaHostAlloc(reinterpret_cast<void**>(&host_), slots * slot_indices * sizeof(std::int32_t),
+                            cudaHostAllocMapped | cudaHostAllocPortable),
+              "cudaHostAlloc(index staging)");
+        check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0), "cudaHostGetDevicePointer");
+        for (cudaEvent_t& e : done_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    index_staging(const index_staging&) = delete;
+    index_staging& operator=(const index_staging&) = delete;
+    ~index_staging() {
+        for (cudaEvent_t e : done_) {
+            cudaEventSynchronize(e);
+            cudaEventDestroy(e);
+        }
+        cudaFreeHost(host_);
+    }
+
+    /// Stages `a` (and `b`, if not empty) into a free slot; calls `launch(dev_a, dev_b, count)` per chunk
+    /// with device pointers, then records the slot's event on `stream`.
+    template <class Launch>
+    void stage(std::span<const std::int32_t> a, std::span<const std::int32_t> b, cudaStream_t stream, Launch launch) {
+        const std::size_t per_chunk = b.empty() ? slot_indices : slot_indices / 2;
+        std::lock_guard lk(m_);
+        for (std::size_t first = 0; first < a.size(); first += per_chunk) {
+            const std::size_t count = std::min(per_chunk, a.size() - first);
+            const std::size_t slot = next_++ % slots;
+            if (cudaEventQuery(done_[slot]) == cudaErrorNotReady) {
+                counters_.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
+                check(cudaEventSynchronize(done_[slot]), "cudaEventSynchronize(index staging)");
+            }
+            std::int32_t* h = host_ + slot * slot_indices;
+            const std::int32_t* d = device_ + slot * slot_indices;
+            std::memcpy(h, a.data() + first, count * sizeof(std::int32_t));
+            if (!b.empty()) std::memcpy(h + per_chunk, b.data() + first, count * sizeof(std::int32_t));
+            launch(d, d + per_chunk, count);
+            check(cudaGetLastError(), "kernel launch");
+            check(cudaEventRecord(done_[slot], stream), "cudaEventRecord(index staging)");
+        }
+    }
+
+private:
+    atomic_counters& counters_;
+    std::mutex m_;
+    std::int32_t* host_ = nullptr;
+    std::int32_t* device_ = nullptr;
+    std::array<cudaEvent_t, slots> done_{};
+    std::size_t next_ = 0;
+};
+
+struct state {
+    atomic_counters counters;
+    index_staging staging{counters};
+    int sm_count = 1;
+};
+
+}  // namespace detail::cuda
+
+/// The CUDA backend. Move-only; streams, events and buffers it hands out must not outlive it.
+class CudaBackend {
+public:
+    class event_ref;
+
+    /// A non-owning handle to a CUDA stream.
+    class stream_ref {
+    public:
+        stream_ref() = default;
+        /// `cudaStreamWaitEvent`: later work on this stream runs after `e`'s latest record. Never blocks the
+        /// host. Counted in `stream_waits`.
+        void wait(event_ref e) const;
+        /// `cudaStreamSynchronize`: blocks the host. Counted in `host_synchronizations`.
+        void synchronize() const {
+            state_->counters.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
+            detail::cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+        }
+        [[nodiscard]] cudaStream_t native() const noexcept { return stream_; }
+        friend bool operator==(stream_ref, stream_ref) = default;
+
+    private:
+        friend class CudaBackend;
+        friend class event_ref;
+        stream_ref(detail::cuda::state* st, cudaStream_t s) : state_(st), stream_(s) {}
+        detail::cuda::state* state_ = nullptr;
+        cudaStream_t stream_ = nullptr;
+    };
+
+    /// A non-owning handle to a CUDA event (timing disabled).
+    class event_ref {
+    public:
+        event_ref() = default;
+        /// `cudaEventRecord` on `s`.
+        void record(stream_ref s) const { detail::cuda::check(cudaEventRecord(event_, s.stream_), "cudaEventRecord"); }
+        /// `cudaEventQuery`: true when the latest record completed (or the event was never recorded).
+        [[nodiscard]] bool query() const {
+            const cudaError_t status = cudaEventQuery(event_);
+            if (status == cudaErrorNotReady) return false;
+            detail::cuda::check(status, "cudaEventQuery");
+            return true;
+        }
+        /// `cudaEventSynchronize`: blocks the host. Counted in `host_synchronizations`.
+        void synchronize() const {
+            state_->counters.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
+            detail::cuda::check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+        }
+        [[nodiscard]] cudaEvent_t native() const noexcept { return event_; }
+        friend bool operator==(event_ref, event_ref) = default;
+
+    private:
+        friend class CudaBackend;
+        friend class stream_ref;
+        event_ref(detail::cuda::state* st, cudaEvent_t e) : state_(st), event_(e) {}
+        detail::cuda::state* state_ = nullptr;
+        cudaEvent_t event_ = nullptr;
+    };
+
+    /// An owned non-blocking stream; synchronized and destroyed with the owner.
+    class Stream {
+    public:
+        Stream(Stream&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
+        Stream& operator=(Stream&& o) noexcept {
+            std::swap(ref_, o.ref_);
+            return *this;
+        }
+        ~Stream() {
+            if (ref_.stream_ != nullptr) {
+                cudaStreamSynchronize(ref_.stream_);
+                cudaStreamDestroy(ref_.stream_);
+            }
+        }
+        [[nodiscard]] stream_ref ref() const noexcept { return ref_; }
+        operator stream_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
+
+    private:
+        friend class CudaBackend;
+        explicit Stream(stream_ref r) : ref_(r) {}
+        stream_ref ref_;
+    };
+
+    /// An owned event.
+    class Event {
+    public:
+        Event(Event&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
+        Event& operator=(Event&& o) noexcept {
+            std::swap(ref_, o.ref_);
+            return *this;
+        }
+        ~Event() {
+            if (ref_.event_ != nullptr) cudaEventDestroy(ref_.event_);
+        }
+        [[nodiscard]] event_ref ref() const noexcept { return ref_; }
+        operator event_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
+
+    private:
+        friend class CudaBackend;
+        explicit Event(event_ref r) : ref_(r) {}
+        event_ref ref_;
+    };
+
+    /// An owned, zero-filled buffer: device memory (`cudaMalloc`) or pinned host memory (`cudaHostAlloc`).
+    class Buffer {
+    public:
+        Buffer() = default;
+        Buffer(Buffer&& o) noexcept
+            : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), pinned_(o.pinned_) {}
+        Buffer& operator=(Buffer&& o) noexcept {
+            std::swap(data_, o.data_);
+            std::swap(size_, o.size_);
+            std::swap(pinned_, o.pinned_);
+            return *this;
+        }
+        ~Buffer() {
+            if (data_ == nullptr) return;
+            if (pinned_) cudaFreeHost(data_); else cudaFree(data_);
+        }
+        [[nodiscard]] std::byte* data() const noexcept { return data_; }
+        [[nodiscard]] std::size_t size() const noexcept { return size_; }
+        [[nodiscard]] region_ref region() const noexcept { return {data_, size_}; }
+
+    private:
+        friend class CudaBackend;
+        Buffer(std::byte* d, std::size_t n, bool pinned) : data_(d), size_(n), pinned_(pinned) {}
+        std::byte* data_ = nullptr;
+        std::size_t size_ = 0;
+        bool pinned_ = false;
+    };
+
+    /// Uses the current CUDA device.
+    CudaBackend() : state_(std::make_unique<detail::cuda::state>()) {
+        int device = 0;
+        detail::cuda::check(cudaGetDevice(&device), "cudaGetDevice");
+        detail::cuda::check(cudaDeviceGetAttribute(&state_->sm_count, cudaDevAttrMultiProcessorCount, device),
+                            "cudaDeviceGetAttribute");
+    }
+
+    /// Zero-filled device memory. Synchronous (setup time). Throws `out_of_memory` when the device is full.
+    [[nodiscard]] Buffer allocate_device(std::size_t bytes) {
+        void* p = nullptr;
+        const cudaError_t status = cudaMalloc(&p, bytes);
+        if (status == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            throw out_of_memory(detail::concat("unikv: cudaMalloc of ", bytes, " bytes failed"));
+        }
+        detail::cuda::check(status, "cudaMalloc");
+        detail::cuda::check(cudaMemset(p, 0, bytes), "cudaMemset");
+        return Buffer(static_cast<std::byte*>(p), bytes, false);
+    }
+
+    /// Zero-filled pinned host memory. Throws `out_of_memory` on failure.
+    [[nodiscard]] Buffer allocate_pinned(std::size_t bytes) {
+        void* p = nullptr;
+        const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+        if (status == cudaErrorMemoryAllocation) {
+            cudaGetLastError();
+            throw out_of_memory(detail::concat("unikv: cudaHostAlloc of ", bytes, " bytes failed"));
+        }
+        detail::cuda::check(status, "cudaHostAlloc");
+        std::memset(p, 0, bytes);
+        return Buffer(static_cast<std::byte*>(p), bytes, true);
+    }
+
+    [[nodiscard]] Stream make_stream() {
+        cudaStream_t s = nullptr;
+        detail::cuda::check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+        return Stream(stream_ref(state_.get(), s));
+    }
+    [[nodiscard]] Event make_event() {
+        cudaEvent_t e = nullptr;
+        detail::cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+        return Event(event_ref(state_.get(), e));
+    }
+
+    /// Queues a gather/scatter of whole page envelopes on `s` (see `HostBackend::copy_pages_async`).
+    /// Validates on the host and throws `logic_error` before queuing anything. No host synchronization unless
+    /// all index staging slots are still in flight.
+    void copy_pages_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+                          std::span<const std::int32_t> dst_pages, std::size_t page_bytes, stream_ref s) {
+        copy_page_slices_async(src, src_pages, dst, dst_pages, page_bytes, EnvelopeSlice{}, s);
+    }
+
+    /// Queues a copy of `slice` of each envelope on `s`; bytes outside the slice are not touched.
+    void copy_page_slices_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+                                std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
+                                EnvelopeSlice slice, stream_ref s) {
+        detail::validate_page_copy(src, src_pages, dst, dst_pages, page_bytes, slice);
+        if (src_pages.empty()) return;
+        const EnvelopeSlice effective = slice.is_whole() ? EnvelopeSlice::whole(page_bytes) : slice;
+        state_->counters.copies_queued.fetch_add(1, std::memory_order_relaxed);
+        state_->counters.bytes_copied.fetch_add(src_pages.size() * effective.bytes * effective.count,
+                                                std::memory_order_relaxed);
+        state_->staging.stage(src_pages, dst_pages, s.stream_,
+                              [&](const std::int32_t* sp, const std::int32_t* dp, std::size_t n) {
+                                  detail::cuda::copy_pages_kernel<<<grid_for(n), 256, 0, s.stream_>>>(
+                                      src.data, sp, dst.data, dp, n, page_bytes, effective);
+                              });
+    }
+
+    /// Queues setting every byte of the listed envelopes to `value` on `s`.
+    void fill_pages_async(region_ref region, std::span<const std::int32_t> pages, std::size_t page_bytes,
+                          std::byte value, stream_ref s) {
+        detail::validate_pages_in_region(region, pages, page_bytes, "fill");
+        if (pages.empty()) return;
+        state_->counters.copies_queued.fetch_add(1, std::memory_order_relaxed);
+        state_->counters.bytes_copied.fetch_add(pages.size() * page_bytes, std::memory_order_relaxed);
+        state_->staging.stage(pages, {}, s.stream_, [&](const std::int32_t* p, const std::int32_t*, std::size_t n) {
+            detail::cuda::fill_pages_kernel<<<grid_for(n), 256, 0, s.stream_>>>(region.data, p, n, page_bytes, value);
+        });
+    }
+
+    /// Synchronization, wait and copy counts since construction (`bytes_copied` counts queued bytes).
+    [[nodiscard]] BackendCounters counters() const noexcept {
+        const auto& c = state_->counters;
+        return {c.host_synchronizations.load(), c.stream_waits.load(), c.copies_queued.load(), c.bytes_copied.load()};
+    }
+
+private:
+    [[nodiscard]] unsigned grid_for(std::size_t pairs) const noexcept {
+        return static_cast<unsigned>(std::min<std::size_t>(pairs, static_cast<std::size_t>(state_->sm_count) * 8));
+    }
+    std::unique_ptr<detail::cuda::state> state_;
+};
+
+inline void CudaBackend::stream_ref::wait(event_ref e) const {
+    state_->counters.stream_waits.fetch_add(1, std::memory_order_relaxed);
+    detail::cuda::check(cudaStreamWaitEvent(stream_, e.event_, 0), "cudaStreamWaitEvent");
+}
+
+static_assert(has_stream_ref_v<CudaBackend> && has_event_ref_v<CudaBackend> && has_memory_v<CudaBackend> &&
+              has_stream_factory_v<CudaBackend> && has_page_copies_v<CudaBackend> && has_counters_v<CudaBackend>);
+static_assert(Backend<CudaBackend>);
+
+}  // namespace unikv
