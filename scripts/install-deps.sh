@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the host build needs, only those that are missing. The CUDA toolkit (nvcc and
+# CCCL under /usr/local/cuda) is optional: without it the Thrust comparison benchmark and the CUDA preset
+# are skipped.
+set -euo pipefail
+packages=(cmake ninja-build g++ doctest-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  echo "unikv: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
