@@ -1,33 +1,32 @@
 # Test helpers. Everything is glob-driven so adding a test, a compile-fail case or a header needs no CMake edit;
 # CONFIGURE_DEPENDS makes a rebuild pick new files up.
 
-# Every header under include/unikv compiles alone (and twice, to check its include guard):
-# .hpp with the C++ compiler and no CUDA include path, .cuh with nvcc when UNIKV_ENABLE_CUDA is on.
+# Writes one translation unit per header (the header included twice, to check its include guard) and returns
+# the generated file names in `out`.
+function(_unikv_header_units extension out)
+  set(units)
+  foreach(h IN LISTS ARGN)
+    string(MAKE_C_IDENTIFIER "${h}" id)
+    set(unit ${CMAKE_BINARY_DIR}/header_check/${id}.${extension})
+    file(CONFIGURE OUTPUT ${unit} CONTENT "#include <${h}>\n#include <${h}>\n")
+    list(APPEND units ${unit})
+  endforeach()
+  set(${out} ${units} PARENT_SCOPE)
+endfunction()
+
+# Every header under include/unikv compiles alone: .hpp with the C++ compiler and no CUDA include path,
+# .cuh with nvcc when UNIKV_ENABLE_CUDA is on.
 function(unikv_add_header_checks)
   set(root ${PROJECT_SOURCE_DIR}/include)
   file(GLOB_RECURSE hpp_headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/unikv/*.hpp)
-  set(sources)
-  foreach(h IN LISTS hpp_headers)
-    string(MAKE_C_IDENTIFIER "${h}" id)
-    set(src ${CMAKE_BINARY_DIR}/header_check/${id}.cpp)
-    file(CONFIGURE OUTPUT ${src} CONTENT "#include <${h}>\n#include <${h}>\n")
-    list(APPEND sources ${src})
-  endforeach()
-  add_library(unikv_header_check_hpp OBJECT ${sources})
+  _unikv_header_units(cpp hpp_units ${hpp_headers})
+  add_library(unikv_header_check_hpp OBJECT ${hpp_units})
   target_link_libraries(unikv_header_check_hpp PRIVATE unikv::unikv unikv_warnings)
   if(UNIKV_ENABLE_CUDA)
     file(GLOB_RECURSE cuh_headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/unikv/*.cuh)
-    set(cu_sources)
-    foreach(h IN LISTS cuh_headers)
-      string(MAKE_C_IDENTIFIER "${h}" id)
-      set(src ${CMAKE_BINARY_DIR}/header_check/${id}.cu)
-      file(CONFIGURE OUTPUT ${src} CONTENT "#include <${h}>\n#include <${h}>\n")
-      list(APPEND cu_sources ${src})
-    endforeach()
-    if(cu_sources)
-      add_library(unikv_header_check_cuh OBJECT ${cu_sources})
-      target_link_libraries(unikv_header_check_cuh PRIVATE unikv::unikv unikv_warnings)
-    endif()
+    _unikv_header_units(cu cuh_units ${cuh_headers})
+    add_library(unikv_header_check_cuh OBJECT ${cuh_units})
+    target_link_libraries(unikv_header_check_cuh PRIVATE unikv::unikv unikv_warnings)
   endif()
 endfunction()
 

@@ -68,4 +68,21 @@ inline constexpr bool is_backend_v = has_stream_ref_v<B> && has_event_ref_v<B> &
 template <class B>
 concept Backend = is_backend_v<B>;
 
+namespace detail {
+
+/// Checks each backend requirement on its own, so a missing member is named in the error. Returns true.
+template <class B>
+consteval bool check_backend() {
+    static_assert(has_stream_ref_v<B>, "unikv: a Backend needs stream_ref with wait(event_ref) and synchronize()");
+    static_assert(has_event_ref_v<B>, "unikv: a Backend needs event_ref with record(stream_ref), query(), synchronize()");
+    static_assert(has_memory_v<B>, "unikv: a Backend needs allocate_device(bytes) and allocate_pinned(bytes)");
+    static_assert(has_stream_factory_v<B>, "unikv: a Backend needs make_stream() and make_event()");
+    static_assert(has_page_copies_v<B>,
+                  "unikv: a Backend needs copy_pages_async, copy_page_slices_async and fill_pages_async");
+    static_assert(has_counters_v<B>, "unikv: a Backend needs counters() returning BackendCounters");
+    return true;
+}
+
+}  // namespace detail
+
 }  // namespace unikv

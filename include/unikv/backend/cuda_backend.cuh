@@ -370,8 +370,6 @@ inline void CudaBackend::stream_ref::wait(event_ref e) const {
     detail::cuda::check(cudaStreamWaitEvent(stream_, e.event_, 0), "cudaStreamWaitEvent");
 }
 
-static_assert(has_stream_ref_v<CudaBackend> && has_event_ref_v<CudaBackend> && has_memory_v<CudaBackend> &&
-              has_stream_factory_v<CudaBackend> && has_page_copies_v<CudaBackend> && has_counters_v<CudaBackend>);
-static_assert(Backend<CudaBackend>);
+static_assert(detail::check_backend<CudaBackend>() && Backend<CudaBackend>);
 
 }  // namespace unikv

@@ -225,8 +225,6 @@ inline void HostBackend::stream_ref::wait(event_ref e) const {
     engine_->enqueue(state_, {.kind = detail::host::op_kind::wait, .event = e.state_});
 }
 
-static_assert(has_stream_ref_v<HostBackend> && has_event_ref_v<HostBackend> && has_memory_v<HostBackend> &&
-              has_stream_factory_v<HostBackend> && has_page_copies_v<HostBackend> && has_counters_v<HostBackend>);
-static_assert(Backend<HostBackend>);
+static_assert(detail::check_backend<HostBackend>() && Backend<HostBackend>);
 
 }  // namespace unikv
