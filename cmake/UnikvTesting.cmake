@@ -14,8 +14,8 @@ function(_unikv_header_units extension out)
   set(${out} ${units} PARENT_SCOPE)
 endfunction()
 
-# Every header under include/unikv compiles alone: .hpp with the C++ compiler and no CUDA include path,
-# .cuh with nvcc when UNIKV_ENABLE_CUDA is on.
+# Every header under include/unikv compiles alone: .hpp with the C++ compiler and no CUDA include path;
+# with UNIKV_ENABLE_CUDA, .cuh and .hpp with nvcc.
 function(unikv_add_header_checks)
   set(root ${PROJECT_SOURCE_DIR}/include)
   file(GLOB_RECURSE hpp_headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/unikv/*.hpp)
@@ -23,8 +23,9 @@ function(unikv_add_header_checks)
   add_library(unikv_header_check_hpp OBJECT ${hpp_units})
   target_link_libraries(unikv_header_check_hpp PRIVATE unikv::unikv unikv_warnings)
   if(UNIKV_ENABLE_CUDA)
+    # Engines include the .hpp headers from .cu files too, so nvcc compiles every header alone as well.
     file(GLOB_RECURSE cuh_headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/unikv/*.cuh)
-    _unikv_header_units(cu cuh_units ${cuh_headers})
+    _unikv_header_units(cu cuh_units ${cuh_headers} ${hpp_headers})
     add_library(unikv_header_check_cuh OBJECT ${cuh_units})
     target_link_libraries(unikv_header_check_cuh PRIVATE unikv::unikv unikv_warnings)
   endif()
@@ -44,8 +45,8 @@ function(unikv_add_component_tests component)
 endfunction()
 
 # Compile-fail tests: tests/compile_fail/<name>.cpp whose first line is `// expect: <regex>`.
-# The test passes only when compiling the file prints a message matching the regex (a static_assert or a
-# deleted/ill-formed use). A file that mentions UNIKV_COMPILE_FAIL_CONTROL also gets a `<name>_control` test:
+# The test passes only when compiling the file fails AND prints a message matching the regex (a static_assert
+# or a deleted/ill-formed use). A file that mentions UNIKV_COMPILE_FAIL_CONTROL also gets a `<name>_control` test:
 # compiled with that macro defined, the file must build, which proves the failure comes from the one bad line.
 function(unikv_add_compile_fail_tests)
   file(GLOB sources CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/compile_fail/*.cpp)
@@ -57,9 +58,10 @@ function(unikv_add_compile_fail_tests)
       message(FATAL_ERROR "${src}: the first line must be `// expect: <regex>`")
     endif()
     set(expected "${CMAKE_MATCH_1}")
-    add_test(NAME compile_fail.${name} COMMAND ${CMAKE_CXX_COMPILER} ${flags} ${src})
-    set_tests_properties(compile_fail.${name} PROPERTIES
-      PASS_REGULAR_EXPRESSION "${expected}" LABELS compile_fail)
+    add_test(NAME compile_fail.${name}
+      COMMAND ${CMAKE_COMMAND} -DCOMPILER=${CMAKE_CXX_COMPILER} -DSOURCE=${src} "-DEXPECTED=${expected}"
+              "-DFLAGS=${flags}" -P ${PROJECT_SOURCE_DIR}/cmake/ExpectCompileFailure.cmake)
+    set_tests_properties(compile_fail.${name} PROPERTIES LABELS compile_fail)
     file(READ ${src} text)
     if(text MATCHES "UNIKV_COMPILE_FAIL_CONTROL")
       add_test(NAME compile_fail.${name}_control

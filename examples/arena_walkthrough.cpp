@@ -90,8 +90,17 @@ int main() {
         layer_done.back().ref().record(transfer);
     }
     v2p = loaded;
+    // "Attention" reads layer l as soon as layer l has landed, while later layers may still be loading:
+    // each read waits on its own layer's event (a stream dependency; the host never blocks here).
+    auto layer_reads = backend.allocate_device(request_pages * page_bytes);
+    std::vector<std::int32_t> read_slots(request_pages);
+    std::iota(read_slots.begin(), read_slots.end(), 0);
     for (std::size_t l = 0; l < layers; ++l) {
-        compute.ref().wait(layer_done[l]);  // a stream dependency: the host never blocks here
+        compute.ref().wait(layer_done[l]);
+        backend.copy_page_slices_async(arena.region(), loaded, layer_reads.region(), read_slots, page_bytes,
+                                       {.offset = l * row_bytes, .bytes = row_bytes, .stride = entry_bytes,
+                                        .count = page_tokens},
+                                       compute);
     }
 
     // Compact: move the loaded pages to the low end, ordered after the load by the waits above.
@@ -100,6 +109,7 @@ int main() {
     backend.copy_pages_async(arena.region(), loaded, arena.region(), packed, page_bytes, compute);
     v2p = packed;
     compute.ref().synchronize();
+    expect(count_bad_rows(layer_reads.region(), read_slots, layers) == 0, "every layer read saw its loaded rows");
     expect(count_bad_rows(arena.region(), v2p, layers) == 0, "rows intact after per-layer load-back and compaction");
 
     const auto c = backend.counters();

@@ -22,11 +22,11 @@ public:
     using rep = std::int32_t;
 
     /// Constructs the "none" id (-1).
-    constexpr strong_id() noexcept = default;
-    constexpr explicit strong_id(rep v) noexcept : value_(v) {}
+    UNIKV_HOST_DEVICE constexpr strong_id() noexcept {}
+    UNIKV_HOST_DEVICE constexpr explicit strong_id(rep v) noexcept : value_(v) {}
 
     /// The "none" id (-1).
-    [[nodiscard]] static constexpr strong_id none() noexcept { return strong_id{}; }
+    [[nodiscard]] UNIKV_HOST_DEVICE static constexpr strong_id none() noexcept { return strong_id{}; }
 
     [[nodiscard]] UNIKV_HOST_DEVICE constexpr rep value() const noexcept { return value_; }
     /// True for any id >= 0 (page 0, the sink, is a valid id that is never handed out).

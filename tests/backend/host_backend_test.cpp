@@ -36,8 +36,10 @@ TEST_CASE("page copies preserve every byte of every page in random orders and en
         HostBackend backend({.mode = mode});
         auto stream = backend.make_stream();
         std::mt19937 rng(42);
-        for (std::size_t page_bytes : {1ul, 3ul, 64ul, 4096ul, 16384ul + 8, 1ul << 20}) {
-            const std::int32_t pages = page_bytes >= (1u << 20) ? 6 : 40;
+        // 65544-byte envelopes x 80 pages exceed the streaming threshold with envelopes that are neither
+        // 16-byte multiples nor all 16-byte aligned, so the vector body, its tail and the fallback all run.
+        for (std::size_t page_bytes : {1ul, 3ul, 64ul, 4096ul, 16384ul + 8, 65536ul + 8, 1ul << 20}) {
+            const std::int32_t pages = page_bytes >= (1u << 20) ? 6 : page_bytes > 65536 ? 80 : 40;
             auto src = backend.allocate_device(pages * page_bytes);
             auto dst = backend.allocate_pinned(pages * page_bytes);
             paint(src.region(), static_cast<std::uint32_t>(page_bytes));
@@ -112,12 +114,55 @@ TEST_CASE("bad copy requests are rejected with logic_error and queue nothing") {
     const std::vector<std::int32_t> upper_0{0};
     CHECK_THROWS_AS(backend.copy_pages_async(arena.region(), whole_8, upper, upper_0, page_bytes, stream),
                     unikv::logic_error);
+    // Slices whose end would wrap around size_t are rejected, not accepted as tiny.
+    CHECK_THROWS_AS(backend.copy_page_slices_async(arena.region(), a, other.region(), a, page_bytes,
+                                                   {.offset = 0, .bytes = 8, .stride = std::size_t{1} << 63, .count = 3},
+                                                   stream),
+                    unikv::logic_error);
+    CHECK_THROWS_AS(backend.copy_page_slices_async(arena.region(), a, other.region(), a, page_bytes,
+                                                   {.offset = SIZE_MAX - 3, .bytes = 8, .stride = 0, .count = 1}, stream),
+                    unikv::logic_error);
+    CHECK_THROWS_AS(backend.copy_page_slices_async(arena.region(), a, other.region(), a, page_bytes, {}, stream),
+                    unikv::logic_error);
     CHECK(backend.queued(stream) == 0);
-    try {
-        backend.copy_pages_async(arena.region(), a, other.region(), out_of_range, page_bytes, stream);
-    } catch (const unikv::logic_error& e) {
-        CHECK(std::string(e.what()).find("destination page 16 is outside its region of 16 pages") != std::string::npos);
-    }
+    CHECK_THROWS_WITH_AS(backend.copy_pages_async(arena.region(), a, other.region(), out_of_range, page_bytes, stream),
+                         doctest::Contains("copy_pages_async: destination page 16 is outside its region of 16 pages"),
+                         unikv::logic_error);
+}
+
+TEST_CASE("duplicates and overlaps are found among sparse pages of a large region too") {
+    HostBackend backend({.mode = ExecutionMode::manual});
+    auto stream = backend.make_stream();
+    auto big = backend.allocate_device(std::size_t{1} << 22);  // 4 Mi one-byte pages: the sorted path
+    const std::vector<std::int32_t> src{10, 3'000'000, 77};
+    const std::vector<std::int32_t> dup{4'000'000, 5, 4'000'000};
+    const std::vector<std::int32_t> hits_src{4'000'000, 3'000'000, 6};
+    const std::vector<std::int32_t> fine{4'000'000, 3'000'001, 6};
+    CHECK_THROWS_AS(backend.copy_pages_async(big.region(), src, big.region(), dup, 1, stream), unikv::logic_error);
+    CHECK_THROWS_AS(backend.copy_pages_async(big.region(), src, big.region(), hits_src, 1, stream), unikv::logic_error);
+    big.data()[3'000'000] = std::byte{0x21};
+    backend.copy_pages_async(big.region(), src, big.region(), fine, 1, stream);
+    backend.run_all();
+    CHECK(big.data()[3'000'001] == std::byte{0x21});
+}
+
+TEST_CASE("handles of another backend, empty handles and impossible buffer sizes are rejected") {
+    HostBackend a({.mode = ExecutionMode::manual});
+    HostBackend b({.mode = ExecutionMode::manual});
+    auto sa = a.make_stream();
+    auto eb = b.make_event();
+    auto region = a.allocate_device(64);
+    const std::vector<std::int32_t> p{0}, q{1};
+    CHECK_THROWS_AS(sa.ref().wait(eb), unikv::logic_error);
+    CHECK_THROWS_AS(eb.ref().record(sa), unikv::logic_error);
+    CHECK_THROWS_AS(b.copy_pages_async(region.region(), p, region.region(), q, 32, sa), unikv::logic_error);
+    CHECK_THROWS_AS(b.run_next(sa), unikv::logic_error);
+    CHECK_THROWS_AS(a.copy_pages_async(region.region(), p, region.region(), q, 32, HostBackend::stream_ref{}),
+                    unikv::logic_error);
+    CHECK_THROWS_AS(HostBackend::stream_ref{}.synchronize(), unikv::logic_error);
+    CHECK_THROWS_AS((void)HostBackend::event_ref{}.query(), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.allocate_device(SIZE_MAX - 100), unikv::out_of_memory);
+    CHECK(a.queued(sa) == 0);
 }
 
 TEST_CASE("a layer-sliced copy touches only its byte range of each envelope") {
@@ -231,7 +276,7 @@ TEST_CASE("host synchronization is counted and in manual mode runs the work it w
     CHECK(b.data()[page_bytes] == std::byte{9});
 }
 
-TEST_CASE("re-recording an event moves its mark; a wait binds to the record current at the wait") {
+TEST_CASE("like CUDA: a query sees the latest record, a wait binds to the record current when it was queued") {
     HostBackend backend({.mode = ExecutionMode::manual});
     auto a = backend.make_stream();
     auto b = backend.make_stream();
@@ -240,12 +285,68 @@ TEST_CASE("re-recording an event moves its mark; a wait binds to the record curr
     e.ref().record(a);
     c.ref().wait(e);  // binds to the record on a
     e.ref().record(b);
-    CHECK(backend.run_next(b));      // the second record executes first
-    CHECK_FALSE(e.ref().query());    // the first record is still pending
+    CHECK_FALSE(e.ref().query());
     CHECK_FALSE(backend.run_next(c));
-    CHECK(backend.run_next(a));
-    CHECK(e.ref().query());
+    CHECK(backend.run_next(a));      // the first record executes: c's wait is released...
+    CHECK_FALSE(e.ref().query());    // ...while the latest record (on b) is still pending
     CHECK(backend.run_next(c));
+    CHECK(backend.run_next(b));
+    CHECK(e.ref().query());
+
+    // The other order: the latest record runs first; the query says done, the earlier-bound wait still waits.
+    auto d = backend.make_stream();
+    e.ref().record(a);
+    d.ref().wait(e);
+    e.ref().record(b);
+    CHECK(backend.run_next(b));
+    CHECK(e.ref().query());
+    CHECK_FALSE(backend.run_next(d));
+    CHECK(backend.run_next(a));
+    CHECK(backend.run_next(d));
+}
+
+TEST_CASE("manual mode: synchronizing one stream runs only the work it depends on") {
+    HostBackend backend({.mode = ExecutionMode::manual});
+    auto a = backend.make_stream();
+    auto upstream = backend.make_stream();
+    auto unrelated = backend.make_stream();
+    auto ready = backend.make_event();
+    constexpr std::size_t page_bytes = 8;
+    auto buf = backend.allocate_device(8 * page_bytes);
+    std::memset(buf.data(), 0x44, page_bytes);
+    const std::vector<std::int32_t> p0{0}, p1{1}, p2{2}, p3{3};
+    backend.copy_pages_async(buf.region(), p0, buf.region(), p1, page_bytes, unrelated);
+    backend.copy_pages_async(buf.region(), p0, buf.region(), p2, page_bytes, upstream);
+    ready.ref().record(upstream);
+    backend.copy_pages_async(buf.region(), p0, buf.region(), p3, page_bytes, upstream);  // after the record
+    a.ref().wait(ready);
+    a.ref().synchronize();
+    CHECK(buf.data()[2 * page_bytes] == std::byte{0x44});  // the awaited copy ran
+    CHECK(buf.data()[1 * page_bytes] == std::byte{0});     // the unrelated stream did not
+    CHECK(buf.data()[3 * page_bytes] == std::byte{0});     // nor upstream work queued after the record
+    CHECK(backend.queued(unrelated) == 1);
+    CHECK(backend.queued(upstream) == 1);
+}
+
+TEST_CASE("destroying a stream, or moving owners, keeps queued work and handles intact") {
+    for (ExecutionMode mode : {ExecutionMode::asynchronous, ExecutionMode::manual}) {
+        HostBackend original({.mode = mode});
+        HostBackend backend(std::move(original));  // handles point at the engine, which does not move
+        constexpr std::size_t page_bytes = 16;
+        auto buf = backend.allocate_device(4 * page_bytes);
+        std::memset(buf.data(), 0x61, page_bytes);
+        auto done = backend.make_event();
+        auto moved_event = std::move(done);
+        {
+            auto s = backend.make_stream();
+            auto t = std::move(s);
+            const std::vector<std::int32_t> src{0}, dst{3};
+            backend.copy_pages_async(buf.region(), src, buf.region(), dst, page_bytes, t);
+            moved_event.ref().record(t);
+        }  // destroyed with a copy and a record still queued (manual mode): both run first
+        CHECK(buf.data()[3 * page_bytes] == std::byte{0x61});
+        CHECK(moved_event.ref().query());
+    }
 }
 
 TEST_CASE("asynchronous mode: many streams and threads chain copies through events") {

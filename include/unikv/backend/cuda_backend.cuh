@@ -36,27 +36,35 @@ inline void check(cudaError_t status, const char* call) {
     }
 }
 
-// Copies `len` bytes with 16-byte vectors when both ends and the length allow it, bytes otherwise.
+// The block copies `len` bytes: 16-byte vectors when both ends are 16-byte aligned (the tail bytewise),
+// bytes otherwise.
 __device__ inline void copy_run(std::byte* dst, const std::byte* src, std::size_t len) {
-    const bool vectorizable =
-        ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src) | len) & 15) == 0;
-    if (vectorizable) {
+    std::size_t done = 0;
+    if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15) == 0) {
         auto* d = reinterpret_cast<uint4*>(dst);
         const auto* s = reinterpret_cast<const uint4*>(src);
         for (std::size_t i = threadIdx.x; i < len / 16; i += blockDim.x) d[i] = s[i];
-    } else {
-        for (std::size_t i = threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+        done = len / 16 * 16;
     }
+    for (std::size_t i = done + threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
 }
 
 // One block per page pair (grid-stride over pairs): the block copies the slice's runs of that envelope.
+// Thread 0 reads the pair's indices (from mapped pinned memory) once and shares them with the block.
 template <int Unused = 0>
 __global__ void copy_pages_kernel(const std::byte* src, const std::int32_t* src_pages, std::byte* dst,
                                   const std::int32_t* dst_pages, std::size_t n, std::size_t page_bytes,
                                   EnvelopeSlice slice) {
+    __shared__ std::int32_t pair[2];
     for (std::size_t i = blockIdx.x; i < n; i += gridDim.x) {
-        const std::byte* s = src + static_cast<std::size_t>(src_pages[i]) * page_bytes + slice.offset;
-        std::byte* d = dst + static_cast<std::size_t>(dst_pages[i]) * page_bytes + slice.offset;
+        if (threadIdx.x == 0) {
+            pair[0] = src_pages[i];
+            pair[1] = dst_pages[i];
+        }
+        __syncthreads();
+        const std::byte* s = src + static_cast<std::size_t>(pair[0]) * page_bytes + slice.offset;
+        std::byte* d = dst + static_cast<std::size_t>(pair[1]) * page_bytes + slice.offset;
+        __syncthreads();  // every thread has read `pair` before thread 0 overwrites it
         for (std::size_t r = 0; r < slice.count; ++r) copy_run(d + r * slice.stride, s + r * slice.stride, slice.bytes);
     }
 }
@@ -111,9 +119,12 @@ public:
         for (std::size_t first = 0; first < a.size(); first += per_chunk) {
             const std::size_t count = std::min(per_chunk, a.size() - first);
             const std::size_t slot = next_++ % slots;
-            if (cudaEventQuery(done_[slot]) == cudaErrorNotReady) {
+            const cudaError_t status = cudaEventQuery(done_[slot]);
+            if (status == cudaErrorNotReady) {
                 counters_.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
                 check(cudaEventSynchronize(done_[slot]), "cudaEventSynchronize(index staging)");
+            } else {
+                check(status, "cudaEventQuery(index staging)");
             }
             std::int32_t* h = host_ + slot * slot_indices;
             const std::int32_t* d = device_ + slot * slot_indices;
@@ -156,6 +167,7 @@ public:
         void wait(event_ref e) const;
         /// `cudaStreamSynchronize`: blocks the host. Counted in `host_synchronizations`.
         void synchronize() const {
+            UNIKV_EXPECTS(state_ != nullptr, "synchronize on an empty stream handle");
             state_->counters.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
             detail::cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
         }
@@ -175,7 +187,11 @@ public:
     public:
         event_ref() = default;
         /// `cudaEventRecord` on `s`.
-        void record(stream_ref s) const { detail::cuda::check(cudaEventRecord(event_, s.stream_), "cudaEventRecord"); }
+        void record(stream_ref s) const {
+            UNIKV_EXPECTS(state_ != nullptr && s.state_ == state_, "record: the event and the stream must come "
+                          "from the same CudaBackend");
+            detail::cuda::check(cudaEventRecord(event_, s.stream_), "cudaEventRecord");
+        }
         /// `cudaEventQuery`: true when the latest record completed (or the event was never recorded).
         [[nodiscard]] bool query() const {
             const cudaError_t status = cudaEventQuery(event_);
@@ -185,6 +201,7 @@ public:
         }
         /// `cudaEventSynchronize`: blocks the host. Counted in `host_synchronizations`.
         void synchronize() const {
+            UNIKV_EXPECTS(state_ != nullptr, "synchronize on an empty event handle");
             state_->counters.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
             detail::cuda::check(cudaEventSynchronize(event_), "cudaEventSynchronize");
         }
@@ -204,21 +221,26 @@ public:
     public:
         Stream(Stream&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
         Stream& operator=(Stream&& o) noexcept {
-            std::swap(ref_, o.ref_);
+            if (this != &o) {
+                reset();
+                ref_ = std::exchange(o.ref_, {});
+            }
             return *this;
         }
-        ~Stream() {
-            if (ref_.stream_ != nullptr) {
-                cudaStreamSynchronize(ref_.stream_);
-                cudaStreamDestroy(ref_.stream_);
-            }
-        }
+        ~Stream() { reset(); }
         [[nodiscard]] stream_ref ref() const noexcept { return ref_; }
         operator stream_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
 
     private:
         friend class CudaBackend;
         explicit Stream(stream_ref r) : ref_(r) {}
+        void reset() noexcept {
+            if (ref_.stream_ != nullptr) {
+                cudaStreamSynchronize(ref_.stream_);  // finish queued work, like HostBackend's streams
+                cudaStreamDestroy(ref_.stream_);
+            }
+            ref_ = {};
+        }
         stream_ref ref_;
     };
 
@@ -227,36 +249,44 @@ public:
     public:
         Event(Event&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
         Event& operator=(Event&& o) noexcept {
-            std::swap(ref_, o.ref_);
+            if (this != &o) {
+                reset();
+                ref_ = std::exchange(o.ref_, {});
+            }
             return *this;
         }
-        ~Event() {
-            if (ref_.event_ != nullptr) cudaEventDestroy(ref_.event_);
-        }
+        ~Event() { reset(); }
         [[nodiscard]] event_ref ref() const noexcept { return ref_; }
         operator event_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
 
     private:
         friend class CudaBackend;
         explicit Event(event_ref r) : ref_(r) {}
+        void reset() noexcept {
+            if (ref_.event_ != nullptr) cudaEventDestroy(ref_.event_);  // CUDA defers it past pending records
+            ref_ = {};
+        }
         event_ref ref_;
     };
+
+    /// Where a `Buffer` lives.
+    enum class MemoryKind { device, pinned_host };
 
     /// An owned, zero-filled buffer: device memory (`cudaMalloc`) or pinned host memory (`cudaHostAlloc`).
     class Buffer {
     public:
         Buffer() = default;
         Buffer(Buffer&& o) noexcept
-            : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), pinned_(o.pinned_) {}
+            : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)), kind_(o.kind_) {}
         Buffer& operator=(Buffer&& o) noexcept {
             std::swap(data_, o.data_);
             std::swap(size_, o.size_);
-            std::swap(pinned_, o.pinned_);
+            std::swap(kind_, o.kind_);
             return *this;
         }
         ~Buffer() {
             if (data_ == nullptr) return;
-            if (pinned_) cudaFreeHost(data_); else cudaFree(data_);
+            if (kind_ == MemoryKind::pinned_host) cudaFreeHost(data_); else cudaFree(data_);
         }
         [[nodiscard]] std::byte* data() const noexcept { return data_; }
         [[nodiscard]] std::size_t size() const noexcept { return size_; }
@@ -264,10 +294,10 @@ public:
 
     private:
         friend class CudaBackend;
-        Buffer(std::byte* d, std::size_t n, bool pinned) : data_(d), size_(n), pinned_(pinned) {}
+        Buffer(std::byte* d, std::size_t n, MemoryKind kind) : data_(d), size_(n), kind_(kind) {}
         std::byte* data_ = nullptr;
         std::size_t size_ = 0;
-        bool pinned_ = false;
+        MemoryKind kind_ = MemoryKind::device;
     };
 
     /// Uses the current CUDA device.
@@ -277,6 +307,10 @@ public:
         detail::cuda::check(cudaDeviceGetAttribute(&state_->sm_count, cudaDevAttrMultiProcessorCount, device),
                             "cudaDeviceGetAttribute");
     }
+    /// Moving keeps every handle valid (they point at the state, which does not move).
+    CudaBackend(CudaBackend&&) noexcept = default;
+    /// Not assignable: the replaced state would leave its handles dangling.
+    CudaBackend& operator=(CudaBackend&&) = delete;
 
     /// Zero-filled device memory. Synchronous (setup time). Throws `out_of_memory` when the device is full.
     [[nodiscard]] Buffer allocate_device(std::size_t bytes) {
@@ -288,7 +322,9 @@ public:
         }
         detail::cuda::check(status, "cudaMalloc");
         detail::cuda::check(cudaMemset(p, 0, bytes), "cudaMemset");
-        return Buffer(static_cast<std::byte*>(p), bytes, false);
+        // cudaMemset runs on the legacy stream, which our non-blocking streams do not order after: finish it.
+        detail::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize(after zero fill)");
+        return Buffer(static_cast<std::byte*>(p), bytes, MemoryKind::device);
     }
 
     /// Zero-filled pinned host memory. Throws `out_of_memory` on failure.
@@ -301,7 +337,7 @@ public:
         }
         detail::cuda::check(status, "cudaHostAlloc");
         std::memset(p, 0, bytes);
-        return Buffer(static_cast<std::byte*>(p), bytes, true);
+        return Buffer(static_cast<std::byte*>(p), bytes, MemoryKind::pinned_host);
     }
 
     [[nodiscard]] Stream make_stream() {
@@ -317,33 +353,24 @@ public:
 
     /// Queues a gather/scatter of whole page envelopes on `s` (see `HostBackend::copy_pages_async`).
     /// Validates on the host and throws `logic_error` before queuing anything. No host synchronization unless
-    /// all index staging slots are still in flight.
+    /// all index staging slots are still in flight. Not capturable in a CUDA graph (the staging slots are reused).
     void copy_pages_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
                           std::span<const std::int32_t> dst_pages, std::size_t page_bytes, stream_ref s) {
-        copy_page_slices_async(src, src_pages, dst, dst_pages, page_bytes, EnvelopeSlice{}, s);
+        queue_copy("copy_pages_async", src, src_pages, dst, dst_pages, page_bytes, EnvelopeSlice::whole(page_bytes), s);
     }
 
     /// Queues a copy of `slice` of each envelope on `s`; bytes outside the slice are not touched.
     void copy_page_slices_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
                                 std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                                 EnvelopeSlice slice, stream_ref s) {
-        detail::validate_page_copy(src, src_pages, dst, dst_pages, page_bytes, slice);
-        if (src_pages.empty()) return;
-        const EnvelopeSlice effective = slice.is_whole() ? EnvelopeSlice::whole(page_bytes) : slice;
-        state_->counters.copies_queued.fetch_add(1, std::memory_order_relaxed);
-        state_->counters.bytes_copied.fetch_add(src_pages.size() * effective.bytes * effective.count,
-                                                std::memory_order_relaxed);
-        state_->staging.stage(src_pages, dst_pages, s.stream_,
-                              [&](const std::int32_t* sp, const std::int32_t* dp, std::size_t n) {
-                                  detail::cuda::copy_pages_kernel<<<grid_for(n), 256, 0, s.stream_>>>(
-                                      src.data, sp, dst.data, dp, n, page_bytes, effective);
-                              });
+        queue_copy("copy_page_slices_async", src, src_pages, dst, dst_pages, page_bytes, slice, s);
     }
 
     /// Queues setting every byte of the listed envelopes to `value` on `s`.
     void fill_pages_async(region_ref region, std::span<const std::int32_t> pages, std::size_t page_bytes,
                           std::byte value, stream_ref s) {
-        detail::validate_pages_in_region(region, pages, page_bytes, "fill");
+        check_stream("fill_pages_async", s);
+        detail::validate_pages_in_region("fill_pages_async", region, pages, page_bytes, "fill");
         if (pages.empty()) return;
         state_->counters.copies_queued.fetch_add(1, std::memory_order_relaxed);
         state_->counters.bytes_copied.fetch_add(pages.size() * page_bytes, std::memory_order_relaxed);
@@ -359,6 +386,25 @@ public:
     }
 
 private:
+    void check_stream(const char* call, stream_ref s) const {
+        UNIKV_EXPECTS(s.state_ == state_.get(), call, ": the stream is empty or belongs to another CudaBackend");
+    }
+
+    void queue_copy(const char* call, region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+                    std::span<const std::int32_t> dst_pages, std::size_t page_bytes, EnvelopeSlice slice,
+                    stream_ref s) {
+        check_stream(call, s);
+        detail::validate_page_copy(call, src, src_pages, dst, dst_pages, page_bytes, slice);
+        if (src_pages.empty()) return;
+        state_->counters.copies_queued.fetch_add(1, std::memory_order_relaxed);
+        state_->counters.bytes_copied.fetch_add(src_pages.size() * slice.bytes * slice.count, std::memory_order_relaxed);
+        state_->staging.stage(src_pages, dst_pages, s.stream_,
+                              [&](const std::int32_t* sp, const std::int32_t* dp, std::size_t n) {
+                                  detail::cuda::copy_pages_kernel<<<grid_for(n), 256, 0, s.stream_>>>(
+                                      src.data, sp, dst.data, dp, n, page_bytes, slice);
+                              });
+    }
+
     [[nodiscard]] unsigned grid_for(std::size_t pairs) const noexcept {
         return static_cast<unsigned>(std::min<std::size_t>(pairs, static_cast<std::size_t>(state_->sm_count) * 8));
     }
@@ -366,6 +412,8 @@ private:
 };
 
 inline void CudaBackend::stream_ref::wait(event_ref e) const {
+    UNIKV_EXPECTS(state_ != nullptr && e.state_ == state_, "wait: the stream and the event must come from the "
+                  "same CudaBackend");
     state_->counters.stream_waits.fetch_add(1, std::memory_order_relaxed);
     detail::cuda::check(cudaStreamWaitEvent(stream_, e.event_, 0), "cudaStreamWaitEvent");
 }

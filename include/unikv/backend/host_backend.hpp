@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <utility>
@@ -18,6 +19,7 @@
 #endif
 
 #include <unikv/backend/backend_concept.hpp>
+#include <unikv/backend/execution_mode.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/detail/backend/host_engine.hpp>
 #include <unikv/error.hpp>
@@ -41,10 +43,14 @@ public:
         stream_ref() = default;
         /// Queues a dependency: work queued on this stream after the call runs only after `e`'s latest record
         /// (at the time of the call) has executed. Never blocks the host. Counted in `stream_waits`.
-        void wait(event_ref e) const;
-        /// Blocks the host until everything queued so far has executed. Counted in `host_synchronizations`.
-        /// In manual mode it executes the queued work (of any stream it depends on) itself.
-        void synchronize() const { engine_->synchronize(state_); }
+        /// Throws `logic_error` for a handle of another backend or an empty handle.
+        void wait(const event_ref& e) const;
+        /// Blocks the host until everything queued before the call has executed. Counted in
+        /// `host_synchronizations`. In manual mode it executes exactly that work, and the work it waits on.
+        void synchronize() const {
+            UNIKV_EXPECTS(engine_ != nullptr, "synchronize on an empty stream handle");
+            engine_->synchronize(state_);
+        }
         friend bool operator==(stream_ref, stream_ref) = default;
 
     private:
@@ -61,13 +67,22 @@ public:
         event_ref() = default;
         /// Marks the current end of `s`: the event completes once everything queued on `s` before it executed.
         /// Re-recording moves the mark (like `cudaEventRecord`).
+        /// Throws `logic_error` for a stream of another backend or an empty handle.
         void record(stream_ref s) const {
+            UNIKV_EXPECTS(engine_ != nullptr && s.engine_ == engine_, "record: the event and the stream must "
+                          "come from the same HostBackend");
             engine_->enqueue(s.state_, {.kind = detail::host::op_kind::record, .event = state_});
         }
         /// True when the latest record has executed, or the event was never recorded. Never blocks.
-        [[nodiscard]] bool query() const { return engine_->query(*state_); }
+        [[nodiscard]] bool query() const {
+            UNIKV_EXPECTS(engine_ != nullptr, "query on an empty event handle");
+            return engine_->query(*state_);
+        }
         /// Blocks the host until the latest record executed. Counted in `host_synchronizations`.
-        void synchronize() const { engine_->synchronize(*state_); }
+        void synchronize() const {
+            UNIKV_EXPECTS(engine_ != nullptr, "synchronize on an empty event handle");
+            engine_->synchronize(*state_);
+        }
         friend bool operator==(const event_ref&, const event_ref&) = default;
 
     private:
@@ -104,9 +119,13 @@ public:
         stream_ref ref_;
     };
 
-    /// An owned event. Queued work that names it keeps its state alive after the owner is gone.
+    /// An owned event (move-only). Queued work that names it keeps its state alive after the owner is gone.
     class Event {
     public:
+        Event(Event&&) noexcept = default;
+        Event& operator=(Event&&) noexcept = default;
+        Event(const Event&) = delete;
+        Event& operator=(const Event&) = delete;
         [[nodiscard]] event_ref ref() const noexcept { return ref_; }
         operator event_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
 
@@ -139,6 +158,9 @@ public:
         static constexpr std::size_t huge_page = std::size_t{2} << 20;
         explicit Buffer(std::size_t bytes) : size_(bytes) {
             const std::size_t alignment = bytes >= huge_page ? huge_page : small_alignment;
+            if (bytes > std::numeric_limits<std::size_t>::max() - alignment) {
+                throw out_of_memory(detail::concat("unikv: HostBackend cannot allocate ", bytes, " bytes"));
+            }
             const std::size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
             data_ = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
             if (data_ == nullptr) {
@@ -155,6 +177,10 @@ public:
 
     explicit HostBackend(HostBackendOptions options = {})
         : engine_(std::make_unique<detail::host::engine>(options.mode)) {}
+    /// Moving keeps every handle valid (they point at the engine, which does not move).
+    HostBackend(HostBackend&&) noexcept = default;
+    /// Not assignable: the replaced engine would leave its streams' owners dangling.
+    HostBackend& operator=(HostBackend&&) = delete;
 
     /// The execution mode chosen at construction.
     [[nodiscard]] ExecutionMode mode() const noexcept { return engine_->mode(); }
@@ -174,7 +200,7 @@ public:
     /// Asynchronous: returns at once; the copy reads its source when it executes on `s`. No synchronization.
     void copy_pages_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
                           std::span<const std::int32_t> dst_pages, std::size_t page_bytes, stream_ref s) {
-        copy_page_slices_async(src, src_pages, dst, dst_pages, page_bytes, EnvelopeSlice{}, s);
+        queue_copy("copy_pages_async", src, src_pages, dst, dst_pages, page_bytes, EnvelopeSlice::whole(page_bytes), s);
     }
 
     /// Like `copy_pages_async`, but copies only `slice` of each envelope (for example one layer, so that
@@ -182,22 +208,15 @@ public:
     void copy_page_slices_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
                                 std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                                 EnvelopeSlice slice, stream_ref s) {
-        detail::validate_page_copy(src, src_pages, dst, dst_pages, page_bytes, slice);
-        if (src_pages.empty()) return;
-        engine_->enqueue(s.state_, {.kind = detail::host::op_kind::copy,
-                                    .src = src,
-                                    .dst = dst,
-                                    .src_pages = {src_pages.begin(), src_pages.end()},
-                                    .dst_pages = {dst_pages.begin(), dst_pages.end()},
-                                    .page_bytes = page_bytes,
-                                    .slice = slice});
+        queue_copy("copy_page_slices_async", src, src_pages, dst, dst_pages, page_bytes, slice, s);
     }
 
     /// Queues setting every byte of the listed envelopes to `value` (zeroing pages on hand-out).
     /// Throws `logic_error` for a page outside the region. Asynchronous, no synchronization.
     void fill_pages_async(region_ref region, std::span<const std::int32_t> pages, std::size_t page_bytes,
                           std::byte value, stream_ref s) {
-        detail::validate_pages_in_region(region, pages, page_bytes, "fill");
+        check_stream("fill_pages_async", s);
+        detail::validate_pages_in_region("fill_pages_async", region, pages, page_bytes, "fill");
         if (pages.empty()) return;
         engine_->enqueue(s.state_, {.kind = detail::host::op_kind::fill,
                                     .dst = region,
@@ -211,17 +230,44 @@ public:
 
     /// Manual mode: executes the next queued operation of `s` if it can run now (a wait whose event has not
     /// completed blocks it). Returns false when `s` is empty or blocked. Throws `logic_error` in async mode.
-    bool run_next(stream_ref s) { return engine_->run_next(s.state_); }
+    bool run_next(stream_ref s) {
+        check_stream("run_next", s);
+        return engine_->run_next(s.state_);
+    }
     /// Manual mode: executes everything that can run, round-robin over streams; returns the number executed.
     std::size_t run_all() { return engine_->run_all(); }
     /// Operations queued on `s` and not yet finished.
-    [[nodiscard]] std::size_t queued(stream_ref s) const { return engine_->queued(s.state_); }
+    [[nodiscard]] std::size_t queued(stream_ref s) const {
+        check_stream("queued", s);
+        return engine_->queued(s.state_);
+    }
 
 private:
+    void check_stream(const char* call, stream_ref s) const {
+        UNIKV_EXPECTS(s.engine_ == engine_.get(), call, ": the stream is empty or belongs to another HostBackend");
+    }
+
+    void queue_copy(const char* call, region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+                    std::span<const std::int32_t> dst_pages, std::size_t page_bytes, EnvelopeSlice slice,
+                    stream_ref s) {
+        check_stream(call, s);
+        detail::validate_page_copy(call, src, src_pages, dst, dst_pages, page_bytes, slice);
+        if (src_pages.empty()) return;
+        engine_->enqueue(s.state_, {.kind = detail::host::op_kind::copy,
+                                    .src = src,
+                                    .dst = dst,
+                                    .src_pages = {src_pages.begin(), src_pages.end()},
+                                    .dst_pages = {dst_pages.begin(), dst_pages.end()},
+                                    .page_bytes = page_bytes,
+                                    .slice = slice});
+    }
+
     std::unique_ptr<detail::host::engine> engine_;
 };
 
-inline void HostBackend::stream_ref::wait(event_ref e) const {
+inline void HostBackend::stream_ref::wait(const event_ref& e) const {
+    UNIKV_EXPECTS(engine_ != nullptr && e.engine_ == engine_, "wait: the stream and the event must come from the "
+                  "same HostBackend");
     engine_->enqueue(state_, {.kind = detail::host::op_kind::wait, .event = e.state_});
 }
 

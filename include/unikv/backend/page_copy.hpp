@@ -27,10 +27,9 @@ struct region_ref {
     std::size_t size = 0;
 };
 
-/// Which bytes of each page envelope a copy moves: `count` runs of `bytes` bytes, the first at `offset`,
-/// each next one `stride` bytes further. The default (`bytes == 0`) means the whole envelope.
-/// A layer of a token-major envelope `[K0|V0|K1|V1|...]` per token is
-/// `{.offset = layer_offset, .bytes = layer_bytes, .stride = entry_bytes, .count = page_size}`.
+/// Which bytes of each page envelope a copy moves: `count` runs of `bytes` bytes (`bytes > 0`), the first at
+/// `offset`, each next one `stride` bytes further. A layer of a token-major envelope `[K0|V0|K1|V1|...]` per
+/// token is `{.offset = layer_offset, .bytes = layer_bytes, .stride = entry_bytes, .count = page_size}`.
 struct EnvelopeSlice {
     std::size_t offset = 0;
     std::size_t bytes = 0;
@@ -41,39 +40,46 @@ struct EnvelopeSlice {
     [[nodiscard]] static constexpr EnvelopeSlice whole(std::size_t page_bytes) noexcept {
         return {.offset = 0, .bytes = page_bytes, .stride = page_bytes, .count = 1};
     }
-    [[nodiscard]] constexpr bool is_whole() const noexcept { return bytes == 0; }
+    [[nodiscard]] constexpr bool is_whole(std::size_t page_bytes) const noexcept {
+        return offset == 0 && bytes == page_bytes && count == 1;
+    }
 };
 
 namespace detail {
 
-/// Throws `logic_error` unless every page index lies inside `r` (whole envelopes of `page_bytes`). O(n).
-inline void validate_pages_in_region(region_ref r, std::span<const std::int32_t> pages, std::size_t page_bytes,
-                                     const char* side) {
-    UNIKV_EXPECTS(page_bytes > 0, "page_bytes must be positive");
+/// Throws `logic_error` (naming `call`) unless every page index lies inside `r`, whole envelopes of
+/// `page_bytes`. Returns the largest index listed, or -1 for an empty list. O(n).
+inline std::int32_t validate_pages_in_region(const char* call, region_ref r, std::span<const std::int32_t> pages,
+                                             std::size_t page_bytes, const char* side) {
+    UNIKV_EXPECTS(page_bytes > 0, call, ": page_bytes must be positive");
     const std::size_t limit = r.size / page_bytes;
+    std::int32_t largest = -1;
     for (std::int32_t p : pages) {
-        UNIKV_EXPECTS(p >= 0 && static_cast<std::size_t>(p) < limit, side, " page ", p,
+        UNIKV_EXPECTS(p >= 0 && static_cast<std::size_t>(p) < limit, call, ": ", side, " page ", p,
                       " is outside its region of ", limit, " pages");
+        largest = std::max(largest, p);
     }
+    return largest;
 }
 
-/// True when no page of `marked` repeats and no page of `probe` is one of `marked`. Uses a bitmap when the
-/// index range is dense relative to the lists, a sorted copy otherwise. O(n + range/64) or O(n log n).
+/// True when no page of `marked` repeats and no page of `probe` is one of `marked`; every index is at most
+/// `largest`. Uses a bitmap when the index range is dense relative to the lists, a sorted copy otherwise.
+/// O(n + largest/64) or O(n log n).
 inline bool page_sets_disjoint(std::span<const std::int32_t> marked, std::span<const std::int32_t> probe,
-                               std::int32_t max_page) {
-    const std::size_t n = marked.size() + probe.size();
-    if (static_cast<std::size_t>(max_page) / 64 <= 4 * n + 64) {
-        std::vector<std::uint64_t> bits(static_cast<std::size_t>(max_page) / 64 + 1, 0);
+                               std::int32_t largest) {
+    if (largest < 0) return true;
+    const std::size_t words = static_cast<std::size_t>(largest) / 64 + 1;
+    if (words <= 4 * (marked.size() + probe.size()) + 64) {
+        std::vector<std::uint64_t> bits(words, 0);
         for (std::int32_t p : marked) {
             std::uint64_t& word = bits[static_cast<std::size_t>(p) / 64];
             const std::uint64_t bit = std::uint64_t{1} << (p % 64);
             if (word & bit) return false;
             word |= bit;
         }
-        for (std::int32_t p : probe) {
-            if (bits[static_cast<std::size_t>(p) / 64] & (std::uint64_t{1} << (p % 64))) return false;
-        }
-        return true;
+        return std::none_of(probe.begin(), probe.end(), [&bits](std::int32_t p) {
+            return (bits[static_cast<std::size_t>(p) / 64] >> (p % 64)) & 1;
+        });
     }
     std::vector<std::int32_t> m(marked.begin(), marked.end());
     std::sort(m.begin(), m.end());
@@ -81,36 +87,36 @@ inline bool page_sets_disjoint(std::span<const std::int32_t> marked, std::span<c
     return std::none_of(probe.begin(), probe.end(), [&m](std::int32_t p) { return std::binary_search(m.begin(), m.end(), p); });
 }
 
-/// Checks one page-copy request; throws `unikv::logic_error` naming the problem, so nothing is queued.
-/// Rules: equal page counts; a positive envelope size; the slice inside the envelope; every page index inside
-/// its region; destination pages pairwise distinct; and, when the two regions share bytes (a compaction
-/// inside one arena), no destination page overlapping any source page.
+/// Checks one page-copy request; throws `unikv::logic_error` naming `call` and the problem, so nothing is
+/// queued. Rules: equal page counts; a positive envelope size; a non-empty slice inside the envelope; every
+/// page index inside its region; destination pages pairwise distinct; and, when the two regions share bytes
+/// (a compaction inside one arena), no destination page overlapping any source page.
 /// Complexity: O(n) for dense page lists, O(n log n) otherwise.
-inline void validate_page_copy(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
-                               std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
+inline void validate_page_copy(const char* call, region_ref src, std::span<const std::int32_t> src_pages,
+                               region_ref dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                                EnvelopeSlice slice) {
-    UNIKV_EXPECTS(src_pages.size() == dst_pages.size(), "copy_pages_async: ", src_pages.size(),
-                  " source pages but ", dst_pages.size(), " destination pages");
-    UNIKV_EXPECTS(page_bytes > 0, "copy_pages_async: page_bytes must be positive");
-    if (!slice.is_whole()) {
-        UNIKV_EXPECTS(slice.count >= 1 && (slice.count == 1 || slice.stride >= slice.bytes) &&
-                          slice.offset + (slice.count - 1) * slice.stride + slice.bytes <= page_bytes,
-                      "copy_page_slices_async: slice {offset ", slice.offset, ", bytes ", slice.bytes,
-                      ", stride ", slice.stride, ", count ", slice.count, "} does not fit an envelope of ",
-                      page_bytes, " bytes");
-    }
-    validate_pages_in_region(src, src_pages, page_bytes, "source");
-    validate_pages_in_region(dst, dst_pages, page_bytes, "destination");
+    UNIKV_EXPECTS(src_pages.size() == dst_pages.size(), call, ": ", src_pages.size(), " source pages but ",
+                  dst_pages.size(), " destination pages");
+    UNIKV_EXPECTS(page_bytes > 0, call, ": page_bytes must be positive");
+    // Written so that no term can wrap around: each step bounds the next one.
+    const bool slice_fits = slice.bytes > 0 && slice.count >= 1 && slice.offset <= page_bytes &&
+                            slice.bytes <= page_bytes - slice.offset &&
+                            (slice.count == 1 || (slice.stride >= slice.bytes &&
+                                                  slice.count - 1 <= (page_bytes - slice.offset - slice.bytes) / slice.stride));
+    UNIKV_EXPECTS(slice_fits, call, ": slice {offset ", slice.offset, ", bytes ", slice.bytes, ", stride ",
+                  slice.stride, ", count ", slice.count, "} is empty or does not fit an envelope of ", page_bytes,
+                  " bytes");
+    const std::int32_t largest_src = validate_pages_in_region(call, src, src_pages, page_bytes, "source");
+    const std::int32_t largest_dst = validate_pages_in_region(call, dst, dst_pages, page_bytes, "destination");
 
     const auto src_lo = reinterpret_cast<std::uintptr_t>(src.data);
     const auto dst_lo = reinterpret_cast<std::uintptr_t>(dst.data);
     const bool regions_share_bytes = src_lo < dst_lo + dst.size && dst_lo < src_lo + src.size;
-    const auto max_pages = static_cast<std::int32_t>(std::max(src.size, dst.size) / page_bytes);
     if (!regions_share_bytes || src_lo == dst_lo) {
         const std::span<const std::int32_t> probe = regions_share_bytes ? src_pages : std::span<const std::int32_t>{};
-        UNIKV_EXPECTS(page_sets_disjoint(dst_pages, probe, max_pages),
-                      "copy_pages_async: a destination page appears twice, or a move inside one region has "
-                      "overlapping source and destination page sets");
+        UNIKV_EXPECTS(page_sets_disjoint(dst_pages, probe, std::max(largest_src, largest_dst)), call,
+                      ": a destination page appears twice, or a move inside one region has overlapping source "
+                      "and destination page sets");
         return;
     }
     // Two different views of one allocation: compare byte intervals in the address space.
@@ -127,14 +133,14 @@ inline void validate_page_copy(region_ref src, std::span<const std::int32_t> src
     };
     const std::vector<interval> d = intervals(dst_lo, dst_pages);
     for (std::size_t i = 1; i < d.size(); ++i) {
-        UNIKV_EXPECTS(d[i].first >= d[i - 1].second,
-                      "copy_pages_async: a destination page appears twice or overlaps another destination page");
+        UNIKV_EXPECTS(d[i].first >= d[i - 1].second, call,
+                      ": a destination page appears twice or overlaps another destination page");
     }
     const std::vector<interval> s = intervals(src_lo, src_pages);
     for (std::size_t i = 0, j = 0; i < s.size() && j < d.size();) {
-        UNIKV_EXPECTS(s[i].second <= d[j].first || d[j].second <= s[i].first,
-                      "copy_pages_async: source and destination page sets overlap; a move inside one region "
-                      "needs disjoint page sets");
+        UNIKV_EXPECTS(s[i].second <= d[j].first || d[j].second <= s[i].first, call,
+                      ": source and destination page sets overlap; a move inside one region needs disjoint "
+                      "page sets");
         if (s[i].second <= d[j].second) ++i; else ++j;
     }
 }
@@ -145,11 +151,22 @@ inline void validate_page_copy(region_ref src, std::span<const std::int32_t> src
 inline void copy_streaming(std::byte* dst, const std::byte* src, std::size_t bytes) noexcept {
 #if defined(__SSE2__)
     if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15) == 0) {
-        const std::size_t vectors = bytes / 16;
+        // One cache line per step, prefetching a fixed distance ahead: the hardware streamer restarts at
+        // every 4 KiB boundary, which a scattered envelope copy crosses often.
+        constexpr std::size_t line = 64, ahead = 1024;
+        const std::size_t lines = bytes / line;
         auto* d = reinterpret_cast<__m128i*>(dst);
         const auto* s = reinterpret_cast<const __m128i*>(src);
-        for (std::size_t i = 0; i < vectors; ++i) _mm_stream_si128(d + i, _mm_load_si128(s + i));
-        std::memcpy(dst + vectors * 16, src + vectors * 16, bytes % 16);
+        for (std::size_t i = 0; i < lines; ++i, d += 4, s += 4) {
+            if ((i + 1) * line + ahead <= bytes) __builtin_prefetch(reinterpret_cast<const std::byte*>(s) + ahead);
+            const __m128i a = _mm_load_si128(s), b = _mm_load_si128(s + 1), c = _mm_load_si128(s + 2),
+                          e = _mm_load_si128(s + 3);
+            _mm_stream_si128(d, a);
+            _mm_stream_si128(d + 1, b);
+            _mm_stream_si128(d + 2, c);
+            _mm_stream_si128(d + 3, e);
+        }
+        std::memcpy(dst + lines * line, src + lines * line, bytes % line);
         return;
     }
 #endif
@@ -167,7 +184,7 @@ inline void copy_pages_host(region_ref src, std::span<const std::int32_t> src_pa
                             std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                             EnvelopeSlice slice) noexcept {
     const std::size_t n = src_pages.size();
-    if (slice.is_whole()) {
+    if (slice.is_whole(page_bytes)) {
         const bool streaming = n * page_bytes >= streaming_copy_threshold;
         for (std::size_t i = 0; i < n;) {
             std::size_t run = 1;

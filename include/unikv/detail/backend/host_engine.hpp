@@ -10,35 +10,29 @@
 #include <cstdint>
 #include <deque>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
 #include <unikv/backend/counters.hpp>
+#include <unikv/backend/execution_mode.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/error.hpp>
 
-namespace unikv {
+namespace unikv::detail::host {
 
-/// How a `HostBackend` executes queued work.
-enum class ExecutionMode {
-    /// A worker thread per stream executes its queue in order, like a GPU would.
-    asynchronous,
-    /// Nothing executes until the test calls `run_next`, `run_all`, or a host synchronization needs it.
-    manual,
-};
+struct stream_state;
 
-namespace detail::host {
-
-/// An event's records: generation `g` is "done" once no queued record of it remains.
-/// Guarded by the engine mutex. Shared by the owner and by queued operations that name it.
+/// An event's records, guarded by the engine mutex. Generation `g` (the g-th record) is done once its record
+/// executed; like CUDA, a query looks at the latest record only and a wait at the record current when the wait
+/// was queued. Held by `shared_ptr` because queued operations on worker threads may outlive the owner.
 struct event_state {
     std::uint64_t recorded = 0;
-    std::set<std::uint64_t> pending;  // generations recorded but not yet executed
+    std::map<std::uint64_t, stream_state*> pending;  // queued records: generation -> the stream it is queued on
 
-    [[nodiscard]] bool done(std::uint64_t generation) const { return pending.empty() || *pending.begin() > generation; }
+    [[nodiscard]] bool done(std::uint64_t generation) const { return !pending.contains(generation); }
 };
 
 enum class op_kind { copy, fill, record, wait };
@@ -53,12 +47,14 @@ struct operation {
     EnvelopeSlice slice{};
     std::byte fill_value{};
     std::shared_ptr<event_state> event{};
-    std::uint64_t generation = 0;
+    std::uint64_t generation = 0;  // record: the generation it completes; wait: the generation it waits for
 };
 
 struct stream_state {
     std::deque<operation> queue;
-    bool busy = false;  // the worker popped an operation and is executing it
+    std::uint64_t enqueued = 0;  // operations ever queued
+    std::uint64_t executed = 0;  // operations finished; a synchronize waits for `executed >= enqueued` as of its call
+    bool busy = false;           // the worker popped an operation and is executing it
     bool stopping = false;
     std::thread worker;
 };
@@ -81,14 +77,12 @@ public:
         return &s;
     }
 
-    /// Finishes everything queued on the stream, stops its worker and forgets it.
+    /// Finishes everything queued on the stream (manual mode: runs it, and what it waits for), stops its
+    /// worker and forgets it.
     void destroy_stream(stream_state* s) noexcept {
-        if (mode_ == ExecutionMode::manual) {
-            [[maybe_unused]] const bool finished = run_until([s] { return s->queue.empty(); });
-            UNIKV_ASSERT(finished);
-        }
         {
-            std::lock_guard lk(m_);
+            std::unique_lock lk(m_);
+            if (mode_ == ExecutionMode::manual) drive(s, goal{.stream = s, .executed = s->enqueued}, lk);
             s->stopping = true;
         }
         cv_.notify_all();
@@ -103,7 +97,7 @@ public:
             switch (op.kind) {
                 case op_kind::record:
                     op.generation = ++op.event->recorded;
-                    op.event->pending.insert(op.generation);
+                    op.event->pending.emplace(op.generation, s);
                     break;
                 case op_kind::wait:
                     op.generation = op.event->recorded;
@@ -113,6 +107,7 @@ public:
                     counters_.copies_queued.fetch_add(1, std::memory_order_relaxed);
             }
             s->queue.push_back(std::move(op));
+            ++s->enqueued;
         }
         cv_.notify_all();
     }
@@ -122,20 +117,24 @@ public:
         return e.done(e.recorded);
     }
 
-    /// Host block until the event's latest record executed. Manual mode runs queued work to get there.
+    /// Host block until the event's latest record executed. Manual mode runs exactly the work it depends on.
     void synchronize(const event_state& e) {
         counters_.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
-        const std::uint64_t generation = [&] {
-            std::lock_guard lk(m_);
-            return e.recorded;
-        }();
-        wait_or_run([&e, generation] { return e.done(generation); });
+        std::unique_lock lk(m_);
+        const goal g{.event = &e, .generation = e.recorded};
+        if (mode_ == ExecutionMode::manual) {
+            if (!g.reached()) drive(e.pending.at(g.generation), g, lk);
+        } else {
+            cv_.wait(lk, [&g] { return g.reached(); });
+        }
     }
 
-    /// Host block until everything queued on the stream so far executed.
+    /// Host block until everything queued on the stream before the call executed.
     void synchronize(stream_state* s) {
         counters_.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
-        wait_or_run([s] { return s->queue.empty() && !s->busy; });
+        std::unique_lock lk(m_);
+        const goal g{.stream = s, .executed = s->enqueued};
+        if (mode_ == ExecutionMode::manual) drive(s, g, lk); else cv_.wait(lk, [&g] { return g.reached(); });
     }
 
     /// Manual mode: executes the stream's next operation if it can run now; false when empty or blocked.
@@ -150,8 +149,18 @@ public:
     /// Manual mode: executes operations round-robin over all streams until none can run; returns how many ran.
     std::size_t run_all() {
         UNIKV_EXPECTS(mode_ == ExecutionMode::manual, "run_all: the backend is not in manual mode");
+        std::unique_lock lk(m_);
         std::size_t ran = 0;
-        (void)run_until([] { return false; }, &ran);
+        for (bool progressed = true; progressed;) {
+            progressed = false;
+            for (stream_state& s : streams_) {
+                if (!s.queue.empty() && runnable(s.queue.front())) {
+                    execute_front(s, lk);
+                    progressed = true;
+                    ++ran;
+                }
+            }
+        }
         return ran;
     }
 
@@ -186,7 +195,7 @@ private:
         std::size_t bytes = 0;
         if (op.kind == op_kind::copy) {
             copy_pages_host(op.src, op.src_pages, op.dst, op.dst_pages, op.page_bytes, op.slice);
-            bytes = op.src_pages.size() * (op.slice.is_whole() ? op.page_bytes : op.slice.bytes * op.slice.count);
+            bytes = op.src_pages.size() * op.slice.bytes * op.slice.count;
         } else if (op.kind == op_kind::fill) {
             fill_pages_host(op.dst, op.dst_pages, op.page_bytes, op.fill_value);
             bytes = op.dst_pages.size() * op.page_bytes;
@@ -195,7 +204,37 @@ private:
         lk.lock();
         if (op.kind == op_kind::record) op.event->pending.erase(op.generation);
         s.busy = false;
+        ++s.executed;
         cv_.notify_all();
+    }
+
+    // What `drive` runs toward: a stream having executed `executed` operations, or an event generation done.
+    struct goal {
+        const stream_state* stream = nullptr;
+        std::uint64_t executed = 0;
+        const event_state* event = nullptr;
+        std::uint64_t generation = 0;
+
+        [[nodiscard]] bool reached() const {
+            return event != nullptr ? event->done(generation) : stream->executed >= executed;
+        }
+    };
+
+    // Manual mode: executes `s` in order until `g` is reached. A wait at the front first drives the stream that
+    // holds the awaited record, and only that far. Waits bind to records queued before them, so the streams
+    // form a DAG and the recursion ends.
+    void drive(stream_state* s, goal g, std::unique_lock<std::mutex>& lk) {
+        while (!g.reached()) {
+            UNIKV_ASSERT(!s->queue.empty());
+            const operation& front = s->queue.front();
+            if (runnable(front)) {
+                execute_front(*s, lk);
+                continue;
+            }
+            const std::shared_ptr<event_state> awaited = front.event;  // keeps the state alive while driving
+            drive(awaited->pending.at(front.generation),
+                  goal{.event = awaited.get(), .generation = front.generation}, lk);
+        }
     }
 
     void worker_loop(stream_state& s) {
@@ -207,36 +246,6 @@ private:
         }
     }
 
-    // Manual mode: runs queued work round-robin until `done()` holds; false when nothing can run any more.
-    template <class Done>
-    bool run_until(Done done, std::size_t* ran = nullptr) noexcept {
-        std::unique_lock lk(m_);
-        while (!done()) {
-            bool progressed = false;
-            for (stream_state& s : streams_) {
-                if (!s.queue.empty() && runnable(s.queue.front())) {
-                    execute_front(s, lk);
-                    progressed = true;
-                    if (ran) ++*ran;
-                }
-            }
-            if (!progressed) return false;
-        }
-        return true;
-    }
-
-    template <class Done>
-    void wait_or_run(Done done) {
-        if (mode_ == ExecutionMode::manual) {
-            // Waits bind to records queued before them, so the queues form a DAG and everything can run.
-            [[maybe_unused]] const bool finished = run_until(done);
-            UNIKV_ASSERT(finished);
-            return;
-        }
-        std::unique_lock lk(m_);
-        cv_.wait(lk, done);
-    }
-
     ExecutionMode mode_;
     std::mutex m_;
     std::condition_variable cv_;
@@ -244,5 +253,4 @@ private:
     atomic_counters counters_;
 };
 
-}  // namespace detail::host
-}  // namespace unikv
+}  // namespace unikv::detail::host
