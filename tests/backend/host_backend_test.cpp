@@ -307,12 +307,12 @@ TEST_CASE("like CUDA: a query sees the latest record, a wait binds to the record
 
 TEST_CASE("manual mode: synchronizing one stream runs only the work it depends on") {
     HostBackend backend({.mode = ExecutionMode::manual});
+    constexpr std::size_t page_bytes = 8;
+    auto buf = backend.allocate_device(8 * page_bytes);  // outlives the streams, whose queued work runs at destruction
     auto a = backend.make_stream();
     auto upstream = backend.make_stream();
     auto unrelated = backend.make_stream();
     auto ready = backend.make_event();
-    constexpr std::size_t page_bytes = 8;
-    auto buf = backend.allocate_device(8 * page_bytes);
     std::memset(buf.data(), 0x44, page_bytes);
     const std::vector<std::int32_t> p0{0}, p1{1}, p2{2}, p3{3};
     backend.copy_pages_async(buf.region(), p0, buf.region(), p1, page_bytes, unrelated);
