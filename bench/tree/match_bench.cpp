@@ -1,0 +1,68 @@
+// match_prefix on long shared prefixes (system prompts + multi-turn histories), 1K to 128K tokens, page sizes
+// 1, 16 and 64, against two baselines measured in the same run (see workload.hpp):
+//   x_memcmp       = match time / memcmp of the same tokens         (goal: <= 2 for long shared prefixes)
+//   hashchain_over = block-hash-chain lookup time / match time       (goal: >= 5)
+// plus ns per token and ns per node of the matched path.
+
+#include <benchmark/benchmark.h>
+
+#include "shapes.hpp"
+#include "workload.hpp"
+
+namespace {
+
+using namespace unikv;
+using namespace unikv::bench_tree;
+
+template <class Tree>
+void BM_match(benchmark::State& state) {
+    const auto prefix = static_cast<std::int32_t>(state.range(0));
+    const auto page = static_cast<std::int32_t>(state.range(1));
+    const Conversations conv = make_conversations(prefix, page);
+    Tree tree(config_for<Tree>(page));
+    std::int32_t next_page = 1;
+    populate(tree, conv, next_page);
+
+    HashChain chain(page);
+    std::vector<std::vector<VirtualPage>> expected;
+    for (const auto& key : conv.keys) {
+        const MatchResult m = tree.match_prefix({key});
+        expected.emplace_back(m.device_pages.begin(), m.device_pages.end());
+        chain.insert(key, expected.back());
+    }
+    // Both must find the whole key, with the same pages.
+    std::vector<VirtualPage> found;
+    for (std::size_t i = 0; i < conv.keys.size(); ++i) {
+        if (chain.lookup(conv.keys[i], found) != static_cast<std::int32_t>(conv.keys[i].size()) || found != expected[i]) {
+            state.SkipWithError("baseline disagrees with the tree");
+            return;
+        }
+    }
+    std::int64_t path_nodes = 0;
+    for (NodeRef n = tree.match_prefix({conv.keys[0]}).device_node; !n.is_root(); n = tree.node_info(n).parent) ++path_nodes;
+
+    // The ratios come from one interleaved measurement of the tree and both baselines (see seconds_per_call);
+    // Google Benchmark's own time column is the plain loop mean.
+    MemcmpFloor memcmp_floor(conv.keys);
+    std::size_t q = 0;
+    std::size_t qc = 0;
+    auto floor = [&] { benchmark::DoNotOptimize(memcmp_floor()); };
+    auto baseline = [&] { benchmark::DoNotOptimize(chain.lookup(conv.keys[qc++ % conv.keys.size()], found)); };
+    auto match = [&] { benchmark::DoNotOptimize(tree.match_prefix({conv.keys[q++ % conv.keys.size()]}).device_length); };
+    const auto [t_memcmp, t_chain, t_match] = seconds_per_call(floor, baseline, match);
+
+    q = 0;
+    for (auto _ : state) {
+        const MatchResult m = tree.match_prefix({conv.keys[q]});
+        benchmark::DoNotOptimize(m.device_length);
+        if (++q == conv.keys.size()) q = 0;
+    }
+    report(state, t_match, t_memcmp, "x_memcmp", t_chain, prefix, path_nodes);
+}
+
+BENCHMARK_TEMPLATE(BM_match, RadixTree<Full>)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_match, RadixTree<Full, Swa, Mamba>)->Apply(shapes);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,425 @@
+#pragma once
+// RadixTree: node arena, edges, eviction heaps, incremental sizes, LRU stamps, events, inspection.
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include <unikv/detail/tree/page_hash.hpp>
+
+namespace unikv {
+
+template <class... Cs>
+RadixTree<Cs...>::RadixTree(TreeConfig config) : config_(config) {
+    UNIKV_EXPECTS(config.page_size.tokens >= 1, "page size must be at least 1 token, got ", config.page_size.tokens);
+    if constexpr (components::has_swa) {
+        UNIKV_EXPECTS(config.swa_window > 0, "a tree with Swa needs swa_window > 0, got ", config.swa_window);
+    } else {
+        UNIKV_EXPECTS(config.swa_window == 0, "swa_window is set but the tree has no Swa component");
+    }
+    nodes_.emplace_back();
+    nodes_[root].alive = true;
+    const std::int32_t ps = config.page_size.tokens;
+    for (std::size_t i = 0; i + 1 < edge_samples; ++i)
+        edge_offsets_[i] = static_cast<std::int32_t>(i) * ps / static_cast<std::int32_t>(edge_samples - 1);
+    edge_offsets_[edge_samples - 1] = ps - 1;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::reserve(std::size_t nodes) {
+    nodes_.reserve(nodes + 1);
+    free_slots_.reserve(nodes);
+    for (auto& h : heaps_) h.reserve(nodes);
+    path_.reserve(std::min<std::size_t>(nodes, 4096));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// rules
+
+template <class... Cs>
+bool RadixTree<Cs...>::has_device(const Node& n, std::size_t c) noexcept {
+    return c == F ? !n.pages.empty() : c == S ? n.swa : n.state.is_valid();
+}
+
+template <class... Cs>
+bool RadixTree<Cs...>::has_host(const Node& n, std::size_t c) noexcept {
+    return c == M ? n.state_host.is_valid() : !n.host_pages[c].empty();
+}
+
+// A component's data is kept by a node while it has device data, a host copy, or a backup in flight.
+template <class... Cs>
+bool RadixTree<Cs...>::keeps(const Node& n, std::size_t c) noexcept {
+    return has_device(n, c) || has_host(n, c) || n.pending[c];
+}
+
+// A node that some component cannot serve from any tier can never be a match boundary: as a leaf it is garbage.
+template <class... Cs>
+bool RadixTree<Cs...>::cannot_end_match(const Node& n) noexcept {
+    return !keeps(n, F) || (components::has_swa && !keeps(n, S)) || (components::has_mamba && !keeps(n, M));
+}
+
+template <class... Cs>
+bool RadixTree<Cs...>::device_unlocked(const Node& n) noexcept {
+    return (n.locks[F] | n.locks[S] | n.locks[M]) == 0;
+}
+
+template <class... Cs>
+bool RadixTree<Cs...>::host_unlocked(const Node& n) noexcept {
+    return (n.host_locks[F] | n.host_locks[S] | n.host_locks[M]) == 0 && !n.pending[F] && !n.pending[S] &&
+           !n.pending[M];
+}
+
+template <class... Cs>
+bool RadixTree<Cs...>::device_candidate(Id id, std::size_t c) const noexcept {
+    const Node& n = nodes_[id];
+    if (id == root || !n.alive || !in_set(c) || !has_device(n, c)) return false;
+    return c == F ? n.device_children == 0 && device_unlocked(n) : n.locks[c] == 0;
+}
+
+template <class... Cs>
+bool RadixTree<Cs...>::host_candidate(Id id, std::size_t c) const noexcept {
+    const Node& n = nodes_[id];
+    if (id == root || !n.alive || !in_set(c) || !has_host(n, c) || has_device(n, c)) return false;
+    return c == F ? n.children == 0 && host_unlocked(n) && device_unlocked(n) : n.host_locks[c] == 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// arena and edges
+
+template <class... Cs>
+auto RadixTree<Cs...>::checked(NodeRef node, const char* what) const -> Id {
+    UNIKV_EXPECTS(contains(node), what, ": stale node handle (slot ", node.index(), ", generation ",
+                  node.generation(), ")");
+    return node.index();
+}
+
+// The edge key of a child: its namespace and first page. Pages longer than 9 tokens are sampled (8 evenly spaced
+// tokens and the last one): siblings differ from their divergence point on, so the last token almost always separates them, and
+// a collision only costs a token comparison in the child table.
+template <class... Cs>
+std::uint64_t RadixTree<Cs...>::edge_hash(KeyNamespace ns, const TokenId* first_page) const noexcept {
+    const std::uint64_t seed = detail::tree::namespace_seed(ns);
+    if (config_.page_size.tokens <= static_cast<std::int32_t>(edge_samples))
+        return detail::tree::hash_tokens(seed, first_page, static_cast<std::size_t>(config_.page_size.tokens));
+    std::array<TokenId, edge_samples> sample;
+    for (std::size_t i = 0; i < edge_samples; ++i) sample[i] = first_page[edge_offsets_[i]];
+    return detail::tree::hash_tokens(seed, sample.data(), edge_samples);
+}
+
+template <class... Cs>
+auto RadixTree<Cs...>::find_child(Id parent, KeyNamespace ns, const TokenId* page) const noexcept -> Id {
+    const auto bytes = static_cast<std::size_t>(config_.page_size.tokens) * sizeof(TokenId);
+    return edges_.find(parent, edge_hash(ns, page), [&](Id c) {
+        return nodes_[c].ns == ns && std::memcmp(nodes_[c].tokens.data(), page, bytes) == 0;
+    });
+}
+
+template <class... Cs>
+auto RadixTree<Cs...>::new_node() -> Id {
+    Id id;
+    if (!free_slots_.empty()) {
+        id = free_slots_.back();
+        free_slots_.pop_back();
+    } else {
+        id = static_cast<Id>(nodes_.size());
+        nodes_.emplace_back();
+        // The free list and every heap hold at most one entry per slot: growing them with the arena means the
+        // release paths (unlock, clean-up) never allocate, so they cannot fail.
+        if (free_slots_.capacity() < nodes_.size()) free_slots_.reserve(2 * nodes_.size());
+        for (auto& h : heaps_)
+            if (h.capacity() < nodes_.size()) h.reserve(2 * nodes_.size());
+    }
+    nodes_[id].alive = true;
+    ++live_nodes_;
+    return id;
+}
+
+// Resets a slot for reuse, keeping its buffers' capacity.
+template <class... Cs>
+void RadixTree<Cs...>::free_slot(Id id) noexcept {
+    Node& n = nodes_[id];
+    const std::uint32_t generation = n.generation + 1;
+    n.tokens.clear();
+    n.pages.clear();
+    for (auto& h : n.host_pages) h.clear();
+    n.state = StateId{};
+    n.state_host = HostPage{};
+    n.locks = {};
+    n.host_locks = {};
+    n.pending = {};
+    n.swa = false;
+    n.retention = 0;
+    n.children = 0;
+    n.device_children = 0;
+    n.alive = false;
+    n.generation = generation;
+    free_slots_.push_back(id);
+    --live_nodes_;
+}
+
+template <class... Cs>
+auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, std::span<const TokenId> tokens,
+                                std::span<const VirtualPage> pages, bool swa) -> Id {
+    const Id id = new_node();
+    Node& n = nodes_[id];
+    n.parent = parent;
+    n.ns = ns;
+    n.start = start;
+    n.length = static_cast<std::int32_t>(tokens.size());
+    n.tokens.assign(tokens.begin(), tokens.end());
+    n.key_hash = edge_hash(ns, n.tokens.data());
+    if (config_.events == EventMode::record) {
+        const std::uint64_t base = parent == root ? detail::tree::namespace_seed(ns) : nodes_[parent].hash_end;
+        n.hash_end = detail::tree::chain_pages(base, tokens, config_.page_size.tokens);
+    }
+    for (auto& s : n.stamp) s = ++clock_;
+    edges_.insert(parent, n.key_hash, id);
+    ++nodes_[parent].children;
+    set_pages(id, pages);
+    emit(EventKind::stored, F, Tier::device, id);
+    if (swa) {
+        nodes_[id].swa = true;
+        account(id, S, +1);
+        emit(EventKind::stored, S, Tier::device, id);
+    }
+    sync(id);
+    sync(parent);
+    return id;
+}
+
+// Splits `id` at token offset `at` (page aligned, inside the node). The new upper part takes the node's place
+// under its parent; `id` keeps the lower part, its children, its Mamba state and lock, so handles and receipts
+// anchored at `id` stay valid. Both parts keep the locks that covered the whole node.
+template <class... Cs>
+auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
+    const Id p = new_node();
+    Node& up = nodes_[p];
+    Node& low = nodes_[id];
+    const auto at_pages = static_cast<std::ptrdiff_t>(at / config_.page_size.tokens);
+    up.parent = low.parent;
+    up.ns = low.ns;
+    up.start = low.start;
+    up.length = at;
+    up.key_hash = low.key_hash;
+    up.tokens.assign(low.tokens.begin(), low.tokens.begin() + at);
+    low.tokens.erase(low.tokens.begin(), low.tokens.begin() + at);
+    low.start += at;
+    low.length -= at;
+    low.key_hash = edge_hash(low.ns, low.tokens.data());
+    if (!low.pages.empty()) {
+        up.pages.assign(low.pages.begin(), low.pages.begin() + at_pages);
+        low.pages.erase(low.pages.begin(), low.pages.begin() + at_pages);
+    }
+    for (std::size_t c : {F, S}) {
+        auto& from = low.host_pages[c];
+        if (from.empty()) continue;
+        up.host_pages[c].assign(from.begin(), from.begin() + at_pages);
+        from.erase(from.begin(), from.begin() + at_pages);
+    }
+    up.swa = low.swa;
+    up.locks[F] = low.locks[F];
+    up.locks[S] = low.locks[S];
+    up.host_locks[F] = low.host_locks[F];
+    up.host_locks[S] = low.host_locks[S];
+    up.stamp = low.stamp;
+    up.retention = low.retention;
+    up.children = 1;
+    up.device_children = low.pages.empty() ? 0 : 1;
+    if (config_.events == EventMode::record) {
+        const std::uint64_t base = up.parent == root ? detail::tree::namespace_seed(up.ns) : nodes_[up.parent].hash_end;
+        up.hash_end = detail::tree::chain_pages(base, up.tokens, config_.page_size.tokens);
+    }
+    edges_.replace(up.parent, up.key_hash, id, p);
+    edges_.insert(p, low.key_hash, id);
+    low.parent = p;
+    sync(p);
+    sync(id);
+    return p;
+}
+
+// Makes heap membership agree with the candidate rules for `id` (call after anything they read changed).
+template <class... Cs>
+void RadixTree<Cs...>::sync(Id id) {
+    for (std::size_t h = 0; h < heap_count; ++h) {
+        const std::size_t c = h % component_count;
+        if (!in_set(c)) continue;
+        const bool want = h < component_count ? device_candidate(id, c) : host_candidate(id, c);
+        const bool have = nodes_[id].heap_pos[h] != npos;
+        if (want == have) continue;
+        HeapContext ctx{*this, h};
+        if (want) {
+            heaps_[h].push(id, ctx);
+        } else {
+            heaps_[h].erase(id, ctx);
+        }
+    }
+}
+
+// Marks `id` most recently used for `c`. O(1): the heaps catch up lazily (see node_heap.hpp).
+template <class... Cs>
+void RadixTree<Cs...>::touch(Id id, std::size_t c) noexcept {
+    nodes_[id].stamp[c] = ++clock_;
+}
+
+// Adds (sign +1) or removes (-1) `id`'s device units of `c` to the evictable or protected total.
+template <class... Cs>
+void RadixTree<Cs...>::account(Id id, std::size_t c, std::int64_t sign) noexcept {
+    const Node& n = nodes_[id];
+    (n.locks[c] > 0 ? protected_ : evictable_)[c] += sign * units(n, c);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::set_pages(Id id, std::span<const VirtualPage> pages) {
+    UNIKV_ASSERT(nodes_[id].pages.empty() && !pages.empty());
+    nodes_[id].pages.assign(pages.begin(), pages.end());
+    account(id, F, +1);
+    ++nodes_[nodes_[id].parent].device_children;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::clear_pages(Id id) noexcept {
+    Node& n = nodes_[id];
+    UNIKV_ASSERT(!n.pages.empty() && !n.swa);
+    account(id, F, -1);
+    n.pages.clear();
+    --nodes_[n.parent].device_children;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::path_to(Id id, std::vector<Id>& out) const {
+    out.clear();
+    for (Id x = id; x != root; x = nodes_[x].parent) out.push_back(x);
+    std::reverse(out.begin(), out.end());
+}
+
+// LRU refresh for a request that uses `path` (root excluded, the target last): FULL on the whole path, SWA on
+// the nodes within one window plus one page above the target, Mamba on the target. Upper nodes get the older
+// stamps.
+template <class... Cs>
+void RadixTree<Cs...>::refresh(std::span<const Id> path) {
+    if (path.empty()) return;
+    for (Id x : path) touch(x, F);
+    if constexpr (components::has_swa) {
+        const std::int64_t limit = std::int64_t{config_.swa_window} + config_.page_size.tokens;
+        std::size_t first = path.size();
+        for (std::int64_t covered = 0; first > 0 && covered < limit;) covered += nodes_[path[--first]].length;
+        for (std::size_t i = first; i < path.size(); ++i) touch(path[i], S);
+    }
+    if constexpr (components::has_mamba) touch(path.back(), M);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::emit(EventKind kind, std::size_t c, Tier tier, Id id) {
+    if (config_.events != EventMode::record) return;
+    const Node& n = nodes_[id];
+    const std::uint64_t parent_hash = n.parent == root ? detail::tree::namespace_seed(n.ns) : nodes_[n.parent].hash_end;
+    events_.push_back(KvEvent{kind, static_cast<Component>(c), tier, n.ns, n.start, n.length, parent_hash, n.hash_end});
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::expect_no_pending() const {
+    UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// inspection
+
+template <class... Cs>
+NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
+    const Node& n = nodes_[checked(node, "node_info")];
+    NodeInfo info;
+    info.parent = ref(n.parent);
+    info.ns = n.ns;
+    info.start = n.start;
+    info.length = n.length;
+    info.children = n.children;
+    info.retention = n.retention;
+    info.tokens = n.tokens;
+    info.pages = n.pages;
+    info.host[F] = n.host_pages[F];
+    info.host[S] = n.host_pages[S];
+    if (n.state_host.is_valid()) info.host[M] = {n.state_host};
+    for (std::size_t c = 0; c < component_count; ++c) info.device[c] = has_device(n, c);
+    info.backup_pending = n.pending;
+    info.state = n.state;
+    info.device_locks = n.locks;
+    info.host_locks = n.host_locks;
+    return info;
+}
+
+template <class... Cs>
+std::vector<NodeRef> RadixTree<Cs...>::nodes() const {
+    std::vector<NodeRef> out;
+    for (Id id = 1; id < nodes_.size(); ++id)
+        if (nodes_[id].alive) out.push_back(ref(id));
+    return out;
+}
+
+template <class... Cs>
+std::string RadixTree<Cs...>::check_invariants() const {
+    const std::int32_t ps = config_.page_size.tokens;
+    std::array<std::int64_t, component_count> evictable{}, locked{}, host{};
+    std::vector<std::uint32_t> children(nodes_.size()), device_children(nodes_.size());
+    std::size_t live = 0;
+    for (Id id = 1; id < nodes_.size(); ++id) {
+        const Node& n = nodes_[id];
+        if (!n.alive) continue;
+        ++live;
+        const Node& p = nodes_[n.parent];
+        const auto fail = [&](const char* what) { return detail::concat("node ", id, ": ", what); };
+        if (!p.alive) return fail("parent is dead");
+        if (n.start != (n.parent == root ? 0 : p.end())) return fail("start is not the parent's end");
+        if (n.length <= 0 || n.length % ps != 0 || n.tokens.size() != static_cast<std::size_t>(n.length))
+            return fail("length is not a positive whole number of pages");
+        if (n.parent != root && !(n.ns == p.ns)) return fail("namespace differs from the parent's");
+        if (n.key_hash != edge_hash(n.ns, n.tokens.data())) return fail("stale edge hash");
+        if (!edges_.has(n.parent, n.key_hash, id)) return fail("missing edge from the parent");
+        if (!n.pages.empty() && n.pages.size() * static_cast<std::size_t>(ps) != n.tokens.size())
+            return fail("page count does not match the length");
+        for (std::size_t c : {F, S})
+            if (!n.host_pages[c].empty() && n.host_pages[c].size() * static_cast<std::size_t>(ps) != n.tokens.size())
+                return fail("host page count does not match the length");
+        if (n.swa && n.pages.empty()) return fail("SWA rows without FULL pages");
+        if (n.state.is_valid() && n.pages.empty()) return fail("Mamba state without FULL pages");
+        if (!n.pages.empty() && n.parent != root && p.pages.empty()) return fail("FULL device data under a node without it");
+        ++children[n.parent];
+        if (!n.pages.empty()) ++device_children[n.parent];
+        for (std::size_t c = 0; c < component_count; ++c) {
+            if (!in_set(c) && (has_device(n, c) || has_host(n, c) || n.locks[c] || n.host_locks[c]))
+                return fail("data or lock of a component outside the set");
+            if (has_device(n, c)) (n.locks[c] > 0 ? locked : evictable)[c] += units(n, c);
+            if (has_host(n, c)) host[c] += units(n, c);
+            for (std::size_t h : {c, c + component_count}) {
+                if (!in_set(c)) continue;
+                const bool want = h < component_count ? device_candidate(id, c) : host_candidate(id, c);
+                const std::uint32_t pos = n.heap_pos[h];
+                if (want != (pos != npos)) return fail("heap membership disagrees with the candidate rule");
+                if (pos != npos && pos >= heaps_[h].size()) return fail("heap position is out of range");
+            }
+        }
+        if (config_.events == EventMode::record) {
+            const std::uint64_t base = n.parent == root ? detail::tree::namespace_seed(n.ns) : p.hash_end;
+            if (n.hash_end != detail::tree::chain_pages(base, n.tokens, ps)) return fail("stale prefix hash");
+        }
+    }
+    for (Id id = 0; id < nodes_.size(); ++id) {
+        if (!nodes_[id].alive) continue;
+        if (nodes_[id].children != children[id]) return detail::concat("node ", id, ": child count is stale");
+        if (nodes_[id].device_children != device_children[id])
+            return detail::concat("node ", id, ": device child count is stale");
+    }
+    if (live != live_nodes_) return "live node count is stale";
+    if (edges_.size() != live) return "edge table size differs from the node count";
+    for (std::size_t c = 0; c < component_count; ++c) {
+        if (evictable[c] != evictable_[c]) return detail::concat("evictable size of component ", c, " is stale");
+        if (locked[c] != protected_[c]) return detail::concat("protected size of component ", c, " is stale");
+        if (host[c] != host_[c]) return detail::concat("host size of component ", c, " is stale");
+    }
+    for (std::size_t h = 0; h < heap_count; ++h) {
+        const HeapView view{*this, h};
+        if (!heaps_[h].consistent(view)) return detail::concat("heap ", h, " is out of order or stale");
+    }
+    return {};
+}
+
+}  // namespace unikv

@@ -1,0 +1,309 @@
+#pragma once
+// RadixTree: eviction (device and host), garbage collection of dead leaves, host values, retention, locks.
+
+namespace unikv {
+
+// Frees all device data of `id` (FULL pages with their SWA rows, the Mamba state).
+template <class... Cs>
+void RadixTree<Cs...>::free_device_data(Id id, detail::ActionsBuilder& out, EvictResult& result) {
+    Node& n = nodes_[id];
+    if (!n.pages.empty()) {
+        out.free_pages(n.pages);
+        result.device_freed[F] += n.length;
+        emit(EventKind::removed, F, Tier::device, id);
+        if (n.swa) {
+            result.device_freed[S] += n.length;
+            emit(EventKind::removed, S, Tier::device, id);
+            account(id, S, -1);
+            n.swa = false;
+        }
+        clear_pages(id);
+    }
+    if (n.state.is_valid()) {
+        out.free_state(n.state);
+        result.device_freed[M] += 1;
+        emit(EventKind::removed, M, Tier::device, id);
+        account(id, M, -1);
+        n.state = StateId{};
+    }
+    sync(id);
+    sync(n.parent);
+}
+
+// Drops component `c` (Swa or Mamba) from a node that stays; SWA cascades to the node's unlocked Mamba state.
+template <class... Cs>
+void RadixTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out,
+                                   EvictResult& result) {
+    Node& n = nodes_[id];
+    if (options.write_back == WriteBack::on && !has_host(n, c) && !n.pending[c]) {
+        if (c == S) {
+            out.backup_pages(Component::swa, ref(id), n.pages);
+        } else {
+            out.backup_state(ref(id), n.state);
+        }
+        n.pending[c] = true;
+        ++pending_backups_;
+    }
+    account(id, c, -1);
+    result.device_freed[c] += units(n, c);
+    emit(EventKind::removed, c, Tier::device, id);
+    if (c == S) {
+        out.free_swa(n.pages);
+        n.swa = false;
+        if (components::has_mamba && n.state.is_valid() && n.locks[M] == 0) drop_device(id, M, options, out, result);
+    } else {
+        out.free_state(n.state);
+        n.state = StateId{};
+    }
+    sync(id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::free_host_value(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+    Node& n = nodes_[id];
+    const std::int64_t u = units(n, c);
+    if (c == M) {
+        out.free_host(Component::mamba, std::span<const HostPage>(&n.state_host, 1));
+        n.state_host = HostPage{};
+    } else {
+        out.free_host(static_cast<Component>(c), n.host_pages[c]);
+        n.host_pages[c].clear();
+    }
+    host_[c] -= u;
+    result.host_freed[c] += u;
+    emit(EventKind::removed, c, Tier::host, id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+    free_host_value(id, c, out, result);
+    if (c == S && has_host(nodes_[id], M) && nodes_[id].host_locks[M] == 0) free_host_value(id, M, out, result);
+    sync(id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result) {
+    free_device_data(id, out, result);
+    for (std::size_t c = 0; c < component_count; ++c)
+        if (has_host(nodes_[id], c)) free_host_value(id, c, out, result);
+    unlink(id);
+}
+
+// Detaches a childless node whose data is already freed, and frees its slot.
+template <class... Cs>
+void RadixTree<Cs...>::unlink(Id id) noexcept {
+    Node& n = nodes_[id];
+    UNIKV_ASSERT(n.children == 0 && n.pages.empty() && !n.state.is_valid() && !has_host(n, F) && !has_host(n, S) &&
+                 !has_host(n, M));
+    for (std::size_t h = 0; h < heap_count; ++h) {
+        if (n.heap_pos[h] == npos) continue;
+        HeapContext ctx{*this, h};
+        heaps_[h].erase(id, ctx);
+    }
+    const Id parent = n.parent;
+    edges_.erase(parent, n.key_hash, id);
+    --nodes_[parent].children;
+    free_slot(id);
+    sync(parent);
+}
+
+// Deletes `id` and then its ancestors while each is a childless, unlocked node that cannot end a match.
+template <class... Cs>
+void RadixTree<Cs...>::collect(Id id, detail::ActionsBuilder& out, EvictResult& result) {
+    while (id != root && nodes_[id].children == 0 && cannot_end_match(nodes_[id]) && device_unlocked(nodes_[id]) &&
+           host_unlocked(nodes_[id])) {
+        const Id parent = nodes_[id].parent;
+        remove_node(id, out, result);
+        id = parent;
+    }
+}
+
+// The same for nodes that hold no data at all, which can be removed without any action (after an unlock).
+template <class... Cs>
+void RadixTree<Cs...>::collect_empty(Id id) noexcept {
+    const auto empty = [](const Node& n) { return !keeps(n, F) && !keeps(n, S) && !keeps(n, M); };
+    while (id != root && nodes_[id].children == 0 && empty(nodes_[id]) && device_unlocked(nodes_[id]) &&
+           host_unlocked(nodes_[id])) {
+        const Id parent = nodes_[id].parent;
+        unlink(id);
+        id = parent;
+    }
+}
+
+template <class... Cs>
+EvictResult RadixTree<Cs...>::evict(Component component, std::int64_t amount, EvictOptions options) {
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(amount >= 0, "negative amount ", amount);
+    expect_no_pending();
+    EvictResult result;
+    detail::ActionsBuilder out{result.actions};
+    const std::size_t c = index_of(component);
+    auto& candidates = heaps_[c];
+    HeapContext ctx{*this, c};
+    while (result.device_freed[c] < amount && !candidates.empty()) {
+        const Id id = candidates.top(ctx);
+        if (c == F || device_candidate(id, F)) {
+            free_device_data(id, out, result);
+        } else {
+            drop_device(id, c, options, out, result);
+        }
+        collect(id, out, result);
+    }
+    return result;
+}
+
+template <class... Cs>
+EvictResult RadixTree<Cs...>::evict_host(Component component, std::int64_t amount) {
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(amount >= 0, "negative amount ", amount);
+    expect_no_pending();
+    EvictResult result;
+    detail::ActionsBuilder out{result.actions};
+    const std::size_t c = index_of(component);
+    auto& candidates = heaps_[c + component_count];
+    HeapContext ctx{*this, c + component_count};
+    while (result.host_freed[c] < amount && !candidates.empty()) {
+        const Id id = candidates.top(ctx);
+        if (c == F || host_candidate(id, F)) {
+            const Id parent = nodes_[id].parent;
+            remove_node(id, out, result);
+            collect(parent, out, result);
+        } else {
+            drop_host(id, c, out, result);
+            collect(id, out, result);
+        }
+    }
+    return result;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// host values and retention
+
+template <class... Cs>
+void RadixTree<Cs...>::set_host(NodeRef node, Component component, std::span<const HostPage> host) {
+    const Id id = checked(node, "set_host");
+    const std::size_t c = index_of(component);
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    expect_no_pending();
+    UNIKV_EXPECTS(id != root, "the root holds no data");
+    Node& n = nodes_[id];
+    UNIKV_EXPECTS(has_device(n, c), "the node has no device data of component ", to_string(component), " to back up");
+    UNIKV_EXPECTS(!has_host(n, c), "the node already has a host copy of component ", to_string(component));
+    const std::size_t want = c == M ? 1 : n.pages.size();
+    UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
+    for (HostPage h : host) UNIKV_EXPECTS(h.is_valid(), "invalid host page ", h);
+    if (c == M) {
+        n.state_host = host[0];
+    } else {
+        n.host_pages[c].assign(host.begin(), host.end());
+    }
+    host_[c] += units(n, c);
+    emit(EventKind::stored, c, Tier::host, id);
+    sync(id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::finish_backup(NodeRef node, Component component, std::span<const HostPage> host) {
+    const Id id = checked(node, "finish_backup");
+    const std::size_t c = index_of(component);
+    Node& n = nodes_[id];
+    UNIKV_EXPECTS(n.pending[c], "no backup of component ", to_string(component), " is pending on this node");
+    if (!host.empty()) {
+        const std::size_t want = c == M ? 1 : n.pages.size();
+        UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
+        for (HostPage h : host) UNIKV_EXPECTS(h.is_valid(), "invalid host page ", h);
+        if (c == M) {
+            n.state_host = host[0];
+        } else {
+            n.host_pages[c].assign(host.begin(), host.end());
+        }
+        host_[c] += units(n, c);
+        emit(EventKind::stored, c, Tier::host, id);
+    }
+    n.pending[c] = false;
+    --pending_backups_;
+    sync(id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::set_retention(NodeRef node, std::uint8_t retention) {
+    path_to(checked(node, "set_retention"), path_);
+    for (Id x : path_) set_retention_of(x, retention);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// locks
+
+// Calls visit(node, component) for every counter a receipt with these parts holds.
+template <class... Cs>
+template <class Visit>
+void RadixTree<Cs...>::for_each_locked(Id anchor, ComponentMask parts, std::int32_t swa_start, Visit&& visit) const {
+    if (parts.has(Component::full))
+        for (Id x = anchor; x != root; x = nodes_[x].parent) visit(x, F);
+    if (parts.has(Component::swa))
+        for (Id x = anchor; x != root && nodes_[x].start >= swa_start; x = nodes_[x].parent) visit(x, S);
+    if (parts.has(Component::mamba) && anchor != root) visit(anchor, M);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::change_lock(Id id, std::size_t c, Tier tier, bool up) {
+    Node& n = nodes_[id];
+    std::uint32_t& count = tier == Tier::device ? n.locks[c] : n.host_locks[c];
+    if (up ? count++ != 0 : --count != 0) return;
+    if (tier == Tier::device && has_device(n, c)) {
+        const std::int64_t u = up ? units(n, c) : -units(n, c);
+        evictable_[c] -= u;
+        protected_[c] += u;
+    }
+    sync(id);
+}
+
+template <class... Cs>
+LockReceipt RadixTree<Cs...>::lock(NodeRef node, LockOptions options) {
+    const Id id = checked(node, "lock");
+    const ComponentMask parts = options.components & components::mask;
+    std::int32_t swa_start = 0;
+    if (parts.has(Component::swa)) {
+        // The window segment: the anchor and its ancestors until W tokens are covered (tombstones count).
+        std::int64_t covered = 0;
+        for (Id x = id; x != root && covered < config_.swa_window; x = nodes_[x].parent) {
+            covered += nodes_[x].length;
+            swa_start = nodes_[x].start;
+        }
+    }
+    for_each_locked(id, parts, swa_start, [&](Id x, std::size_t c) { change_lock(x, c, options.tier, true); });
+    return detail::ReceiptAccess::make(tree_id_, node, options.tier, parts, swa_start);
+}
+
+// Checks every counter the receipt claims before touching any, so a mismatch changes nothing.
+template <class... Cs>
+void RadixTree<Cs...>::release(LockReceipt& receipt, ComponentMask parts) {
+    UNIKV_EXPECTS(detail::ReceiptAccess::tree_id(receipt) == tree_id_, "the receipt belongs to another tree");
+    if (parts.empty()) return;
+    const Id id = checked(receipt.node(), "unlock");
+    const Tier tier = receipt.tier();
+    for_each_locked(id, parts, receipt.swa_segment_start(), [&](Id x, std::size_t c) {
+        const std::uint32_t count = tier == Tier::device ? nodes_[x].locks[c] : nodes_[x].host_locks[c];
+        UNIKV_EXPECTS(count > 0, "the receipt does not match the locks on its path (component ", c, ", slot ", x, ")");
+    });
+    for_each_locked(id, parts, receipt.swa_segment_start(), [&](Id x, std::size_t c) { change_lock(x, c, tier, false); });
+    collect_empty(id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::unlock(LockReceipt&& receipt) {
+    UNIKV_EXPECTS(!receipt.empty(), "the receipt is empty (moved from, or already unlocked)");
+    release(receipt, detail::ReceiptAccess::held(receipt));
+    detail::ReceiptAccess::consume(receipt);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::release_swa(LockReceipt& receipt) {
+    UNIKV_EXPECTS(!receipt.empty(), "the receipt is empty (moved from, or already unlocked)");
+    UNIKV_EXPECTS(receipt.holds(Component::swa), "the receipt holds no SWA lock");
+    const ComponentMask held = detail::ReceiptAccess::held(receipt);
+    release(receipt, held & ComponentMask::of(Component::swa).with(Component::mamba));
+    detail::ReceiptAccess::set_held(receipt, held.without(Component::swa).without(Component::mamba));
+}
+
+}  // namespace unikv

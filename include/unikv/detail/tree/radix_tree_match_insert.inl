@@ -1,0 +1,292 @@
+#pragma once
+// RadixTree: match_prefix and insert.
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace unikv {
+
+// Tokens of `n` that equal `key`, in whole pages, given that the first page already matched and `available`
+// (a whole number of pages) key tokens remain. Whole-node equality is one memcmp: the common case on a long
+// shared prefix.
+template <class... Cs>
+std::int32_t RadixTree<Cs...>::common_length(const Node& n, const TokenId* key, std::int32_t available) const noexcept {
+    const TokenId* mine = n.tokens.data();
+    if (available >= n.length && std::memcmp(mine, key, static_cast<std::size_t>(n.length) * sizeof(TokenId)) == 0)
+        return n.length;
+    const std::int32_t limit = std::min(n.length, available);
+    const auto same = static_cast<std::int32_t>(std::mismatch(mine, mine + limit, key).first - mine);
+    return same / config_.page_size.tokens * config_.page_size.tokens;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::set_retention_of(Id id, std::uint8_t retention) noexcept {
+    nodes_[id].retention = retention;
+    for (std::size_t h = 0; h < heap_count; ++h) {
+        if (nodes_[id].heap_pos[h] == npos) continue;
+        HeapContext ctx{*this, h};
+        heaps_[h].fix(id, ctx);
+    }
+}
+
+template <class... Cs>
+MatchResult RadixTree<Cs...>::match_prefix(TokenKey key, MatchOptions options) {
+    expect_no_pending();
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto usable = static_cast<std::int32_t>(key.tokens.size()) / ps * ps;
+
+    // 1. Walk the key, splitting the node the walk ends inside.
+    path_.clear();
+    for (std::int32_t pos = 0; pos < usable;) {
+        const TokenId* rest = key.tokens.data() + pos;
+        const Id child = find_child(path_.empty() ? root : path_.back(), key.ns, rest);
+        if (child == npos) break;
+        const std::int32_t same = common_length(nodes_[child], rest, usable - pos);
+        if (same < nodes_[child].length) {
+            path_.push_back(split(child, same));
+            break;
+        }
+        path_.push_back(child);
+        pos += same;
+    }
+
+    // 2. Validators. Bit i of `ok` says component i accepts the node; `device` and `any` are the two tiers.
+    constexpr std::int64_t unbroken = std::numeric_limits<std::int64_t>::max() / 2;
+    const std::int64_t window = config_.swa_window;
+    std::int64_t run_device = unbroken;
+    std::int64_t run_any = unbroken;
+    constexpr std::uint8_t all = 0b111;
+    std::uint8_t full_chain = 0b11;  // bit 0: FULL device unbroken from the root, bit 1: device-or-host
+    std::size_t device_at = 0;       // path_ index + 1 of the device boundary (0: the root)
+    std::size_t best_at = 0;
+    MatchResult r;
+    for (std::size_t i = 0; i < path_.size(); ++i) {
+        const Node& n = nodes_[path_[i]];
+        const bool fd = !n.pages.empty();
+        full_chain &= static_cast<std::uint8_t>((fd ? 1 : 0) | ((fd || has_host(n, F)) ? 2 : 0));
+        if ((full_chain & 2) == 0) break;
+        std::uint8_t device = 1;
+        std::uint8_t any = 1;
+        if constexpr (components::has_swa) {
+            run_device = n.swa ? run_device + n.length : 0;
+            run_any = (n.swa || has_host(n, S)) ? run_any + n.length : 0;
+            device |= run_device >= window ? 2 : 0;
+            any |= run_any >= window ? 2 : 0;
+        } else {
+            device |= 2;
+            any |= 2;
+        }
+        if constexpr (components::has_mamba) {
+            device |= n.state.is_valid() ? 4 : 0;
+            any |= (n.state.is_valid() || n.state_host.is_valid()) ? 4 : 0;
+        } else {
+            device |= 4;
+            any |= 4;
+        }
+        if (full_chain & 1) {
+            r.full_length = n.end();
+            if (device == all) device_at = i + 1;
+            if (components::has_swa && (device | 2) == all) r.swa_branching_length = n.end();
+            if (components::has_mamba && (device | 4) == all) r.mamba_branching_length = n.end();
+        }
+        if (any == all) best_at = i + 1;
+    }
+    if (options.host_hits == HostHits::exclude) best_at = device_at;
+
+    // 3. Results.
+    const Id device_node = device_at == 0 ? root : path_[device_at - 1];
+    const Id best = best_at == 0 ? root : path_[best_at - 1];
+    r.device_node = ref(device_node);
+    r.best_node = ref(best);
+    r.device_length = nodes_[device_node].end();
+    r.best_length = nodes_[best].end();
+    r.host_hit_length = r.best_length - r.device_length;
+    if (r.swa_branching_length <= r.device_length) r.swa_branching_length = 0;
+    if (r.mamba_branching_length <= r.device_length) r.mamba_branching_length = 0;
+    if (components::has_swa && options.host_hits == HostHits::include) {
+        std::int64_t covered = 0;
+        for (std::size_t i = best_at; i > 0 && covered < window; --i) {
+            const Node& n = nodes_[path_[i - 1]];
+            if (n.swa) {
+                covered += n.length;
+            } else if (has_host(n, S)) {
+                covered += n.length;
+                r.swa_host_hit_length += n.length;
+            } else {
+                break;
+            }
+        }
+    }
+    // The scratch buffer only grows, and is filled with memcpy: VirtualPage is trivially copyable but not
+    // trivial, so vector::insert would copy element by element.
+    const auto page_count = static_cast<std::size_t>(r.device_length / ps);
+    if (match_pages_.size() < page_count) match_pages_.resize(std::max(page_count, 2 * match_pages_.size()));
+    std::size_t filled = 0;
+    for (std::size_t i = 0; i < device_at; ++i) {
+        const auto& pages = nodes_[path_[i]].pages;
+        std::memcpy(match_pages_.data() + filled, pages.data(), pages.size() * sizeof(VirtualPage));
+        filled += pages.size();
+    }
+    r.device_pages = std::span<const VirtualPage>(match_pages_.data(), filled);
+
+    // 4. LRU refresh of what the request will use.
+    refresh(std::span<const Id>(path_.data(), best_at));
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// insert
+
+template <class... Cs>
+struct RadixTree<Cs...>::Walk {
+    TokenKey key;
+    const InsertValues& values;
+    detail::ActionsBuilder out;
+    std::int32_t live_from;  // first token whose SWA rows the request still holds
+
+    [[nodiscard]] std::span<const VirtualPage> pages(std::int32_t from, std::int32_t to, std::int32_t ps) const {
+        return values.pages.subspan(static_cast<std::size_t>(from / ps), static_cast<std::size_t>((to - from) / ps));
+    }
+};
+
+template <class... Cs>
+InsertResult RadixTree<Cs...>::insert(TokenKey key, const InsertValues& values) {
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto length = static_cast<std::int32_t>(key.tokens.size());
+    expect_no_pending();
+    UNIKV_EXPECTS(length % ps == 0, "a key of ", length, " tokens is not a whole number of ", ps, "-token pages");
+    UNIKV_EXPECTS(static_cast<std::int64_t>(values.pages.size()) * ps == length, values.pages.size(),
+                  " pages given for ", length, " tokens");
+    // Every id must be valid (>= 0): one branch-free pass (vectorizable) rather than a test per page.
+    std::int32_t sign_bits = 0;
+    for (VirtualPage p : values.pages) sign_bits |= p.value();
+    UNIKV_EXPECTS(sign_bits >= 0, "an incoming page id is invalid (negative)");
+    if constexpr (components::has_swa) {
+        UNIKV_EXPECTS(values.swa_evicted >= 0 && values.swa_evicted <= length && values.swa_evicted % ps == 0,
+                      "swa_evicted ", values.swa_evicted, " is not a page-aligned position in the key");
+    }
+    UNIKV_EXPECTS(length > 0 || !values.state.is_valid(), "a Mamba state needs a non-empty key");
+
+    InsertResult result;
+    Walk walk{key, values, detail::ActionsBuilder{result.actions}, components::has_swa ? values.swa_evicted : 0};
+    Id at = root;
+    for (std::int32_t pos = 0; pos < length;) {
+        const TokenId* rest = key.tokens.data() + pos;
+        const Id child = find_child(at, key.ns, rest);
+        if (child == npos) {
+            at = add_leaves(at, pos, walk);
+            break;
+        }
+        const std::int32_t same = common_length(nodes_[child], rest, length - pos);
+        const Id covered = same < nodes_[child].length ? split(child, same) : child;
+        result.prefix_length += same;
+        at = overlap(covered, walk);
+        pos += same;
+    }
+    if (components::has_mamba && values.state.is_valid()) {
+        if (nodes_[at].state.is_valid()) {
+            walk.out.free_state(values.state);
+        } else {
+            nodes_[at].state = values.state;
+            account(at, M, +1);
+            emit(EventKind::stored, M, Tier::device, at);
+            sync(at);
+        }
+    }
+    path_to(at, path_);
+    for (Id x : path_)
+        if (nodes_[x].retention < values.retention) set_retention_of(x, values.retention);
+    refresh(path_);
+    result.node = ref(at);
+    return result;
+}
+
+// The key covers node `id` entirely. Returns the node that ends where `id` ended.
+template <class... Cs>
+auto RadixTree<Cs...>::overlap(Id id, Walk& walk) -> Id {
+    const std::int32_t ps = config_.page_size.tokens;
+    const std::int32_t from = nodes_[id].start;
+    const std::int32_t to = nodes_[id].end();
+    const auto incoming = walk.pages(from, to, ps);
+    if (nodes_[id].pages.empty()) {
+        // No FULL device data here (host-only or emptied): take the request's pages.
+        if (components::has_swa && from < walk.live_from && walk.live_from < to) {
+            const Id upper = split(id, walk.live_from - from);
+            adopt(upper, walk.pages(from, walk.live_from, ps), false);
+            adopt(id, walk.pages(walk.live_from, to, ps), true);
+        } else {
+            adopt(id, incoming, components::has_swa && walk.live_from <= from);
+        }
+        return id;
+    }
+    const std::span<const VirtualPage> mine = nodes_[id].pages;
+    // The common case: the request reused exactly the cached pages, so there is nothing to free or recover.
+    // (VirtualPage is one int32, so equal bytes mean equal ids.)
+    if (std::memcmp(incoming.data(), mine.data(), incoming.size_bytes()) == 0) return id;
+    const bool disjoint = std::mismatch(incoming.begin(), incoming.end(), mine.begin(),
+                                        [](VirtualPage a, VirtualPage b) { return a != b; })
+                              .first == incoming.end();
+    const bool recoverable = components::has_swa && !nodes_[id].swa && disjoint && walk.live_from < to;
+    if (!recoverable) {
+        for (std::size_t i = 0; i < incoming.size(); ++i)
+            if (incoming[i] != nodes_[id].pages[i]) walk.out.free_pages(incoming.subspan(i, 1));
+        return id;
+    }
+    // SWA tombstone inside the request's live range: recover, after cutting off the part before the range.
+    std::int32_t live = from;
+    if (walk.live_from > from) {
+        live = walk.live_from;
+        split(id, live - from);
+        walk.out.free_pages(walk.pages(from, live, ps));
+    }
+    recover_swa(id, walk.pages(live, to, ps), walk.out);
+    return id;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, bool swa_live) {
+    set_pages(id, pages);
+    emit(EventKind::stored, F, Tier::device, id);
+    if (swa_live) {
+        nodes_[id].swa = true;
+        account(id, S, +1);
+        emit(EventKind::stored, S, Tier::device, id);
+    }
+    sync(id);
+    sync(nodes_[id].parent);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out) {
+    Node& n = nodes_[id];
+    if (n.locks[F] == 0) {
+        out.free_pages(n.pages);
+        n.pages.assign(incoming.begin(), incoming.end());
+    } else {
+        out.recover_swa_locked_full(n.pages, incoming);
+        out.free_pages(incoming);
+    }
+    n.swa = true;
+    account(id, S, +1);
+    emit(EventKind::stored, S, Tier::device, id);
+    sync(id);
+}
+
+// New nodes for the key's tokens from `from` on, under `parent`. A leaf straddling the request's SWA position
+// becomes two nodes: the part before it holds an SWA tombstone.
+template <class... Cs>
+auto RadixTree<Cs...>::add_leaves(Id parent, std::int32_t from, Walk& walk) -> Id {
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto to = static_cast<std::int32_t>(walk.key.tokens.size());
+    const auto tokens = walk.key.tokens;
+    std::int32_t cut = from;
+    if (components::has_swa && from < walk.live_from && walk.live_from < to) {
+        cut = walk.live_from;
+        parent = add_node(parent, walk.key.ns, from, tokens.subspan(from, cut - from), walk.pages(from, cut, ps), false);
+    }
+    const bool swa_live = components::has_swa && walk.live_from <= cut;
+    return add_node(parent, walk.key.ns, cut, tokens.subspan(cut), walk.pages(cut, to, ps), swa_live);
+}
+
+}  // namespace unikv

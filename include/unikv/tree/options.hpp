@@ -1,0 +1,80 @@
+#pragma once
+/// \file
+/// Runtime configuration of a tree and the options of its calls (named fields, designated initializers).
+
+#include <cstdint>
+#include <span>
+
+#include <unikv/ids.hpp>
+#include <unikv/tree/components.hpp>
+
+namespace unikv {
+
+/// Whether a tree records KV events (see `events.hpp`). Recording costs one page-chained hash per inserted page.
+enum class EventMode : std::uint8_t {
+    off,     ///< no events; `take_events()` stays empty
+    record,  ///< stored/removed events are appended until `take_events()` drains them
+};
+
+/// Runtime configuration of a tree core. The component set is compile-time (the tree's template arguments).
+struct TreeConfig {
+    /// Tokens per page. Keys and values are read at page granularity; a trailing partial page is never cached.
+    PageSize page_size{1};
+    /// Sliding window W in tokens. Must be > 0 when the tree has `Swa`, and 0 otherwise.
+    std::int32_t swa_window = 0;
+    /// Whether KV events are recorded.
+    EventMode events = EventMode::off;
+};
+
+/// Whether a match may end on data that lives only in the host tier.
+enum class HostHits : std::uint8_t {
+    exclude,  ///< the best node is the best device node
+    include,  ///< the best node may extend into host-only data (to be loaded back)
+};
+
+/// Options of `match_prefix`.
+struct MatchOptions {
+    /// Whether host-only data counts for the best node.
+    HostHits host_hits = HostHits::exclude;
+};
+
+/// The values a request brings to `insert`.
+struct InsertValues {
+    /// FULL virtual pages of the key, one per page (`key.tokens.size() / page_size` entries).
+    std::span<const VirtualPage> pages;
+    /// The request's SWA cursor in tokens (page aligned): SWA rows before it were already dropped by the request
+    /// (tombstones), rows from it on are live. 0 means every SWA row is live. Ignored without `Swa`.
+    std::int32_t swa_evicted = 0;
+    /// The Mamba state at the end of the key, or none. Ignored without `Mamba`.
+    StateId state{};
+    /// Retention class raised on every node of the key's path (lower classes are evicted first).
+    std::uint8_t retention = 0;
+};
+
+/// Whether eviction asks for backups of device data it drops from nodes that stay in the tree.
+enum class WriteBack : std::uint8_t {
+    off,  ///< drop without backup (write-through: host copies already exist where the policy wants them)
+    on,   ///< an SWA segment or Mamba state without a host copy is backed up before it is dropped
+};
+
+/// Options of `evict`.
+struct EvictOptions {
+    /// Backup behaviour for component data dropped from nodes that stay.
+    WriteBack write_back = WriteBack::off;
+};
+
+/// The tier a lock protects.
+enum class Tier : std::uint8_t {
+    device,  ///< device values: protects them from `evict`
+    host,    ///< host values: protects them from `evict_host`
+};
+
+/// Options of `lock`.
+struct LockOptions {
+    /// The tier to protect.
+    Tier tier = Tier::device;
+    /// The components to lock (those absent from the tree are ignored). Engines skip Mamba during decode.
+    ComponentMask components = ComponentMask::all();
+};
+
+}  // namespace unikv

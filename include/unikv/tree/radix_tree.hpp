@@ -1,0 +1,338 @@
+#pragma once
+/// \file
+/// `RadixTree<Components...>`: the prefix tree that decides what is cached, matched and evicted for every
+/// component of a hybrid model (FULL, SWA, Mamba), on the scheduler's critical path.
+///
+/// Nodes live in one arena (a vector) and link by slot index; freed slots are reused (their buffers keep their
+/// capacity). Children are found through one tree-wide hash table keyed by (parent, first page). Eviction
+/// candidates sit in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
+/// an LRU refresh only writes the node's stamp, and the heap repairs stale entries when it is popped.
+/// Sizes are kept incrementally. Hot paths (`match_prefix`, `insert`, `lock`, `unlock`) take no locks and, once
+/// the arena and scratch buffers have grown to the working set (see `reserve`), allocate only for new nodes'
+/// tokens when a reused slot's buffers are too small, and for returned action lists.
+///
+/// Complexity, for a key of K tokens walking D nodes, a tree of n nodes, page size P, window W (w nodes within
+/// W + P above a node), e nodes evicted:
+/// | call            | cost                                                                    |
+/// |-----------------|-------------------------------------------------------------------------|
+/// | `match_prefix`  | O(K + D·min(P, 9) + K/P); an LRU refresh is O(1) per node (a stamp)       |
+/// | `insert`        | the same, plus O(new tokens) to copy new nodes                          |
+/// | `lock`/`unlock` | O(D + w) counter updates, O(log n) per node whose lock goes 0 <-> 1       |
+/// | `evict`         | O((e + s) log n), s = stale heap entries repaired on the way            |
+/// | sizes           | O(1)                                                                    |
+///
+/// The rules (validators, window semantics, recovery, cascade) are written out in `docs/tree.md`.
+/// `ReferenceTree` implements the same contract simply; the differential test holds the two equal.
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <unikv/detail/tree/child_table.hpp>
+#include <unikv/detail/tree/node_heap.hpp>
+#include <unikv/error.hpp>
+#include <unikv/ids.hpp>
+#include <unikv/tree/actions.hpp>
+#include <unikv/tree/components.hpp>
+#include <unikv/tree/events.hpp>
+#include <unikv/tree/handles.hpp>
+#include <unikv/tree/keys.hpp>
+#include <unikv/tree/options.hpp>
+#include <unikv/tree/results.hpp>
+#include <unikv/tree/tree_concept.hpp>
+
+namespace unikv {
+
+/// The fast tree core. `Components` is `Full` followed by any of `Swa`, `Mamba`, each at most once.
+/// Move-only owner; not thread-safe (one scheduler thread drives it).
+template <class... Components>
+class RadixTree {
+    static_assert(check_tree_components<Components...>());
+
+public:
+    /// The component set.
+    using components = tree_component_set<Components...>;
+
+    /// Builds an empty tree. Throws `logic_error` unless page size >= 1 and `swa_window > 0` exactly when `Swa`
+    /// is a component.
+    explicit RadixTree(TreeConfig config);
+    /// Move-only owner: receipts and node handles stay valid across moves (they name the tree by id).
+    RadixTree(RadixTree&&) noexcept = default;
+    /// Move assignment; see the move constructor.
+    RadixTree& operator=(RadixTree&&) noexcept = default;
+    RadixTree(const RadixTree&) = delete;
+    RadixTree& operator=(const RadixTree&) = delete;
+
+    /// The configuration.
+    [[nodiscard]] const TreeConfig& config() const noexcept { return config_; }
+
+    /// Pre-sizes the node arena, heaps and scratch buffers for `nodes` nodes so the steady state never grows them.
+    void reserve(std::size_t nodes);
+
+    /// Finds the longest cached prefix of `key` (whole pages only) that every component can serve.
+    ///
+    /// Walks the key; a walk that ends inside a node splits it there (FULL pages, host pages and locks go to
+    /// both parts, SWA presence to both, the Mamba state and lock stay on the lower part). Then, per node along
+    /// the path: FULL accepts device data (or host data when host hits are included); SWA keeps a run of
+    /// contiguous SWA tokens that restarts at a node without SWA data and accepts once the run reaches W (a path
+    /// without any SWA tombstone from the root is always accepted); Mamba accepts a node that holds a state.
+    /// The device boundary is the deepest node all accept with device data; the best boundary also counts host
+    /// data. Refreshes LRU: FULL on the path to the best node, SWA on the nodes within W + one page above it,
+    /// Mamba on the best node.
+    ///
+    /// A miss returns lengths 0 and the root. Precondition: no backup pending. Complexity: see the file table;
+    /// allocation-free once the scratch buffers have grown (a split allocates its new node).
+    MatchResult match_prefix(TokenKey key, MatchOptions options = {});
+
+    /// Caches `key` with the request's `values` and returns the node ending at the key's end.
+    ///
+    /// Where the key runs over existing nodes the tree keeps its own pages: incoming pages that differ are
+    /// returned as `free_pages` actions. An existing node without FULL device data (host-only, or emptied)
+    /// adopts the incoming pages. An existing node whose SWA is a tombstone is recovered when all of its
+    /// incoming pages are the request's own and lie in the request's live SWA range (from
+    /// `values.swa_evicted`); a node straddling that position is split first. Recovery replaces the node's
+    /// pages and frees the old ones, or, when the node's FULL is locked, keeps them and returns a
+    /// `recover_swa_locked_full` action that moves the SWA binding to them. New nodes hold SWA only in the
+    /// live range (a new leaf straddling it is created as two nodes). A Mamba state lands on the end node, or is
+    /// returned for freeing when that node already has one. Raises retention along the path and refreshes LRU
+    /// as `match_prefix` does for the end node.
+    ///
+    /// Preconditions (`logic_error`, tree unchanged): key length a multiple of the page size; one valid page
+    /// per page; `swa_evicted` page aligned within the key; no backup pending.
+    InsertResult insert(TokenKey key, const InsertValues& values);
+
+    /// Locks `node` for a request and returns the receipt that `unlock` replays.
+    ///
+    /// Device tier protects device values from `evict`, host tier host values from `evict_host`. FULL locks
+    /// the path up to the root; SWA locks the window: the node and its ancestors until W tokens (counting
+    /// tombstones too) are covered, so the segment's start is recorded in the receipt; Mamba locks the node.
+    /// Locking changes evictable into protected size for data that is present. Locks are counters: nodes may
+    /// be locked by many receipts. Precondition: `node` is alive. O(depth) plus O(log n) per 0 -> 1 change.
+    [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {});
+
+    /// Releases every lock the receipt still holds and consumes it.
+    ///
+    /// Throws `logic_error` and changes nothing when the receipt is empty, from another tree, or does not match
+    /// the counters on its path (a caller bug). Otherwise it cannot fail and does not allocate. A node left
+    /// holding no data at all, unlocked and childless is removed (silently: there is nothing to free).
+    void unlock(LockReceipt&& receipt);
+
+    /// Early release of the receipt's SWA lock (and its Mamba lock, which ranks lower) once decode has moved
+    /// past the window; the FULL path lock stays until `unlock`. Same checks as `unlock`; precondition: the
+    /// receipt holds an SWA lock.
+    void release_swa(LockReceipt& receipt);
+
+    /// Evicts device data until `amount` units of `component` are freed (tokens for Full and Swa, states for
+    /// Mamba) or nothing evictable is left.
+    ///
+    /// Candidates are ordered by retention class, then least recently used. FULL takes device leaves (no child
+    /// with FULL device data) with no device lock: all device data on the node goes; the node stays host-only
+    /// if it still holds host data, else it is deleted. SWA and Mamba take any node whose own component is
+    /// unlocked: a candidate that is also an unlocked device leaf goes whole as above; otherwise only the
+    /// component is dropped (SWA leaves a tombstone and also drops the node's unlocked Mamba state). Afterwards
+    /// childless, unlocked nodes that can no longer end a match (some component has neither device nor host
+    /// data) are deleted, walking up. With `WriteBack::on`, an SWA segment or Mamba state dropped from a node
+    /// that stays, and that has no host copy, gets a `backup` action before its free; call `finish_backup` for
+    /// each before any other tree call. Locked data is never evicted. O(e log n).
+    EvictResult evict(Component component, std::int64_t amount, EvictOptions options = {});
+
+    /// Evicts host data until `amount` host units of `component` are freed or nothing is left.
+    ///
+    /// FULL takes host-only leaves with no locks and no pending backup and deletes them. SWA and Mamba take
+    /// host copies whose device data is gone and whose host lock is 0: a candidate that is also a FULL host
+    /// candidate is deleted whole; otherwise the host value is dropped (SWA also drops the node's Mamba host
+    /// copy). Then the same clean-up as `evict`. O(e log n).
+    EvictResult evict_host(Component component, std::int64_t amount);
+
+    /// Records a host copy of `node`'s device data of `component` (a write-through backup commit): one host
+    /// page per page for Full and Swa, one for Mamba. Preconditions: the node has that device data and no host
+    /// copy of it yet; no backup pending.
+    void set_host(NodeRef node, Component component, std::span<const HostPage> host);
+
+    /// Completes a `backup` action: records `host` as the copy, or, when `host` is empty (no host room), drops
+    /// the pending backup. Precondition: a backup of `component` is pending on `node`.
+    void finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
+
+    /// Sets the retention class of every node on the path from the root to `node` (lower classes are evicted
+    /// first; LRU order within a class). O(depth log n).
+    void set_retention(NodeRef node, std::uint8_t retention);
+
+    /// Device units of `component` present and unlocked (tokens; states for Mamba). O(1).
+    [[nodiscard]] std::int64_t evictable_size(Component component) const noexcept {
+        return evictable_[index_of(component)];
+    }
+    /// Device units of `component` present and locked. O(1).
+    [[nodiscard]] std::int64_t protected_size(Component component) const noexcept {
+        return protected_[index_of(component)];
+    }
+    /// Host units of `component` recorded (pending backups excluded). O(1).
+    [[nodiscard]] std::int64_t host_size(Component component) const noexcept { return host_[index_of(component)]; }
+
+    /// Returns and clears the recorded KV events, oldest first.
+    [[nodiscard]] std::vector<KvEvent> take_events() { return std::exchange(events_, {}); }
+
+    /// A copy of `node`'s state. Precondition: alive. Cold path (allocates).
+    [[nodiscard]] NodeInfo node_info(NodeRef node) const;
+    /// Number of nodes, the root excluded. O(1).
+    [[nodiscard]] std::size_t node_count() const noexcept { return live_nodes_; }
+    /// Every node but the root. Cold path.
+    [[nodiscard]] std::vector<NodeRef> nodes() const;
+    /// True when `node` names a live node (the root always does).
+    [[nodiscard]] bool contains(NodeRef node) const noexcept {
+        return node.index() < nodes_.size() && nodes_[node.index()].alive &&
+               nodes_[node.index()].generation == node.generation();
+    }
+    /// Recomputes every counter, heap, edge and link from scratch and compares; returns a description of the
+    /// first inconsistency, or an empty string. O(n log n); for tests and debugging.
+    [[nodiscard]] std::string check_invariants() const;
+
+private:
+    using Id = std::uint32_t;
+    static constexpr Id root = 0;
+    static constexpr Id npos = detail::tree::NodeHeap::npos;
+    static constexpr std::size_t F = 0, S = 1, M = 2;
+    static constexpr std::size_t heap_count = 2 * component_count;  // device heaps 0..2, host heaps 3..5
+    static constexpr std::size_t edge_samples = 9;                    // tokens hashed from a long first page
+
+    struct Node {
+        Id parent = root;
+        std::int32_t start = 0;
+        std::int32_t length = 0;
+        std::uint32_t generation = 0;
+        KeyNamespace ns{};
+        std::uint64_t key_hash = 0;         // hash of (ns, first page): the edge key under `parent`
+        std::uint64_t hash_end = 0;         // page-chained prefix hash at start + length (events only)
+        std::uint32_t children = 0;
+        std::uint32_t device_children = 0;  // children with FULL device data: 0 means a device leaf
+        std::vector<TokenId> tokens;
+        std::vector<VirtualPage> pages;     // FULL device pages; empty = no FULL device data
+        std::array<std::vector<HostPage>, 2> host_pages;  // FULL and SWA host copies; empty = none
+        StateId state{};                    // Mamba device state
+        HostPage state_host{};              // Mamba host copy
+        std::array<std::uint32_t, component_count> locks{};
+        std::array<std::uint32_t, component_count> host_locks{};
+        std::array<std::uint64_t, component_count> stamp{};
+        std::array<std::uint32_t, heap_count> heap_pos{npos, npos, npos, npos, npos, npos};  // npos: not a candidate
+        std::array<bool, component_count> pending{};
+        bool alive = false;
+        bool swa = false;                   // SWA rows bound to `pages`; false with pages = SWA tombstone
+        std::uint8_t retention = 0;
+
+        [[nodiscard]] std::int32_t end() const noexcept { return start + length; }
+    };
+
+    // What a heap needs from the tree: the current eviction key and the position slot of a node.
+    struct HeapContext {
+        RadixTree& tree;
+        std::size_t heap;
+        [[nodiscard]] detail::tree::EvictionKey key(Id id) const noexcept {
+            return tree.eviction_key(id, heap % component_count);
+        }
+        [[nodiscard]] std::uint32_t& pos(Id id) const noexcept { return tree.nodes_[id].heap_pos[heap]; }
+    };
+    // The same, read-only, for the invariant check.
+    struct HeapView {
+        const RadixTree& tree;
+        std::size_t heap;
+        [[nodiscard]] detail::tree::EvictionKey key(Id id) const noexcept {
+            return tree.eviction_key(id, heap % component_count);
+        }
+        [[nodiscard]] std::uint32_t pos(Id id) const noexcept { return tree.nodes_[id].heap_pos[heap]; }
+    };
+
+    struct Walk;  // per-call state of insert
+
+    // ---- state predicates (the rules; see docs/tree.md) ----
+    [[nodiscard]] static bool in_set(std::size_t c) noexcept { return components::mask.has(static_cast<Component>(c)); }
+    [[nodiscard]] static bool has_device(const Node& n, std::size_t c) noexcept;
+    [[nodiscard]] static bool has_host(const Node& n, std::size_t c) noexcept;
+    [[nodiscard]] static bool keeps(const Node& n, std::size_t c) noexcept;
+    [[nodiscard]] static bool cannot_end_match(const Node& n) noexcept;
+    [[nodiscard]] static bool device_unlocked(const Node& n) noexcept;
+    [[nodiscard]] static bool host_unlocked(const Node& n) noexcept;
+    [[nodiscard]] static std::int64_t units(const Node& n, std::size_t c) noexcept { return c == M ? 1 : n.length; }
+    [[nodiscard]] bool device_candidate(Id id, std::size_t c) const noexcept;
+    [[nodiscard]] bool host_candidate(Id id, std::size_t c) const noexcept;
+    [[nodiscard]] detail::tree::EvictionKey eviction_key(Id id, std::size_t c) const noexcept {
+        return {nodes_[id].retention, nodes_[id].stamp[c], nodes_[id].end()};
+    }
+
+    // ---- arena, edges, heaps, sizes ----
+    [[nodiscard]] Id checked(NodeRef node, const char* what) const;
+    [[nodiscard]] NodeRef ref(Id id) const noexcept { return NodeRef{id, nodes_[id].generation}; }
+    [[nodiscard]] std::uint64_t edge_hash(KeyNamespace ns, const TokenId* first_page) const noexcept;
+    [[nodiscard]] Id find_child(Id parent, KeyNamespace ns, const TokenId* page) const noexcept;
+    Id new_node();
+    Id add_node(Id parent, KeyNamespace ns, std::int32_t start, std::span<const TokenId> tokens,
+                std::span<const VirtualPage> pages, bool swa);
+    Id split(Id id, std::int32_t at);
+    void free_slot(Id id) noexcept;
+    void sync(Id id);
+    void touch(Id id, std::size_t c) noexcept;
+    void set_retention_of(Id id, std::uint8_t retention) noexcept;
+    [[nodiscard]] std::int32_t common_length(const Node& n, const TokenId* key, std::int32_t available) const noexcept;
+    void account(Id id, std::size_t c, std::int64_t sign) noexcept;
+    void set_pages(Id id, std::span<const VirtualPage> pages);
+    void clear_pages(Id id) noexcept;
+    void refresh(std::span<const Id> path);
+    void path_to(Id id, std::vector<Id>& out) const;
+
+    // ---- insert steps ----
+    Id overlap(Id id, Walk& walk);
+    Id add_leaves(Id parent, std::int32_t from, Walk& walk);
+    void adopt(Id id, std::span<const VirtualPage> pages, bool swa_live);
+    void recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out);
+
+    // ---- eviction steps ----
+    void free_device_data(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
+    void free_host_value(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
+    void remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    void unlink(Id id) noexcept;
+    void collect(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    void collect_empty(Id id) noexcept;
+
+    // ---- locks ----
+    template <class Visit>
+    void for_each_locked(Id anchor, ComponentMask parts, std::int32_t swa_start, Visit&& visit) const;
+    void change_lock(Id id, std::size_t c, Tier tier, bool up);
+    void release(LockReceipt& receipt, ComponentMask parts);
+
+    // ---- events ----
+    void emit(EventKind kind, std::size_t c, Tier tier, Id id);
+    void expect_no_pending() const;
+
+    TreeConfig config_;
+    std::uint64_t tree_id_ = detail::next_tree_id();
+    std::array<std::int32_t, edge_samples> edge_offsets_{};  // sampled positions of a long first page
+    std::vector<Node> nodes_;
+    std::vector<Id> free_slots_;
+    std::size_t live_nodes_ = 0;
+    detail::tree::ChildTable edges_;
+    std::array<detail::tree::NodeHeap, heap_count> heaps_;
+    std::array<std::int64_t, component_count> evictable_{};
+    std::array<std::int64_t, component_count> protected_{};
+    std::array<std::int64_t, component_count> host_{};
+    std::vector<KvEvent> events_;
+    std::uint64_t clock_ = 0;
+    std::int64_t pending_backups_ = 0;
+    // Scratch buffers owned by the tree so hot paths do not allocate once they have grown.
+    std::vector<Id> path_;
+    std::vector<VirtualPage> match_pages_;
+};
+
+}  // namespace unikv
+
+#include <unikv/detail/tree/radix_tree_core.inl>
+#include <unikv/detail/tree/radix_tree_match_insert.inl>
+#include <unikv/detail/tree/radix_tree_evict_lock.inl>
+
+namespace unikv {
+static_assert(is_tree_core_v<RadixTree<Full>>);
+static_assert(is_tree_core_v<RadixTree<Full, Swa>>);
+static_assert(is_tree_core_v<RadixTree<Full, Mamba>>);
+static_assert(is_tree_core_v<RadixTree<Full, Swa, Mamba>>);
+}  // namespace unikv

@@ -1,0 +1,227 @@
+#pragma once
+/// \file
+/// `ReferenceTree<Components...>`: the deliberately simple twin of `RadixTree`. Same contract, same decisions,
+/// none of the speed: children are scanned linearly, sizes and eviction candidates are recomputed from every
+/// node on each call, and prefix hashes are recomputed from the path's tokens. Freed slots go on a free list
+/// (with a generation bump) only so that long randomized runs stay proportional to the live tree.
+/// It exists so the randomized differential test can check `RadixTree` operation by operation against code
+/// that is short enough to be read as the specification. Do not use it to serve.
+///
+/// The rules it implements are written out once, in `docs/tree.md`; `RadixTree`'s header documents each call.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <unikv/error.hpp>
+#include <unikv/ids.hpp>
+#include <unikv/tree/actions.hpp>
+#include <unikv/tree/components.hpp>
+#include <unikv/tree/events.hpp>
+#include <unikv/tree/handles.hpp>
+#include <unikv/tree/keys.hpp>
+#include <unikv/tree/options.hpp>
+#include <unikv/tree/results.hpp>
+#include <unikv/tree/tree_concept.hpp>
+
+namespace unikv {
+
+/// The simple, obviously correct tree core (see the file comment). Every call is O(nodes) or worse.
+template <class... Components>
+class ReferenceTree {
+    static_assert(check_tree_components<Components...>());
+
+public:
+    /// The component set.
+    using components = tree_component_set<Components...>;
+
+    /// Builds an empty tree. Precondition: page size >= 1; `swa_window > 0` exactly when `Swa` is a component.
+    explicit ReferenceTree(TreeConfig config);
+    /// Move-only owner: receipts and node handles stay valid across moves (they name the tree by id).
+    ReferenceTree(ReferenceTree&&) noexcept = default;
+    /// Move assignment; see the move constructor.
+    ReferenceTree& operator=(ReferenceTree&&) noexcept = default;
+    ReferenceTree(const ReferenceTree&) = delete;
+    ReferenceTree& operator=(const ReferenceTree&) = delete;
+
+    /// The configuration.
+    [[nodiscard]] const TreeConfig& config() const noexcept { return config_; }
+    /// See `RadixTree::match_prefix`.
+    MatchResult match_prefix(TokenKey key, MatchOptions options = {});
+    /// See `RadixTree::insert`.
+    InsertResult insert(TokenKey key, const InsertValues& values);
+    /// See `RadixTree::lock`.
+    [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {});
+    /// See `RadixTree::unlock`.
+    void unlock(LockReceipt&& receipt);
+    /// See `RadixTree::release_swa`.
+    void release_swa(LockReceipt& receipt);
+    /// See `RadixTree::evict`.
+    EvictResult evict(Component component, std::int64_t amount, EvictOptions options = {});
+    /// See `RadixTree::evict_host`.
+    EvictResult evict_host(Component component, std::int64_t amount);
+    /// See `RadixTree::set_host`.
+    void set_host(NodeRef node, Component component, std::span<const HostPage> host);
+    /// See `RadixTree::finish_backup`.
+    void finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
+    /// See `RadixTree::set_retention`.
+    void set_retention(NodeRef node, std::uint8_t retention);
+    /// See `RadixTree::evictable_size`.
+    [[nodiscard]] std::int64_t evictable_size(Component component) const { return sum_device(component, false); }
+    /// See `RadixTree::protected_size`.
+    [[nodiscard]] std::int64_t protected_size(Component component) const { return sum_device(component, true); }
+    /// See `RadixTree::host_size`.
+    [[nodiscard]] std::int64_t host_size(Component component) const;
+    /// See `RadixTree::take_events`.
+    [[nodiscard]] std::vector<KvEvent> take_events() { return std::exchange(events_, {}); }
+    /// See `RadixTree::node_info`.
+    [[nodiscard]] NodeInfo node_info(NodeRef node) const;
+    /// See `RadixTree::node_count`.
+    [[nodiscard]] std::size_t node_count() const;
+    /// See `RadixTree::nodes`.
+    [[nodiscard]] std::vector<NodeRef> nodes() const;
+    /// See `RadixTree::contains`.
+    [[nodiscard]] bool contains(NodeRef node) const noexcept {
+        return node.index() < nodes_.size() && nodes_[node.index()].alive &&
+               nodes_[node.index()].generation == node.generation();
+    }
+
+private:
+    using Id = std::uint32_t;
+    static constexpr Id root = 0;
+    static constexpr std::size_t F = 0, S = 1, M = 2;
+
+    struct Node {
+        bool alive = true;
+        std::uint32_t generation = 0;
+        Id parent = 0;
+        std::vector<Id> children;
+        KeyNamespace ns{};
+        std::int32_t start = 0;
+        std::vector<TokenId> tokens;
+        std::vector<VirtualPage> pages;                        // FULL device pages; empty = none
+        bool swa = false;                                      // SWA rows bound to `pages`
+        StateId state{};                                       // Mamba device state
+        std::array<std::vector<HostPage>, component_count> host;  // host copies (Mamba: 0 or 1 page)
+        std::array<bool, component_count> pending{};
+        std::array<std::uint32_t, component_count> locks{};
+        std::array<std::uint32_t, component_count> host_locks{};
+        std::array<std::uint64_t, component_count> stamp{};
+        std::uint8_t retention = 0;
+
+        [[nodiscard]] std::int32_t length() const { return static_cast<std::int32_t>(tokens.size()); }
+        [[nodiscard]] std::int32_t end() const { return start + length(); }
+    };
+
+    // ---- plain predicates: each is the definition of the rule it names ----
+    [[nodiscard]] bool in_set(std::size_t c) const { return components::mask.has(static_cast<Component>(c)); }
+    [[nodiscard]] static bool has_device(const Node& n, std::size_t c) {
+        return c == F ? !n.pages.empty() : c == S ? n.swa : n.state.is_valid();
+    }
+    [[nodiscard]] static bool has_host(const Node& n, std::size_t c) { return !n.host[c].empty(); }
+    [[nodiscard]] bool keeps(const Node& n, std::size_t c) const {
+        return has_device(n, c) || has_host(n, c) || n.pending[c];
+    }
+    [[nodiscard]] bool dead(const Node& n) const {
+        for (std::size_t c = 0; c < component_count; ++c)
+            if (in_set(c) && !keeps(n, c)) return true;
+        return false;
+    }
+    [[nodiscard]] bool holds_nothing(const Node& n) const {
+        for (std::size_t c = 0; c < component_count; ++c)
+            if (keeps(n, c)) return false;
+        return true;
+    }
+    [[nodiscard]] static bool device_unlocked(const Node& n) {
+        return n.locks[F] == 0 && n.locks[S] == 0 && n.locks[M] == 0;
+    }
+    [[nodiscard]] static bool host_clear(const Node& n) {
+        return n.host_locks[F] == 0 && n.host_locks[S] == 0 && n.host_locks[M] == 0 && !n.pending[F] &&
+               !n.pending[S] && !n.pending[M];
+    }
+    [[nodiscard]] bool device_leaf(const Node& n) const {
+        return std::none_of(n.children.begin(), n.children.end(),
+                            [&](Id c) { return !nodes_[c].pages.empty(); });
+    }
+    [[nodiscard]] bool device_candidate(Id id, std::size_t c) const {
+        const Node& n = nodes_[id];
+        if (id == root || !n.alive || !has_device(n, c)) return false;
+        if (c == F) return device_leaf(n) && device_unlocked(n);
+        return n.locks[c] == 0;
+    }
+    [[nodiscard]] bool host_candidate(Id id, std::size_t c) const {
+        const Node& n = nodes_[id];
+        if (id == root || !n.alive || !has_host(n, c) || has_device(n, c)) return false;
+        if (c == F) return n.children.empty() && host_clear(n) && device_unlocked(n);
+        return n.host_locks[c] == 0;
+    }
+    [[nodiscard]] std::int64_t units(const Node& n, std::size_t c) const { return c == M ? 1 : n.length(); }
+    [[nodiscard]] std::int64_t sum_device(Component component, bool locked) const;
+
+    // ---- structure ----
+    [[nodiscard]] NodeRef ref(Id id) const { return NodeRef{id, nodes_[id].generation}; }
+    Id fresh_slot();
+    [[nodiscard]] Id id_of(NodeRef node, const char* what) const;
+    [[nodiscard]] std::optional<Id> find_child(Id parent, KeyNamespace ns, std::span<const TokenId> page) const;
+    Id add_node(Id parent, KeyNamespace ns, std::int32_t start, std::span<const TokenId> tokens,
+                std::span<const VirtualPage> pages, bool swa);
+    Id split(Id id, std::int32_t at);
+    void remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    void unlink(Id id);
+    void collect(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    void collect_empty(Id id);
+    [[nodiscard]] std::vector<Id> path_to(Id id) const;
+    void refresh(Id target);
+
+    // ---- insert steps ----
+    struct InsertState {
+        TokenKey key;
+        const InsertValues& values;
+        detail::ActionsBuilder out;
+    };
+    Id overlap(Id id, InsertState& st);
+    void adopt(Id id, std::span<const VirtualPage> pages, bool swa_live);
+    void recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out);
+    Id add_leaves(Id parent, std::int32_t from, InsertState& st);
+
+    // ---- eviction steps ----
+    [[nodiscard]] std::optional<Id> oldest(bool host, std::size_t c) const;
+    void evict_node_data(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
+
+    // ---- locks ----
+    [[nodiscard]] std::vector<Id> swa_segment(Id anchor, std::int32_t start) const;
+    void check_receipt(const LockReceipt& r, ComponentMask parts) const;
+    void apply_release(const LockReceipt& r, ComponentMask parts);
+
+    // ---- events ----
+    [[nodiscard]] std::uint64_t prefix_hash(Id id, std::int32_t upto) const;
+    void emit(EventKind kind, std::size_t c, Tier tier, Id id);
+
+    TreeConfig config_;
+    std::uint64_t tree_id_ = detail::next_tree_id();
+    std::vector<Node> nodes_;
+    std::vector<Id> free_;
+    std::vector<KvEvent> events_;
+    std::vector<VirtualPage> match_pages_;
+    std::uint64_t clock_ = 0;
+    std::int64_t pending_backups_ = 0;
+};
+
+}  // namespace unikv
+
+#include <unikv/detail/tree/reference_tree.inl>
+
+namespace unikv {
+static_assert(is_tree_core_v<ReferenceTree<Full>>);
+static_assert(is_tree_core_v<ReferenceTree<Full, Swa>>);
+static_assert(is_tree_core_v<ReferenceTree<Full, Mamba>>);
+static_assert(is_tree_core_v<ReferenceTree<Full, Swa, Mamba>>);
+}  // namespace unikv

@@ -1,0 +1,107 @@
+#pragma once
+/// \file
+/// Results of tree calls: `MatchResult`, `InsertResult`, `EvictResult`, and `NodeInfo` for inspection.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <unikv/ids.hpp>
+#include <unikv/tree/actions.hpp>
+#include <unikv/tree/components.hpp>
+#include <unikv/tree/handles.hpp>
+#include <unikv/tree/keys.hpp>
+
+namespace unikv {
+
+/// What `match_prefix` found. Lengths are in tokens and are whole pages. A miss is a result with lengths 0 and
+/// the root as nodes, never an error.
+struct [[nodiscard]] MatchResult {
+    /// Deepest node at which every component's validator accepts device data only (the root on a miss).
+    NodeRef device_node{};
+    /// Tokens covered by `device_node`: the prefix the request can use without loading anything.
+    std::int32_t device_length = 0;
+    /// Deepest node at which every validator accepts device or host data (`device_node` when host hits are
+    /// excluded).
+    NodeRef best_node{};
+    /// Tokens covered by `best_node`.
+    std::int32_t best_length = 0;
+    /// `best_length - device_length`: tokens of the best match that need a load-back of at least one component
+    /// (usually FULL host-only pages; their FULL rows may still be resident when only SWA or Mamba is on host).
+    std::int32_t host_hit_length = 0;
+    /// SWA tokens that are host-only within the last window before `best_length` (0 when host hits are
+    /// excluded or without Swa).
+    std::int32_t swa_host_hit_length = 0;
+    /// Tokens of the key with FULL device data on the walked path, ignoring the other validators.
+    std::int32_t full_length = 0;
+    /// Deepest device boundary if the SWA validator were ignored, when it lies beyond `device_length`; else 0.
+    /// The engine recomputes from `device_length` and keeps SWA live up to here so the tree can recover it.
+    std::int32_t swa_branching_length = 0;
+    /// Deepest device boundary if the Mamba validator were ignored, when it lies beyond `device_length`; else 0.
+    /// The engine checkpoints its state here so later requests find one.
+    std::int32_t mamba_branching_length = 0;
+    /// FULL virtual pages of `[0, device_length)`. Points into the tree's scratch buffer: valid until the next
+    /// non-const call on the tree.
+    std::span<const VirtualPage> device_pages{};
+};
+
+/// What `insert` did.
+struct [[nodiscard]] InsertResult {
+    /// The node that ends exactly at the end of the key (the root for an empty key): lock it for the request.
+    NodeRef node{};
+    /// Tokens of the key that were already in the tree's structure before the call.
+    std::int32_t prefix_length = 0;
+    /// Duplicate pages and states to free, SWA recoveries to apply: execute, then `mark_drained()`.
+    TreeActions actions;
+};
+
+/// What `evict` or `evict_host` did.
+struct [[nodiscard]] EvictResult {
+    /// Device units freed per component: tokens for Full and Swa, states for Mamba (`index_of(c)`).
+    std::array<std::int64_t, component_count> device_freed{};
+    /// Host units freed per component, same units.
+    std::array<std::int64_t, component_count> host_freed{};
+    /// Backups first, then frees, in order: execute, then `mark_drained()`.
+    TreeActions actions;
+
+    /// Device units of `c` freed.
+    [[nodiscard]] std::int64_t freed(Component c) const noexcept { return device_freed[index_of(c)]; }
+    /// Host units of `c` freed.
+    [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[index_of(c)]; }
+};
+
+/// A copy of one node's state, for tests, debugging and tools (cold path: allocates).
+struct NodeInfo {
+    /// The parent (the root's parent is the root).
+    NodeRef parent{};
+    /// Namespace of the node's key.
+    KeyNamespace ns{};
+    /// First token position of the node.
+    std::int32_t start = 0;
+    /// Tokens on the node.
+    std::int32_t length = 0;
+    /// Number of children.
+    std::uint32_t children = 0;
+    /// Retention class.
+    std::uint8_t retention = 0;
+    /// The node's tokens.
+    std::vector<TokenId> tokens;
+    /// FULL device pages (empty: no FULL device data).
+    std::vector<VirtualPage> pages;
+    /// Host pages per component (Mamba: one page when present).
+    std::array<std::vector<HostPage>, component_count> host;
+    /// Device data present, per component (SWA: rows bound to `pages`).
+    std::array<bool, component_count> device{};
+    /// A backup of the component is pending (`finish_backup` not called yet).
+    std::array<bool, component_count> backup_pending{};
+    /// The Mamba device state (none when absent).
+    StateId state{};
+    /// Device lock counts per component.
+    std::array<std::uint32_t, component_count> device_locks{};
+    /// Host lock counts per component.
+    std::array<std::uint32_t, component_count> host_locks{};
+};
+
+}  // namespace unikv

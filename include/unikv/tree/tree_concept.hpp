@@ -1,0 +1,136 @@
+#pragma once
+/// \file
+/// The tree-core contract: one detection trait per requirement, the aggregate `is_tree_core_v`, the C++20
+/// concept `TreeCoreModel`, and `check_tree_core<T>()`, which a consumer calls to get one named error per
+/// missing member. `RadixTree` and `ReferenceTree` both model it; contract tests run on both.
+
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <unikv/tree/components.hpp>
+#include <unikv/tree/events.hpp>
+#include <unikv/tree/handles.hpp>
+#include <unikv/tree/keys.hpp>
+#include <unikv/tree/options.hpp>
+#include <unikv/tree/results.hpp>
+
+namespace unikv {
+
+/// `T::components` is a `tree_component_set`, and `T::config()` returns the `TreeConfig`.
+template <class T>
+inline constexpr bool has_tree_config_v = requires(const T& t) {
+    { T::components::valid } -> std::convertible_to<bool>;
+    { t.config() } -> std::convertible_to<TreeConfig>;
+};
+
+/// `t.match_prefix(key, options)` returns a `MatchResult`.
+template <class T>
+inline constexpr bool has_match_prefix_v = requires(T& t, TokenKey k, MatchOptions o) {
+    { t.match_prefix(k, o) } -> std::same_as<MatchResult>;
+};
+
+/// `t.insert(key, values)` returns an `InsertResult`.
+template <class T>
+inline constexpr bool has_insert_v = requires(T& t, TokenKey k, const InsertValues& v) {
+    { t.insert(k, v) } -> std::same_as<InsertResult>;
+};
+
+/// `t.lock(node, options)` returns a `LockReceipt`.
+template <class T>
+inline constexpr bool has_lock_v = requires(T& t, NodeRef n, LockOptions o) {
+    { t.lock(n, o) } -> std::same_as<LockReceipt>;
+};
+
+/// `t.unlock(std::move(receipt))` and `t.release_swa(receipt)` exist.
+template <class T>
+inline constexpr bool has_unlock_v = requires(T& t, LockReceipt r) {
+    t.unlock(std::move(r));
+    t.release_swa(r);
+};
+
+/// `t.evict(component, n, options)` returns an `EvictResult`.
+template <class T>
+inline constexpr bool has_evict_v = requires(T& t, Component c, std::int64_t n, EvictOptions o) {
+    { t.evict(c, n, o) } -> std::same_as<EvictResult>;
+};
+
+/// `t.evict_host(component, n)` returns an `EvictResult`.
+template <class T>
+inline constexpr bool has_evict_host_v = requires(T& t, Component c, std::int64_t n) {
+    { t.evict_host(c, n) } -> std::same_as<EvictResult>;
+};
+
+/// `set_host` and `finish_backup` record host copies.
+template <class T>
+inline constexpr bool has_host_values_v = requires(T& t, NodeRef n, Component c, std::span<const HostPage> h) {
+    t.set_host(n, c, h);
+    t.finish_backup(n, c, h);
+};
+
+/// `evictable_size`, `protected_size` and `host_size` report per-component units.
+template <class T>
+inline constexpr bool has_sizes_v = requires(const T& t, Component c) {
+    { t.evictable_size(c) } -> std::same_as<std::int64_t>;
+    { t.protected_size(c) } -> std::same_as<std::int64_t>;
+    { t.host_size(c) } -> std::same_as<std::int64_t>;
+};
+
+/// `set_retention(node, class)` exists.
+template <class T>
+inline constexpr bool has_set_retention_v = requires(T& t, NodeRef n, std::uint8_t c) { t.set_retention(n, c); };
+
+/// `take_events()` returns the recorded events.
+template <class T>
+inline constexpr bool has_take_events_v = requires(T& t) {
+    { t.take_events() } -> std::same_as<std::vector<KvEvent>>;
+};
+
+/// Inspection: `node_info`, `node_count`, `nodes`, `contains`.
+template <class T>
+inline constexpr bool has_inspection_v = requires(const T& t, NodeRef n) {
+    { t.node_info(n) } -> std::same_as<NodeInfo>;
+    { t.node_count() } -> std::same_as<std::size_t>;
+    { t.nodes() } -> std::same_as<std::vector<NodeRef>>;
+    { t.contains(n) } -> std::same_as<bool>;
+};
+
+/// Owners are move-only.
+template <class T>
+inline constexpr bool is_move_only_owner_v =
+    std::is_nothrow_move_constructible_v<T> && !std::is_copy_constructible_v<T>;
+
+/// True when `T` meets every requirement of the tree-core contract.
+template <class T>
+inline constexpr bool is_tree_core_v =
+    has_tree_config_v<T> && has_match_prefix_v<T> && has_insert_v<T> && has_lock_v<T> && has_unlock_v<T> &&
+    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_sizes_v<T> && has_set_retention_v<T> &&
+    has_take_events_v<T> && has_inspection_v<T> && is_move_only_owner_v<T>;
+
+/// A tree core: a policy a cache can hold to decide what is cached, matched and evicted.
+template <class T>
+concept TreeCoreModel = is_tree_core_v<T>;
+
+/// Checks each requirement separately so a missing member is named in the error. Returns true.
+template <class T>
+consteval bool check_tree_core() {
+    static_assert(has_tree_config_v<T>, "unikv: tree core needs `components` and `config()`");
+    static_assert(has_match_prefix_v<T>, "unikv: tree core needs `MatchResult match_prefix(TokenKey, MatchOptions)`");
+    static_assert(has_insert_v<T>, "unikv: tree core needs `InsertResult insert(TokenKey, const InsertValues&)`");
+    static_assert(has_lock_v<T>, "unikv: tree core needs `LockReceipt lock(NodeRef, LockOptions)`");
+    static_assert(has_unlock_v<T>, "unikv: tree core needs `unlock(LockReceipt&&)` and `release_swa(LockReceipt&)`");
+    static_assert(has_evict_v<T>, "unikv: tree core needs `EvictResult evict(Component, int64, EvictOptions)`");
+    static_assert(has_evict_host_v<T>, "unikv: tree core needs `EvictResult evict_host(Component, int64)`");
+    static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host` and `finish_backup`");
+    static_assert(has_sizes_v<T>, "unikv: tree core needs `evictable_size`, `protected_size`, `host_size`");
+    static_assert(has_set_retention_v<T>, "unikv: tree core needs `set_retention(NodeRef, uint8_t)`");
+    static_assert(has_take_events_v<T>, "unikv: tree core needs `std::vector<KvEvent> take_events()`");
+    static_assert(has_inspection_v<T>, "unikv: tree core needs `node_info`, `node_count`, `nodes`, `contains`");
+    static_assert(is_move_only_owner_v<T>, "unikv: a tree core is an owner: nothrow-movable and not copyable");
+    return true;
+}
+
+}  // namespace unikv

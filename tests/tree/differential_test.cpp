@@ -1,0 +1,522 @@
+// Randomized differential test: RadixTree against ReferenceTree, operation by operation.
+//
+// Both trees get the same random sequence of match / insert / lock / unlock / early SWA release / evict /
+// host-evict / host copy / backup completion / retention calls. After each call the results must be equal
+// (lengths, pages, actions, freed units, thrown or not), and so must the sizes, node counts and KV events.
+// Every action list is also checked against the locks held at the time: nothing locked is ever freed. Every
+// few operations the whole structure is compared and RadixTree's own invariant check runs.
+//
+// UNIKV_TREE_FUZZ_OPS sets the total operation count (default 105000, split over the configurations below);
+// UNIKV_TREE_FUZZ_SEED the seed (default fixed, so CI is reproducible).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tree_test_support.hpp"
+
+namespace {
+
+using namespace unikv;
+using unikv::test::canon;
+
+std::int64_t env_or(const char* name, std::int64_t fallback) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::strtoll(v, nullptr, 10) : fallback;
+}
+
+struct Divergence : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+template <class... Cs>
+class Differential {
+public:
+    using Fast = RadixTree<Cs...>;
+    using Ref = ReferenceTree<Cs...>;
+    using Set = tree_component_set<Cs...>;
+
+    Differential(TreeConfig config, std::uint64_t seed) : config_(config), fast_(config), ref_(config), rng_(seed) {}
+
+    // What the run exercised (reported, and checked to be non-trivial).
+    std::map<std::string, std::int64_t> stats;
+
+    void run(std::int64_t ops) {
+        for (op_ = 0; op_ < ops; ++op_) {
+            try {
+                step();
+            } catch (const unikv::logic_error& e) {
+                diverged(std::string("unexpected logic_error: ") + e.what());
+            }
+            compare_sizes();
+            stats["max nodes"] = std::max<std::int64_t>(stats["max nodes"], static_cast<std::int64_t>(fast_.node_count()));
+            if (op_ % 64 == 0) compare_structure();
+        }
+        release_everything();
+        compare_structure();
+    }
+
+    void count(const TreeActions& actions) {
+        static const char* names[] = {"action backup", "action recover_swa_locked_full", "action free_pages",
+                                      "action free_swa", "action free_states", "action free_host"};
+        for (const TreeAction& a : actions.list()) ++stats[names[static_cast<int>(a.kind)]];
+    }
+
+private:
+    // ---- random choices ----
+    int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+    bool chance(int percent) { return pick(100) < percent; }
+    int ps() const { return config_.page_size.tokens; }
+
+    Component some_component() {
+        std::vector<Component> in;
+        for (Component c : {Component::full, Component::swa, Component::mamba})
+            if (Set::mask.has(c)) in.push_back(c);
+        return in[static_cast<std::size_t>(pick(static_cast<int>(in.size())))];
+    }
+
+    // A key: a prefix of an earlier key, extended by random pages over a tiny alphabet (lots of sharing).
+    std::pair<std::vector<TokenId>, KeyNamespace> some_key() {
+        std::vector<TokenId> key;
+        KeyNamespace ns{static_cast<std::uint64_t>(pick(4) == 0 ? 1 : 0)};
+        if (!history_.empty() && chance(75)) {
+            const auto& [old, old_ns] = history_[static_cast<std::size_t>(pick(static_cast<int>(history_.size())))];
+            const int pages = static_cast<int>(old.size()) / ps();
+            key.assign(old.begin(), old.begin() + static_cast<std::ptrdiff_t>(pick(pages + 1) * ps()));
+            ns = old_ns;
+        }
+        const int extra = chance(30) ? 0 : 1 + pick(6);
+        for (int i = 0; i < extra * ps(); ++i) key.push_back(pick(3));
+        if (key.size() > static_cast<std::size_t>(24 * ps())) key.resize(static_cast<std::size_t>(24 * ps()));
+        return {key, ns};
+    }
+
+    // ---- checks ----
+    [[noreturn]] void diverged(const std::string& what) const {
+        std::ostringstream s;
+        s << "op " << op_ << " (" << last_op_ << "): " << what;
+        throw Divergence(s.str());
+    }
+    void expect(bool ok, const char* what) const {
+        if (!ok) diverged(what);
+    }
+
+    void compare_sizes() {
+        for (Component c : {Component::full, Component::swa, Component::mamba}) {
+            expect(fast_.evictable_size(c) == ref_.evictable_size(c), "evictable size differs");
+            expect(fast_.protected_size(c) == ref_.protected_size(c), "protected size differs");
+            expect(fast_.host_size(c) == ref_.host_size(c), "host size differs");
+            expect(fast_.evictable_size(c) >= 0 && fast_.protected_size(c) >= 0, "negative size");
+        }
+        expect(fast_.node_count() == ref_.node_count(), "node count differs");
+        expect(fast_.take_events() == ref_.take_events(), "KV events differ");
+    }
+
+    // Every node, keyed by namespace and full path tokens, with everything the contract exposes.
+    template <class Tree>
+    std::map<std::pair<std::uint64_t, std::vector<TokenId>>, std::string> snapshot(const Tree& t) const {
+        std::map<std::pair<std::uint64_t, std::vector<TokenId>>, std::string> out;
+        std::set<int> seen_pages;
+        for (NodeRef n : t.nodes()) {
+            const NodeInfo info = t.node_info(n);
+            std::vector<TokenId> path = info.tokens;
+            for (NodeRef p = info.parent; !p.is_root(); p = t.node_info(p).parent) {
+                const auto up = t.node_info(p).tokens;
+                path.insert(path.begin(), up.begin(), up.end());
+            }
+            std::ostringstream s;
+            s << info.start << '+' << info.length << " ch" << info.children << " r" << int(info.retention) << " st"
+              << info.state.value() << " p[";
+            for (auto p : info.pages) {
+                s << p.value() << ',';
+                expect(seen_pages.insert(p.value()).second, "a page is held by two nodes");
+            }
+            s << ']';
+            for (std::size_t c = 0; c < component_count; ++c) {
+                s << " c" << c << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-') << " l"
+                  << info.device_locks[c] << '/' << info.host_locks[c] << " h[";
+                for (auto h : info.host[c]) s << h.value() << ',';
+                s << ']';
+            }
+            out[{info.ns.value, path}] = s.str();
+        }
+        return out;
+    }
+
+    void compare_structure() {
+        expect(snapshot(fast_) == snapshot(ref_), "tree structure differs");
+        const std::string bad = fast_.check_invariants();
+        if (!bad.empty()) diverged("RadixTree invariant: " + bad);
+    }
+
+    // Pages, states and host pages currently protected by locks (collected before an eviction).
+    struct Protected {
+        std::set<int> pages, swa_pages, states, host;
+    };
+    Protected protected_now() const {
+        Protected p;
+        for (NodeRef n : fast_.nodes()) {
+            const NodeInfo info = fast_.node_info(n);
+            // free_pages frees FULL rows and the SWA rows bound to them; free_swa only the SWA rows.
+            for (auto page : info.pages) {
+                if (info.device_locks[0] > 0 || info.device_locks[1] > 0) p.pages.insert(page.value());
+                if (info.device_locks[1] > 0) p.swa_pages.insert(page.value());
+            }
+            if (info.device_locks[2] > 0 && info.state.is_valid()) p.states.insert(info.state.value());
+            for (std::size_t c = 0; c < component_count; ++c)
+                if (info.host_locks[c] > 0)
+                    for (auto h : info.host[c]) p.host.insert(h.value() + static_cast<int>(c) * 1'000'000);
+        }
+        return p;
+    }
+    void expect_unprotected(const TreeActions& actions, const Protected& p) const {
+        for (const TreeAction& a : actions.list()) {
+            for (auto page : actions.pages(a)) {
+                if (a.kind == ActionKind::free_pages) expect(!p.pages.count(page.value()), "freed a FULL-locked page");
+                if (a.kind == ActionKind::free_swa) expect(!p.swa_pages.count(page.value()), "dropped locked SWA rows");
+            }
+            if (a.kind == ActionKind::free_states)
+                for (auto s : actions.states(a)) expect(!p.states.count(s.value()), "freed a locked Mamba state");
+            for (auto h : actions.host_pages(a))
+                expect(!p.host.count(h.value() + static_cast<int>(a.component) * 1'000'000), "freed a host-locked copy");
+        }
+    }
+    // No page the tree still holds may be returned for freeing.
+    void expect_not_held(const TreeActions& actions) const {
+        const auto& list = actions.list();
+        if (std::none_of(list.begin(), list.end(), [](const TreeAction& a) { return a.kind == ActionKind::free_pages; }))
+            return;
+        std::set<int> held;
+        for (NodeRef n : fast_.nodes())
+            for (auto page : fast_.node_info(n).pages) held.insert(page.value());
+        for (const TreeAction& a : actions.list())
+            if (a.kind == ActionKind::free_pages)
+                for (auto page : actions.pages(a)) expect(!held.count(page.value()), "freed a page the tree still holds");
+    }
+
+    template <class F>
+    bool threw(F&& f) {
+        try {
+            f();
+            return false;
+        } catch (const unikv::logic_error&) {
+            return true;
+        }
+    }
+
+    template <class Tree>
+    std::pair<std::int32_t, std::int32_t> span_of(const Tree& t, NodeRef n) const {
+        if (n.is_root()) return {0, 0};
+        const NodeInfo info = t.node_info(n);
+        return {info.start, info.length};
+    }
+
+    // ---- operations ----
+    void step() {
+        const int dice = pick(100);
+        if (dice < 24) return do_insert();
+        if (dice < 42) return do_match();
+        if (dice < 52) return receipts_.size() < 8 ? do_lock() : do_unlock();
+        if (dice < 61) return do_unlock();
+        if (dice < 74) return do_evict();
+        if (dice < 81) return do_evict_host();
+        if (dice < 92) return do_set_host();
+        if (dice < 94) return do_retention();
+        if (dice < 96) return do_foreign_receipt();
+        return do_match();
+    }
+
+    struct Matched {
+        MatchResult fast, ref;
+    };
+    Matched match_both(TokenKey key, MatchOptions options) {
+        Matched m{fast_.match_prefix(key, options), ref_.match_prefix(key, options)};
+        const auto& a = m.fast;
+        const auto& b = m.ref;
+        expect(a.device_length == b.device_length && a.best_length == b.best_length &&
+                   a.host_hit_length == b.host_hit_length && a.swa_host_hit_length == b.swa_host_hit_length &&
+                   a.full_length == b.full_length && a.swa_branching_length == b.swa_branching_length &&
+                   a.mamba_branching_length == b.mamba_branching_length,
+               "match lengths differ");
+        expect(std::equal(a.device_pages.begin(), a.device_pages.end(), b.device_pages.begin(), b.device_pages.end()),
+               "match pages differ");
+        expect(span_of(fast_, a.device_node) == span_of(ref_, b.device_node), "match device node differs");
+        expect(span_of(fast_, a.best_node) == span_of(ref_, b.best_node), "match best node differs");
+        expect(static_cast<std::int32_t>(a.device_pages.size()) * ps() == a.device_length, "page count != length");
+        if (a.device_length > 0) ++stats["match device hit"];
+        if (a.host_hit_length > 0) ++stats["match host hit"];
+        if (a.swa_host_hit_length > 0) ++stats["match swa host hit"];
+        if (a.swa_branching_length > 0) ++stats["match swa branching"];
+        if (a.mamba_branching_length > 0) ++stats["match mamba branching"];
+        return m;
+    }
+
+    void do_match() {
+        last_op_ = "match";
+        auto [key, ns] = some_key();
+        match_both(TokenKey{key, ns}, MatchOptions{chance(50) ? HostHits::include : HostHits::exclude});
+    }
+
+    void do_insert() {
+        last_op_ = "insert";
+        auto [key, ns] = some_key();
+        if (key.empty()) return;
+        const TokenKey k{key, ns};
+        std::vector<VirtualPage> pages;
+        if (chance(80)) {  // a request that reused the cached prefix
+            const auto m = match_both(k, {});
+            pages.assign(m.fast.device_pages.begin(), m.fast.device_pages.end());
+        }
+        while (pages.size() * static_cast<std::size_t>(ps()) < key.size()) pages.emplace_back(next_page_++);
+        InsertValues v;
+        v.pages = pages;
+        const auto len = static_cast<std::int32_t>(key.size());
+        if constexpr (Set::has_swa) {
+            const int mode = pick(10);
+            const std::int32_t tail = std::max(0, len - config_.swa_window) / ps() * ps();
+            v.swa_evicted = mode < 4 ? 0 : mode < 8 ? tail : pick(len / ps() + 1) * ps();
+        }
+        if (Set::has_mamba && chance(60)) v.state = StateId{next_state_++};
+        v.retention = static_cast<std::uint8_t>(chance(85) ? 0 : 1 + pick(2));
+        auto a = fast_.insert(k, v);
+        auto b = ref_.insert(k, v);
+        expect(a.prefix_length == b.prefix_length, "insert prefix length differs");
+        expect(canon(a.actions) == canon(b.actions), "insert actions differ");
+        expect(span_of(fast_, a.node) == span_of(ref_, b.node), "insert end node differs");
+        expect_not_held(a.actions);
+        count(a.actions);
+        a.actions.mark_drained();
+        b.actions.mark_drained();
+        history_.emplace_back(key, ns);
+        if (history_.size() > 64) history_.erase(history_.begin());
+    }
+
+    void do_lock() {
+        last_op_ = "lock";
+        auto [key, ns] = some_key();
+        const auto m = match_both(TokenKey{key, ns}, MatchOptions{chance(30) ? HostHits::include : HostHits::exclude});
+        const bool best = chance(50);
+        LockOptions o;
+        o.tier = chance(25) ? Tier::host : Tier::device;
+        if (chance(25)) {
+            o.components = ComponentMask::of(Component::full);
+            if (chance(50)) o.components = o.components.with(Component::swa);
+            if (chance(50)) o.components = o.components.with(Component::mamba);
+        }
+        auto a = fast_.lock(best ? m.fast.best_node : m.fast.device_node, o);
+        auto b = ref_.lock(best ? m.ref.best_node : m.ref.device_node, o);
+        expect(a.swa_segment_start() == b.swa_segment_start(), "SWA segment start differs");
+        receipts_.emplace_back(std::move(a), std::move(b));
+        stats["max receipts"] = std::max<std::int64_t>(stats["max receipts"], static_cast<std::int64_t>(receipts_.size()));
+    }
+
+    void do_unlock() {
+        last_op_ = "unlock";
+        if (receipts_.empty()) return;
+        const auto i = static_cast<std::size_t>(pick(static_cast<int>(receipts_.size())));
+        auto& [a, b] = receipts_[i];
+        if (a.holds(Component::swa) && chance(30)) {
+            last_op_ = "release_swa";
+            fast_.release_swa(a);
+            ref_.release_swa(b);
+            return;
+        }
+        fast_.unlock(std::move(a));
+        ref_.unlock(std::move(b));
+        receipts_.erase(receipts_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+
+    // A receipt replayed on the wrong tree is rejected and changes nothing.
+    void do_foreign_receipt() {
+        last_op_ = "foreign receipt";
+        if (receipts_.empty()) return;
+        auto& [a, b] = receipts_.back();
+        expect(threw([&] { ref_.unlock(std::move(a)); }), "a foreign receipt was accepted");
+        expect(threw([&] { fast_.unlock(std::move(b)); }), "a foreign receipt was accepted");
+        expect(!a.empty() && !b.empty(), "a rejected receipt was consumed");
+    }
+
+    template <class Tree>
+    void finish_backups(Tree& t, const TreeActions& actions, const std::vector<int>& outcome) {
+        std::size_t k = 0;
+        for (const TreeAction& act : actions.list()) {
+            if (act.kind != ActionKind::backup) continue;
+            std::vector<HostPage> host;
+            const int count = act.component == Component::mamba ? 1 : static_cast<int>(act.count);
+            for (int j = 0; j < count && outcome[k] > 0; ++j) host.emplace_back(outcome[k] + j);
+            t.finish_backup(act.node, act.component, host);
+            ++k;
+        }
+    }
+
+    void do_evict() {
+        last_op_ = "evict";
+        const Component c = some_component();
+        const std::int64_t amount = c == Component::mamba ? 1 + pick(3) : (1 + pick(8)) * ps();
+        const EvictOptions o{chance(35) ? WriteBack::on : WriteBack::off};
+        const Protected before = protected_now();
+        auto a = fast_.evict(c, amount, o);
+        auto b = ref_.evict(c, amount, o);
+        expect(a.device_freed == b.device_freed && a.host_freed == b.host_freed, "evict freed amounts differ");
+        expect(canon(a.actions) == canon(b.actions), "evict actions differ");
+        expect_unprotected(a.actions, before);
+        expect_not_held(a.actions);
+        count(a.actions);
+        if (a.freed(c) > 0) ++stats["evict made progress"];
+        std::vector<int> outcome;
+        for (std::size_t i = 0; i < a.actions.size(); ++i) {
+            const TreeAction& act = a.actions.list()[i];
+            if (act.kind != ActionKind::backup) continue;
+            expect(span_of(fast_, act.node) == span_of(ref_, b.actions.list()[i].node), "backup node differs");
+            outcome.push_back(chance(60) ? next_host_ : 0);
+            next_host_ += 64;
+        }
+        finish_backups(fast_, a.actions, outcome);
+        finish_backups(ref_, b.actions, outcome);
+        a.actions.mark_drained();
+        b.actions.mark_drained();
+    }
+
+    void do_evict_host() {
+        last_op_ = "evict_host";
+        const Component c = some_component();
+        const std::int64_t amount = c == Component::mamba ? 1 + pick(3) : (1 + pick(8)) * ps();
+        const Protected before = protected_now();
+        auto a = fast_.evict_host(c, amount);
+        auto b = ref_.evict_host(c, amount);
+        expect(a.device_freed == b.device_freed && a.host_freed == b.host_freed, "host evict freed amounts differ");
+        expect(canon(a.actions) == canon(b.actions), "host evict actions differ");
+        expect_unprotected(a.actions, before);
+        count(a.actions);
+        if (a.host_freed_of(c) > 0) ++stats["host evict made progress"];
+        a.actions.mark_drained();
+        b.actions.mark_drained();
+    }
+
+    // Back up the path of a matched node (write-through commit) for one component.
+    void do_set_host() {
+        last_op_ = "set_host";
+        auto [key, ns] = some_key();
+        const auto m = match_both(TokenKey{key, ns}, {});
+        const bool every_component = chance(50);  // write-through backs up all components together
+        const Component one = some_component();
+        NodeRef x = m.fast.device_node;
+        NodeRef y = m.ref.device_node;
+        const bool whole_path = chance(60);
+        while (!x.is_root()) {
+            const NodeInfo info = fast_.node_info(x);
+            for (Component c : {Component::full, Component::swa, Component::mamba}) {
+                if (!Set::mask.has(c) || (!every_component && c != one)) continue;
+                const int count = c == Component::mamba ? 1 : static_cast<int>(info.pages.size());
+                const auto host = unikv::test::hpages(next_host_, std::max(count, 1));
+                next_host_ += 64;
+                const bool ta = threw([&] { fast_.set_host(x, c, host); });
+                const bool tb = threw([&] { ref_.set_host(y, c, host); });
+                expect(ta == tb, "set_host precondition differs");
+                ++stats[ta ? "set_host rejected" : "set_host accepted"];
+            }
+            if (!whole_path) break;
+            x = info.parent;
+            y = ref_.node_info(y).parent;
+        }
+    }
+
+    void do_retention() {
+        last_op_ = "set_retention";
+        auto [key, ns] = some_key();
+        const auto m = match_both(TokenKey{key, ns}, {});
+        const auto r = static_cast<std::uint8_t>(pick(3));
+        fast_.set_retention(m.fast.device_node, r);
+        ref_.set_retention(m.ref.device_node, r);
+    }
+
+    void release_everything() {
+        last_op_ = "final unlock";
+        for (auto& [a, b] : receipts_) {
+            fast_.unlock(std::move(a));
+            ref_.unlock(std::move(b));
+        }
+        receipts_.clear();
+        compare_sizes();
+        for (Component c : {Component::full, Component::swa, Component::mamba})
+            expect(fast_.protected_size(c) == 0, "locks left after releasing every receipt");
+    }
+
+    TreeConfig config_;
+    Fast fast_;
+    Ref ref_;
+    std::mt19937_64 rng_;
+    std::vector<std::pair<std::vector<TokenId>, KeyNamespace>> history_;
+    std::vector<std::pair<LockReceipt, LockReceipt>> receipts_;
+    std::int32_t next_page_ = 1;
+    std::int32_t next_state_ = 1;
+    std::int32_t next_host_ = 1;
+    std::int64_t op_ = 0;
+    const char* last_op_ = "";
+};
+
+template <class... Cs>
+void differential(const char* name, TreeConfig config, std::int64_t ops) {
+    const auto seed = static_cast<std::uint64_t>(env_or("UNIKV_TREE_FUZZ_SEED", 20240611));
+    INFO("configuration ", std::string(name), ", seed ", seed, ", ", ops, " operations");
+    Differential<Cs...> d(config, seed);
+    try {
+        d.run(ops);
+    } catch (const Divergence& e) {
+        FAIL(std::string(e.what()));
+    }
+    std::ostringstream s;
+    for (const auto& [what, n] : d.stats) s << "  " << what << ": " << n << "\n";
+    MESSAGE(std::string(name), " exercised:\n", s.str());
+    using Set = tree_component_set<Cs...>;
+    if (ops >= 5000) {  // a long run must reach the interesting paths, or the generator is broken
+        CHECK(d.stats["evict made progress"] > 0);
+        CHECK(d.stats["host evict made progress"] > 0);
+        CHECK(d.stats["match host hit"] > 0);
+        CHECK(d.stats["action free_pages"] > 0);
+        if (Set::has_swa) CHECK(d.stats["action free_swa"] > 0);
+        if (Set::has_swa) CHECK(d.stats["action recover_swa_locked_full"] > 0);
+        if (Set::has_mamba || Set::has_swa) CHECK(d.stats["action backup"] > 0);
+    }
+}
+
+constexpr int configurations = 7;
+
+std::int64_t ops_per_configuration() {
+    return std::max<std::int64_t>(1, env_or("UNIKV_TREE_FUZZ_OPS", 105'000) / configurations);
+}
+
+}  // namespace
+
+TEST_CASE("RadixTree and ReferenceTree agree on random operation sequences") {
+    const std::int64_t ops = ops_per_configuration();
+    const auto rec = EventMode::record;
+    SUBCASE("Full, page 1") { differential<Full>("Full ps1", {.page_size = {1}, .events = rec}, ops); }
+    SUBCASE("Full+Swa, page 2, window 3") {
+        differential<Full, Swa>("Full+Swa ps2 W3", {.page_size = {2}, .swa_window = 3, .events = rec}, ops);
+    }
+    SUBCASE("Full+Swa, page 4, window 8") {
+        differential<Full, Swa>("Full+Swa ps4 W8", {.page_size = {4}, .swa_window = 8, .events = rec}, ops);
+    }
+    SUBCASE("Full+Swa, page 12, window 20 (sampled edge hashes, colliding siblings)") {
+        differential<Full, Swa>("Full+Swa ps12 W20", {.page_size = {12}, .swa_window = 20, .events = rec}, ops);
+    }
+    SUBCASE("Full+Mamba, page 1") {
+        differential<Full, Mamba>("Full+Mamba ps1", {.page_size = {1}, .events = rec}, ops);
+    }
+    SUBCASE("Full+Swa+Mamba, page 1, window 2") {
+        differential<Full, Swa, Mamba>("Full+Swa+Mamba ps1 W2", {.page_size = {1}, .swa_window = 2, .events = rec}, ops);
+    }
+    SUBCASE("Full+Swa+Mamba, page 2, window 6") {
+        differential<Full, Swa, Mamba>("Full+Swa+Mamba ps2 W6", {.page_size = {2}, .swa_window = 6, .events = rec}, ops);
+    }
+}

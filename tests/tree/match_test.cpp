@@ -1,0 +1,232 @@
+// match_prefix behaviour, on both tree cores: page granularity, namespaces, splits (with locks held), the three
+// validators (SWA window smaller than, equal to and larger than a node), host hits, branching lengths, LRU.
+
+#include <doctest/doctest.h>
+
+#include "tree_test_support.hpp"
+
+using namespace unikv;
+using namespace unikv::test;
+
+TEST_CASE_TEMPLATE("a miss returns the root and zero lengths", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 4});
+    const auto key = run(1, 8);
+    const MatchResult m = tree.match_prefix({key});
+    CHECK(m.device_node.is_root());
+    CHECK(m.best_node.is_root());
+    CHECK(m.device_length == 0);
+    CHECK(m.best_length == 0);
+    CHECK(m.full_length == 0);
+    CHECK(m.device_pages.empty());
+    CHECK(tree.node_count() == 0);
+}
+
+TEST_CASE_TEMPLATE("a match returns whole pages and splits the node it ends in", Core, FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {4}});
+    const auto key = run(100, 12);
+    auto ins = tree.insert({key}, {.pages = vpages(10, 3)});
+    CHECK(ins.actions.empty());
+    CHECK(tree.node_count() == 1);
+
+    // 10 tokens match, but only 2 whole pages: the node splits at 8.
+    const MatchResult m = tree.match_prefix({std::span(key).first(10)});
+    CHECK(m.device_length == 8);
+    CHECK(ints(m.device_pages) == std::vector<int>{10, 11});
+    CHECK(tree.node_count() == 2);
+    const NodeInfo upper = tree.node_info(m.device_node);
+    CHECK(upper.start == 0);
+    CHECK(upper.length == 8);
+    CHECK(ints(upper.pages) == std::vector<int>{10, 11});
+    CHECK(upper.children == 1);
+    CHECK(tree.evictable_size(F) == 12);
+
+    // A key that diverges inside the second page matches the first page only.
+    auto other = key;
+    other[6] = -1;
+    const MatchResult d = tree.match_prefix({other});
+    CHECK(d.device_length == 4);
+    CHECK(ints(d.device_pages) == std::vector<int>{10});
+    CHECK(tree.node_count() == 3);
+}
+
+TEST_CASE_TEMPLATE("equal tokens under different namespaces never share nodes", Core, FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {2}});
+    const auto key = run(7, 6);
+    auto a = tree.insert({key, KeyNamespace{1}}, {.pages = vpages(1, 3)});
+    auto b = tree.insert({key, KeyNamespace{2}}, {.pages = vpages(11, 3)});
+    CHECK(a.actions.empty());
+    CHECK(b.actions.empty());  // nothing shared, so nothing duplicate
+    CHECK(b.prefix_length == 0);
+    CHECK(tree.node_count() == 2);
+    CHECK(ints(tree.match_prefix({key, KeyNamespace{2}}).device_pages) == std::vector<int>{11, 12, 13});
+    CHECK(ints(tree.match_prefix({key, KeyNamespace{1}}).device_pages) == std::vector<int>{1, 2, 3});
+    CHECK(tree.match_prefix({key, KeyNamespace{3}}).device_length == 0);
+    CHECK(tree.evictable_size(F) == 12);
+}
+
+TEST_CASE_TEMPLATE("a split during match keeps locks and exact sizes", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+    const auto key = run(1, 6);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 6), .state = StateId{9}});
+    LockReceipt held = tree.lock(ins.node);
+    CHECK(sizes(tree) == Sizes{{0, 0, 0}, {6, 6, 1}});  // the window lock covers whole nodes
+
+    const MatchResult m = tree.match_prefix({std::span(key).first(4)});
+    CHECK(tree.node_count() == 2);
+    // The upper part has no Mamba state, so it cannot end a device match; it is where a checkpoint would go.
+    CHECK(m.device_length == 0);
+    CHECK(m.full_length == 4);
+    CHECK(m.mamba_branching_length == 4);
+    CHECK(m.swa_branching_length == 0);
+
+    const NodeInfo lower = tree.node_info(ins.node);
+    const NodeInfo upper = tree.node_info(lower.parent);
+    CHECK(upper.start == 0);
+    CHECK(upper.length == 4);
+    CHECK(lower.start == 4);
+    CHECK(lower.length == 2);
+    CHECK(upper.device_locks == std::array<std::uint32_t, 3>{1, 1, 0});
+    CHECK(lower.device_locks == std::array<std::uint32_t, 3>{1, 1, 1});
+    CHECK(upper.state == StateId{});
+    CHECK(lower.state == StateId{9});
+    CHECK(sizes(tree) == Sizes{{0, 0, 0}, {6, 6, 1}});
+
+    tree.unlock(std::move(held));
+    CHECK(sizes(tree) == Sizes{{6, 6, 1}, {0, 0, 0}});
+}
+
+// An SWA tombstone [0, 4) followed by a live node [4, 8): the window decides how deep a device match can end.
+template <class Tree>
+Tree tombstone_then_live(std::int32_t window) {
+    Tree tree({.page_size = {1}, .swa_window = window});
+    auto ins = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .swa_evicted = 4});
+    CHECK(tree.node_count() == 2);
+    CHECK(tree.evictable_size(S) == 4);
+    return tree;
+}
+
+TEST_CASE_TEMPLATE("SWA accepts a boundary once W contiguous SWA tokens precede it", Core, FastCore, RefCore) {
+    using Tree = typename Core::template tree<Full, Swa>;
+    const auto key = run(1, 8);
+
+    SUBCASE("window smaller than the node") {
+        Tree tree = tombstone_then_live<Tree>(2);
+        CHECK(tree.match_prefix({key}).device_length == 8);
+        CHECK(tree.match_prefix({std::span(key).first(6)}).device_length == 6);  // [4, 6) has 2 SWA tokens
+        const MatchResult m = tree.match_prefix({std::span(key).first(5)});      // [4, 5) has only 1
+        CHECK(m.device_length == 0);
+        CHECK(m.full_length == 5);
+        CHECK(m.swa_branching_length == 5);
+    }
+    SUBCASE("window equal to the node") {
+        Tree tree = tombstone_then_live<Tree>(4);
+        CHECK(tree.match_prefix({key}).device_length == 8);
+        const MatchResult m = tree.match_prefix({std::span(key).first(7)});
+        CHECK(m.device_length == 0);
+        CHECK(m.swa_branching_length == 7);
+    }
+    SUBCASE("window larger than the node") {
+        Tree tree = tombstone_then_live<Tree>(6);
+        const MatchResult m = tree.match_prefix({key});
+        CHECK(m.device_length == 0);
+        CHECK(m.full_length == 8);
+        CHECK(m.swa_branching_length == 8);
+        CHECK(m.device_pages.empty());
+    }
+    SUBCASE("a path without tombstones from the root needs no full window") {
+        Tree tree({.page_size = {1}, .swa_window = 6});
+        auto ins = tree.insert({run(1, 3)}, {.pages = vpages(1, 3)});
+        const MatchResult m = tree.match_prefix({run(1, 3)});
+        CHECK(m.device_length == 3);
+        CHECK(m.swa_branching_length == 0);
+    }
+}
+
+TEST_CASE_TEMPLATE("Mamba needs a state on the boundary node", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+    const auto key = run(1, 10);
+    auto a = tree.insert({std::span(key).first(6)}, {.pages = vpages(1, 6), .state = StateId{1}});
+    auto b = tree.insert({key}, {.pages = vpages(1, 10), .state = StateId{2}});
+    CHECK(b.actions.empty());
+    CHECK(b.prefix_length == 6);
+    CHECK(tree.evictable_size(M) == 2);
+
+    const MatchResult m = tree.match_prefix({std::span(key).first(8)});
+    CHECK(m.device_length == 6);
+    CHECK(m.mamba_branching_length == 8);
+    CHECK(ints(m.device_pages) == std::vector<int>{1, 2, 3, 4, 5, 6});
+    CHECK(tree.match_prefix({key}).device_length == 10);
+}
+
+TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Core, FastCore, RefCore) {
+    SUBCASE("FULL") {
+        typename Core::template tree<Full> tree({.page_size = {2}});
+        const auto key = run(1, 8);
+        auto ins = tree.insert({key}, {.pages = vpages(1, 4)});
+        tree.set_host(ins.node, F, hpages(50, 4));
+        auto ev = tree.evict(F, 8);
+        CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4})});
+        CHECK(tree.node_count() == 1);  // demoted, not deleted
+
+        const MatchResult device_only = tree.match_prefix({key});
+        CHECK(device_only.device_length == 0);
+        CHECK(device_only.best_length == 0);
+        const MatchResult with_host = tree.match_prefix({key}, {.host_hits = HostHits::include});
+        CHECK(with_host.device_length == 0);
+        CHECK(with_host.best_length == 8);
+        CHECK(with_host.host_hit_length == 8);
+        CHECK(with_host.best_node == ins.node);
+    }
+    SUBCASE("FULL and SWA: the SWA host copies within one window are reported") {
+        typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+        const auto key = run(1, 8);
+        auto ins = tree.insert({key}, {.pages = vpages(1, 8)});
+        tree.set_host(ins.node, F, hpages(50, 8));
+        tree.set_host(ins.node, S, hpages(80, 8));
+        auto ev = tree.evict(F, 8);
+        CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4, 5, 6, 7, 8})});
+        CHECK(ev.freed(S) == 8);
+        const MatchResult m = tree.match_prefix({key}, {.host_hits = HostHits::include});
+        CHECK(m.best_length == 8);
+        CHECK(m.host_hit_length == 8);
+        CHECK(m.swa_host_hit_length == 8);
+        CHECK(tree.match_prefix({key}).best_length == 0);
+    }
+}
+
+TEST_CASE_TEMPLATE("a match refreshes SWA only within one window plus one page", Core, FastCore, RefCore) {
+    // Four 2-token nodes A B C D, inserted turn by turn; W = 2, so a refresh reaches W + 1 = 3 tokens: D and C.
+    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+    const auto key = run(1, 8);
+    for (int n = 2; n <= 8; n += 2) {
+        auto ins = tree.insert({std::span(key).first(static_cast<std::size_t>(n))}, {.pages = vpages(1, n)});
+        CHECK(ins.actions.empty());
+    }
+    CHECK(tree.node_count() == 4);
+    CHECK(tree.match_prefix({key}).device_length == 8);
+
+    // SWA eviction takes the out-of-window nodes A then B, leaving tombstones that still carry FULL.
+    auto ev = tree.evict(S, 4);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});
+    CHECK(ev.freed(S) == 4);
+    CHECK(ev.freed(F) == 0);
+    CHECK(tree.evictable_size(S) == 4);
+    CHECK(tree.evictable_size(F) == 8);
+    // The window before the end is intact, so the full key still matches on device.
+    const MatchResult m = tree.match_prefix({key});
+    CHECK(m.device_length == 8);
+    CHECK(ints(m.device_pages) == std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8});
+    // A boundary inside the tombstones does not.
+    CHECK(tree.match_prefix({std::span(key).first(4)}).device_length == 0);
+}
+
+TEST_CASE_TEMPLATE("a match refreshes FULL along the whole path", Core, FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {1}});
+    auto x = tree.insert({run(10, 4)}, {.pages = vpages(10, 4)});
+    auto y = tree.insert({run(20, 4)}, {.pages = vpages(20, 4)});
+    CHECK(tree.match_prefix({run(10, 4)}).device_length == 4);  // x is now the most recent
+    auto ev = tree.evict(F, 1);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({20, 21, 22, 23})});
+    CHECK(tree.contains(x.node));
+    CHECK_FALSE(tree.contains(y.node));
+}
