@@ -1,0 +1,389 @@
+#pragma once
+/// \file
+/// `UnifiedAllocator` definitions: construction, pool access, allocation, frees and translation.
+/// Included at the bottom of `pools/unified_allocator.hpp`.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+namespace unikv {
+
+template <class L, class B>
+UnifiedAllocator<L, B>::UnifiedAllocator(B& backend, const ArenaConfig& config, stream_ref stream,
+                                         AllocatorOptions options)
+    : backend_(&backend),
+      spec_(make_arena_spec(config, layout_components_v<L>)),
+      options_(options),
+      arena_(backend.allocate_device(config.arena_bytes), stream),
+      stream_(stream),
+      pools_([this]<std::size_t... I>(std::index_sequence<I...>) {
+          const std::int32_t full_ids = spec_[Component::full].num_pages;
+          const auto make = [&]<std::size_t J>(std::integral_constant<std::size_t, J>) {
+              constexpr Component c = layout_member_t<L, J>::component;
+              const SubPoolSpec& s = spec_[c];
+              return impl_t<J>(s, c == Component::swa ? full_ids : s.num_pages,
+                               c == Component::swa ? detail::id_source::borrowed : detail::id_source::owner);
+          };
+          return std::make_unique<pools_t>(make(std::integral_constant<std::size_t, I>{})...);
+      }(std::make_index_sequence<size_>{})),
+      forward_(spec_[Component::full].num_pages, has_mamba ? spec_[Component::mamba].num_pages : 0) {
+    registry_->set_owner(pools_.get(), &drop_reservation);
+    const std::int32_t ids = std::max(spec_[Component::full].num_pages, has_mamba ? spec_[Component::mamba].num_pages : 0);
+    marks_.assign(static_cast<std::size_t>(ids) + 1, 0);
+    constexpr std::size_t warm = 256;  // scratch capacity reserved up front; grows once past it
+    ids_.reserve(warm);
+    handed_.reserve(warm);
+    move_src_.reserve(warm);
+    move_dst_.reserve(warm);
+}
+
+template <class L, class B>
+const detail::pool_core& UnifiedAllocator<L, B>::core_of(Component c, const char* call) const {
+    switch (c) {
+        case Component::full: return pool<full_index>().core();
+        case Component::swa:
+            if constexpr (has_swa) return pool<swa_index>().core();
+            break;
+        case Component::mamba:
+            if constexpr (has_mamba) return pool<mamba_index>().core();
+            break;
+    }
+    detail::misuse(call, "the layout has no ", to_string(c), " pool (component ", static_cast<int>(c), ")");
+}
+
+template <class L, class B>
+template <class F>
+void UnifiedAllocator<L, B>::for_each_pool(F&& f) {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (f(pool<I>(), std::integral_constant<std::size_t, I>{}), ...);
+    }(std::make_index_sequence<size_>{});
+}
+
+template <class L, class B>
+template <class F>
+void UnifiedAllocator<L, B>::for_each_pool(F&& f) const {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (f(pool<I>(), std::integral_constant<std::size_t, I>{}), ...);
+    }(std::make_index_sequence<size_>{});
+}
+
+template <class L, class B>
+template <std::size_t I>
+std::size_t UnifiedAllocator<L, B>::limit_of() const noexcept {
+    if constexpr (I == 0) {
+        if constexpr (has_float) {
+            if (!pool<1>().transparent()) return pool<1>().low_bytes();
+        }
+        return pool<full_index>().frontier_bytes();
+    } else {
+        static_assert(I == full_index, "the float has two limits");
+        if constexpr (has_float) {
+            if (!pool<1>().transparent()) return pool<1>().high_bytes();
+        }
+        return pool<0>().frontier_bytes();
+    }
+}
+
+template <class L, class B>
+template <std::size_t I, class Id>
+void UnifiedAllocator<L, B>::take_bound(std::span<const Id> ids) {
+    handed_.clear();
+    std::vector<std::int32_t>* handed = options_.handout_fill == HandoutFill::zero ? &handed_ : nullptr;
+    if constexpr (has_float && I == 1) {
+        pool<1>().take_bound(ids, pool<0>().frontier_bytes(), pool<full_index>().frontier_bytes(), handed);
+    } else {
+        pool<I>().take_bound(ids, limit_of<I>(), handed);
+    }
+    fill_handed<I>();
+}
+
+template <class L, class B>
+template <std::size_t I>
+void UnifiedAllocator<L, B>::fill_handed() {
+    if (options_.handout_fill != HandoutFill::zero || handed_.empty()) return;
+    backend_->fill_pages_async(region(), handed_, pool<I>().core().spec().page_bytes, std::byte{0}, stream_);
+}
+
+// ---- allocation -------------------------------------------------------------------------------------------
+
+template <class L, class B>
+template <class Id>
+AllocResult UnifiedAllocator<L, B>::bind_new_pages(std::span<Id> out) {
+    const auto n = static_cast<std::int32_t>(out.size());
+    const CapacityDemand demand{.full = n, .swa = has_swa ? n : 0};
+    if (AllocResult r = relieve(demand); !r) return r;
+    auto& full = pool<full_index>().core();
+    for (Id& id : out) id = Id{full.pop_id()};
+    const std::span<const Id> ids(out.data(), out.size());
+    take_bound<full_index>(ids);
+    if constexpr (has_swa) take_bound<swa_index>(ids);
+    return {};
+}
+
+template <class L, class B>
+AllocResult UnifiedAllocator<L, B>::alloc_pages(std::int32_t n) {
+    ids_.resize(static_cast<std::size_t>(n));
+    return bind_new_pages(std::span<std::int32_t>(ids_));
+}
+
+template <class L, class B>
+AllocResult UnifiedAllocator<L, B>::alloc(std::span<VirtualPage> out) {
+    if (out.empty()) return {};
+    UNIKV_EXPECTS(out.size() <= static_cast<std::size_t>(spec_[Component::full].num_pages), "cannot allocate ",
+                  out.size(), " pages: the FULL pool has ", spec_[Component::full].num_pages);
+    return bind_new_pages(out);
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::check_last_loc(VirtualToken last, std::int32_t expected_offset, std::size_t request,
+                                            const char* call) const {
+    const std::int32_t ps = spec_[Component::full].page_size;
+    const std::int32_t t = last.value();
+    const std::int32_t v = t < 0 ? -1 : t / ps;
+    if (t < 0 || pool<full_index>().core().table().physical_of(v) <= 0) {
+        detail::misuse(call, "request ", request, ": last_loc ", t, " is not a token of an allocated page");
+    }
+    if (t % ps != expected_offset) {
+        detail::misuse(call, "request ", request, ": last_loc ", t, " sits at page offset ", t % ps,
+                       " but the prefix ends at offset ", expected_offset);
+    }
+}
+
+template <class L, class B>
+AllocResult UnifiedAllocator<L, B>::alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out) {
+    const std::size_t n = batch.seq_lens.size();
+    UNIKV_EXPECTS(batch.prefix_lens.size() == n && batch.last_locs.size() == n, "the batch has ", n,
+                  " seq_lens, ", batch.prefix_lens.size(), " prefix_lens and ", batch.last_locs.size(), " last_locs");
+    const std::int32_t ps = spec_[Component::full].page_size;
+    std::int64_t tokens = 0;
+    std::int64_t pages = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::int32_t p = batch.prefix_lens[i];
+        const std::int32_t s = batch.seq_lens[i];
+        UNIKV_EXPECTS(p >= 0 && s >= p, "request ", i, " has prefix_len ", p, " and seq_len ", s);
+        tokens += s - p;
+        pages += (static_cast<std::int64_t>(s) + ps - 1) / ps - (static_cast<std::int64_t>(p) + ps - 1) / ps;
+        if (p % ps != 0 && s > p) check_last_loc(batch.last_locs[i], (p - 1) % ps, i, "alloc_extend");
+    }
+    UNIKV_EXPECTS(static_cast<std::int64_t>(out.size()) == tokens, "out holds ", out.size(), " tokens but the batch extends by ",
+                  tokens);
+    UNIKV_EXPECTS(pages <= spec_[Component::full].num_pages, "the batch needs ", pages, " pages, more than the FULL pool has");
+    if (pages > 0) {
+        if (AllocResult r = alloc_pages(static_cast<std::int32_t>(pages)); !r) return r;
+    }
+    std::size_t k = 0;
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        std::int32_t pos = batch.prefix_lens[i];
+        const std::int32_t s = batch.seq_lens[i];
+        std::int32_t t = batch.last_locs[i].value() + 1;
+        for (; pos < s && pos % ps != 0; ++pos) out[k++] = VirtualToken{t++};
+        while (pos < s) {
+            const std::int32_t base = ids_[next++] * ps;
+            for (std::int32_t off = 0; off < ps && pos < s; ++off, ++pos) out[k++] = VirtualToken{base + off};
+        }
+    }
+    return {};
+}
+
+template <class L, class B>
+AllocResult UnifiedAllocator<L, B>::alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out) {
+    const std::size_t n = batch.seq_lens.size();
+    UNIKV_EXPECTS(batch.last_locs.size() == n && out.size() == n, "the batch has ", n, " seq_lens, ",
+                  batch.last_locs.size(), " last_locs and out holds ", out.size());
+    const std::int32_t ps = spec_[Component::full].page_size;
+    std::int32_t pages = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::int32_t s = batch.seq_lens[i];
+        UNIKV_EXPECTS(s >= 1, "request ", i, " has seq_len ", s);
+        if ((s - 1) % ps == 0) ++pages;
+        else check_last_loc(batch.last_locs[i], (s - 2) % ps, i, "alloc_decode");
+    }
+    if (pages > 0) {
+        if (AllocResult r = alloc_pages(pages); !r) return r;
+    }
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        out[i] = (batch.seq_lens[i] - 1) % ps == 0 ? VirtualToken{ids_[next++] * ps}
+                                                   : VirtualToken{batch.last_locs[i].value() + 1};
+    }
+    return {};
+}
+
+// ---- frees ------------------------------------------------------------------------------------------------
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pages, const char* call,
+                                                 bool need_swa_bound, bool need_swa_tombstone, bool keep_marks) {
+    const PageTable& full = pool<full_index>().core().table();
+    std::size_t marked = 0;
+    const auto fail = [&](auto&&... parts) {
+        for (std::size_t j = 0; j < marked; ++j) marks_[static_cast<std::size_t>(pages[j].value())] = 0;
+        detail::misuse(call, parts...);
+    };
+    for (const VirtualPage page : pages) {
+        const std::int32_t v = page.value();
+        if (v <= 0 || v >= full.num_virtual() || full.physical_of(v) <= 0) fail("virtual page ", v, " is not allocated");
+        if (marks_[static_cast<std::size_t>(v)] != 0) fail("virtual page ", v, " is listed twice");
+        if constexpr (has_swa) {
+            const detail::pool_core& swa = pool<swa_index>().core();
+            const std::int32_t sp = swa.table().physical_of(v);
+            if (need_swa_bound && sp <= 0) fail("the SWA entry of virtual page ", v, " is already a tombstone");
+            if (need_swa_tombstone && sp > 0) {
+                fail("virtual page ", v, " still has SWA page ", sp, "; tombstone it with free_swa first");
+            }
+            if (sp > 0 && swa.state(sp) == detail::page_state::live_reserved) {
+                fail("virtual page ", v, " is bound to SWA page ", sp,
+                     " of a reservation whose load is not submitted; cancel the reservation first");
+            }
+        }
+        marks_[static_cast<std::size_t>(v)] = 1;
+        ++marked;
+    }
+    if (!keep_marks) {
+        for (const VirtualPage page : pages) marks_[static_cast<std::size_t>(page.value())] = 0;
+    }
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::free(std::span<const VirtualPage> pages) {
+    check_virtual_pages(pages, "free", false, false, true);
+    auto& full = pool<full_index>();
+    for (const VirtualPage page : pages) {
+        const std::int32_t v = page.value();
+        marks_[static_cast<std::size_t>(v)] = 0;
+        if constexpr (has_swa) {
+            auto& swa = pool<swa_index>();
+            if (swa.core().table().physical_of(v) > 0) swa.release_page(swa.core().release_bound(v));
+        }
+        full.release_page(full.core().release_bound(v));
+        full.core().push_id(v);
+    }
+    if constexpr (has_eager_) {
+        if (!pages.empty()) {
+            auto ctx = make_context();
+            for_each_pool([&](auto& p, auto) { p.after_release(ctx); });
+        }
+    }
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::free_swa(std::span<const VirtualPage> pages) {
+    static_assert(has_swa, "unikv: free_swa needs a layout with a Swa pool");
+    check_virtual_pages(pages, "free_swa", true, false);
+    auto& swa = pool<swa_index>();
+    for (const VirtualPage page : pages) swa.release_page(swa.core().release_bound(page.value()));
+    if constexpr (has_eager_) {
+        if (!pages.empty()) {
+            auto ctx = make_context();
+            swa.after_release(ctx);
+        }
+    }
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::free_full(std::span<const VirtualPage> pages) {
+    check_virtual_pages(pages, "free_full", false, true);
+    auto& full = pool<full_index>();
+    for (const VirtualPage page : pages) {
+        full.release_page(full.core().release_bound(page.value()));
+        full.core().push_id(page.value());
+    }
+    if constexpr (has_eager_) {
+        if (!pages.empty()) {
+            auto ctx = make_context();
+            full.after_release(ctx);
+        }
+    }
+}
+
+template <class L, class B>
+AllocResult UnifiedAllocator<L, B>::alloc_state(std::span<StateId> out) {
+    static_assert(has_mamba, "unikv: alloc_state needs a layout with a Mamba pool");
+    if (out.empty()) return {};
+    auto& mamba = pool<mamba_index>();
+    UNIKV_EXPECTS(out.size() <= static_cast<std::size_t>(mamba.core().spec().num_pages), "cannot allocate ", out.size(),
+                  " state slots");
+    const auto n = static_cast<std::int32_t>(out.size());
+    if (AllocResult r = relieve(CapacityDemand{.mamba = n}); !r) return r;
+    for (StateId& id : out) id = StateId{mamba.core().pop_id()};
+    take_bound<mamba_index>(std::span<const StateId>(out.data(), out.size()));
+    return {};
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states) {
+    static_assert(has_mamba, "unikv: free_state needs a layout with a Mamba pool");
+    auto& mamba = pool<mamba_index>();
+    const PageTable& table = mamba.core().table();
+    std::size_t marked = 0;
+    for (const StateId id : states) {
+        const std::int32_t v = id.value();
+        const char* problem = v <= 0 || v >= table.num_virtual() || table.physical_of(v) <= 0 ? "is not allocated"
+                              : marks_[static_cast<std::size_t>(v)] != 0                      ? "is listed twice"
+                                                                                             : nullptr;
+        if (problem != nullptr) {
+            for (std::size_t j = 0; j < marked; ++j) marks_[static_cast<std::size_t>(states[j].value())] = 0;
+            detail::misuse("free_state", "state slot ", v, " ", problem);
+        }
+        marks_[static_cast<std::size_t>(v)] = 1;
+        ++marked;
+    }
+    for (const StateId id : states) {
+        marks_[static_cast<std::size_t>(id.value())] = 0;
+        mamba.release_page(mamba.core().release_bound(id.value()));
+        mamba.core().push_id(id.value());
+    }
+    if constexpr (has_eager_) {
+        if (!states.empty()) {
+            auto ctx = make_context();
+            mamba.after_release(ctx);
+        }
+    }
+}
+
+// ---- translation ------------------------------------------------------------------------------------------
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::translate_full(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const {
+    UNIKV_EXPECTS(out.size() >= in.size(), "out holds ", out.size(), " ids for ", in.size(), " inputs");
+    pool<full_index>().core().table().translate(in, out);
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::translate_full(std::span<const VirtualPage> in, std::span<PhysicalPage> out) const {
+    UNIKV_EXPECTS(out.size() >= in.size(), "out holds ", out.size(), " ids for ", in.size(), " inputs");
+    pool<full_index>().core().table().translate(in, out);
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::translate_swa(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const {
+    static_assert(has_swa, "unikv: translate_swa needs a layout with a Swa pool");
+    UNIKV_EXPECTS(out.size() >= in.size(), "out holds ", out.size(), " ids for ", in.size(), " inputs");
+    pool<swa_index>().core().table().translate(in, out);
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::translate_swa(std::span<const VirtualPage> in, std::span<PhysicalPage> out) const {
+    static_assert(has_swa, "unikv: translate_swa needs a layout with a Swa pool");
+    UNIKV_EXPECTS(out.size() >= in.size(), "out holds ", out.size(), " ids for ", in.size(), " inputs");
+    pool<swa_index>().core().table().translate(in, out);
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::translate_state(std::span<const StateId> in, std::span<PhysicalPage> out) const {
+    static_assert(has_mamba, "unikv: translate_state needs a layout with a Mamba pool");
+    UNIKV_EXPECTS(out.size() >= in.size(), "out holds ", out.size(), " ids for ", in.size(), " inputs");
+    const PageTable& table = pool<mamba_index>().core().table();
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        const std::int32_t p = table.physical_of(in[i].value());
+        out[i] = PhysicalPage{p < 0 ? 0 : p};
+    }
+}
+
+}  // namespace unikv

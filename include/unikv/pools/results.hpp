@@ -1,0 +1,70 @@
+#pragma once
+/// \file
+/// Value types of the allocator's surface: flush modes, expected-failure results with their reason, and
+/// capacity demands. Expected outcomes (no room, gated) are these return values, never exceptions.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <unikv/arena/component.hpp>
+#include <unikv/ids.hpp>
+
+namespace unikv {
+
+/// How hard a flush compacts.
+enum class FlushMode : std::uint8_t {
+    urgent,         ///< pack every hole (waits the running forward on the stream; used before allocations)
+    opportunistic,  ///< a capped pass that stops before pages a running forward writes; cheap when idle
+};
+
+/// Why an allocation or reservation failed.
+enum class Shortfall : std::uint8_t {
+    none,           ///< it succeeded
+    virtual_ids,    ///< the id-owning pool ran out of virtual ids
+    room,           ///< not enough bytes, even with every allowed compaction
+    moves_blocked,  ///< it would fit after compaction, but a reservation or a closed move gate blocks moves
+};
+
+/// The outcome of an allocation. Converts to true on success.
+struct [[nodiscard]] AllocResult {
+    Shortfall shortfall = Shortfall::none;
+    Component component = Component::full;  ///< the pool that fell short (meaningful on failure)
+    explicit constexpr operator bool() const noexcept { return shortfall == Shortfall::none; }
+};
+
+/// The outcome of a flush, `make_room` or `compact_holes`.
+struct FlushResult {
+    std::size_t pages_moved = 0;
+    std::size_t bytes_moved = 0;
+    bool blocked = false;             ///< moves were blocked (reservation pending or gate closed): nothing moved
+    bool stopped_by_forward = false;  ///< an opportunistic pass stopped before a page the forward writes
+};
+
+/// Pages wanted from each pool at once (FULL and SWA pages of a composite allocation are both counted).
+struct CapacityDemand {
+    std::int64_t full = 0;
+    std::int64_t swa = 0;
+    std::int64_t mamba = 0;
+    [[nodiscard]] constexpr std::int64_t of(Component c) const noexcept {
+        return c == Component::full ? full : c == Component::swa ? swa : mamba;
+    }
+};
+
+/// One batch of prefill/extend requests for `alloc_extend`. Request `i` has `prefix_lens[i]` tokens
+/// already allocated and grows to `seq_lens[i]`; `last_locs[i]` is the virtual token id of its token
+/// `prefix_lens[i] - 1` (ignored when the prefix is empty or ends on a page boundary).
+struct ExtendBatch {
+    std::span<const std::int32_t> prefix_lens;
+    std::span<const std::int32_t> seq_lens;
+    std::span<const VirtualToken> last_locs;
+};
+
+/// One batch of decode steps for `alloc_decode`. Request `i` grows by one token to `seq_lens[i]`;
+/// `last_locs[i]` is the virtual token id of its token `seq_lens[i] - 2`.
+struct DecodeBatch {
+    std::span<const std::int32_t> seq_lens;
+    std::span<const VirtualToken> last_locs;
+};
+
+}  // namespace unikv

@@ -1,0 +1,402 @@
+#pragma once
+/// \file
+/// `UnifiedAllocator<Layout, Backend>`: the engine-facing allocator over one arena shared by the FULL, SWA
+/// and Mamba sub-pools of a layout. It mints virtual page ids (FULL) and state ids (Mamba), binds SWA to
+/// FULL's ids, translates virtual ids to physical ones for kernels, hands out physical reservations for
+/// host-to-device loads, and moves pages (always through the backend's copies on its stream, then a
+/// rebind: the data follows the virtual id) only when no reservation, move gate or running forward forbids
+/// it.
+///
+/// Threading: one thread drives an allocator. Synchronization: allocation, frees, tombstones, translation,
+/// reservations, binds and cancels never touch the stream; compaction only queues copies and stream
+/// waits on it, and never blocks the host. Kernels that use translated ids must be queued on `stream()`
+/// (or on a stream that waits it) so that they run after the moves queued before them.
+///
+/// Misuse (double free, freeing a tombstone or an unallocated id, binding an unreserved page, cancelling a
+/// submitted reservation, a component the layout lacks) throws `logic_error` naming the call and the id
+/// and leaves the allocator exactly as it was. Expected failures (no room, moves blocked) are results.
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <unikv/arena/component.hpp>
+#include <unikv/arena/layout.hpp>
+#include <unikv/arena/model.hpp>
+#include <unikv/backend/backend_concept.hpp>
+#include <unikv/backend/default_backend.hpp>
+#include <unikv/backend/page_copy.hpp>
+#include <unikv/detail/arena/misuse.hpp>
+#include <unikv/detail/pools/move_context.hpp>
+#include <unikv/error.hpp>
+#include <unikv/ids.hpp>
+#include <unikv/pools/eager_end_pool.hpp>
+#include <unikv/pools/float_pool.hpp>
+#include <unikv/pools/forward_hazards.hpp>
+#include <unikv/pools/lazy_end_pool.hpp>
+#include <unikv/pools/move_gates.hpp>
+#include <unikv/pools/page_table.hpp>
+#include <unikv/pools/reservation.hpp>
+#include <unikv/pools/results.hpp>
+#include <unikv/pools/transfer_events.hpp>
+
+namespace unikv {
+
+/// What the allocator writes into freshly handed-out pages.
+enum class HandoutFill : std::uint8_t {
+    none,  ///< nothing (the page keeps whatever bytes it had)
+    zero,  ///< zero the envelope with a fill queued on the stream (kernels that read whole pages need it)
+};
+
+/// Runtime options of a `UnifiedAllocator` beyond the arena geometry.
+struct AllocatorOptions {
+    std::size_t max_moves_per_opportunistic_flush = 64;  ///< page moves per pool per opportunistic flush
+    HandoutFill handout_fill = HandoutFill::none;
+};
+
+/// A reservation that was returned by `alloc_physical`, or why none was.
+struct [[nodiscard]] ReserveResult {
+    Reservation reservation;
+    Shortfall shortfall = Shortfall::none;
+    explicit operator bool() const noexcept { return shortfall == Shortfall::none; }
+};
+
+namespace detail {
+/// Owns the arena buffer. Queued copies and fills on the allocator's stream write into the arena, so the
+/// owner synchronizes that stream once before the buffer is freed (destruction, or being assigned over).
+template <class B>
+class arena_owner {
+public:
+    using buffer_t = decltype(std::declval<B&>().allocate_device(std::size_t{}));
+    arena_owner(buffer_t buffer, typename B::stream_ref stream) : buffer_(std::move(buffer)), stream_(stream), engaged_(true) {}
+    arena_owner(const arena_owner&) = delete;
+    arena_owner& operator=(const arena_owner&) = delete;
+    arena_owner(arena_owner&& o) noexcept
+        : buffer_(std::move(o.buffer_)), stream_(o.stream_), engaged_(std::exchange(o.engaged_, false)) {}
+    arena_owner& operator=(arena_owner&& o) noexcept {
+        if (this != &o) {
+            quiesce();
+            buffer_ = std::move(o.buffer_);
+            stream_ = o.stream_;
+            engaged_ = std::exchange(o.engaged_, false);
+        }
+        return *this;
+    }
+    ~arena_owner() { quiesce(); }
+    [[nodiscard]] region_ref region() const noexcept { return buffer_.region(); }
+
+private:
+    void quiesce() noexcept {
+        if (!engaged_) return;
+        engaged_ = false;
+        try {
+            stream_.synchronize();
+        } catch (...) {  // a destructor must not throw; the stream is gone with the backend anyway
+        }
+    }
+    buffer_t buffer_;
+    typename B::stream_ref stream_;
+    bool engaged_;
+};
+
+/// Checks, one requirement at a time so the error names what is missing, that a policy's `impl` offers what
+/// the unified allocator calls.
+template <class I, class B>
+struct check_pool_impl {
+    static_assert(has_pool_core_v<I>, "unikv: a pool policy's impl<Backend> lacks core()");
+    static_assert(has_release_page_v<I>, "unikv: a pool policy's impl<Backend> lacks release_page(page)");
+    static_assert(has_after_release_v<I, move_context<B>>, "unikv: a pool policy's impl<Backend> lacks after_release(ctx)");
+    static_assert(has_flush_v<I, move_context<B>>,
+                  "unikv: a pool policy's impl<Backend> lacks flush(ctx, mode, blocked, cap) returning FlushResult");
+    static_assert(has_idle_and_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() or drainable()");
+    static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(out)");
+    static_assert(has_byte_span_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks low_bytes(), high_bytes() or transparent()");
+    static constexpr bool value = true;
+};
+
+template <class L, class B, class Seq = std::make_index_sequence<L::size>>
+struct pool_tuple;
+template <class L, class B, std::size_t... I>
+struct pool_tuple<L, B, std::index_sequence<I...>> {
+    using type = std::tuple<typename layout_member_t<L, I>::policy::template impl<B>...>;
+};
+}  // namespace detail
+
+/// The allocator over layout `L` on backend `B` (`DefaultBackend` picks the build's backend). `B` has no default
+/// argument because nvcc mishandles one on a class template whose members are defined out of line.
+template <class L, class B>
+class UnifiedAllocator {
+    static_assert(has_stream_ref_v<B>, "unikv: UnifiedAllocator needs Backend::stream_ref with wait() and synchronize()");
+    static_assert(has_event_ref_v<B>, "unikv: UnifiedAllocator needs Backend::event_ref with record(), query(), synchronize()");
+    static_assert(has_memory_v<B>, "unikv: UnifiedAllocator needs Backend::allocate_device(bytes)");
+    static_assert(has_page_copies_v<B>, "unikv: UnifiedAllocator needs Backend::copy_pages_async and fill_pages_async");
+    static_assert(layout_compatibility<L, B>::value);
+
+    static constexpr std::size_t size_ = L::size;
+    static constexpr std::size_t full_index = size_ - 1;
+    static constexpr std::size_t swa_index = layout_index_of_v<L, Component::swa>;
+    static constexpr std::size_t mamba_index = layout_index_of_v<L, Component::mamba>;
+    template <std::size_t I>
+    using impl_t = std::tuple_element_t<I, typename detail::pool_tuple<L, B>::type>;
+    template <std::size_t I>
+    static constexpr bool is_lazy_v = compaction_of_v<typename layout_member_t<L, I>::policy> == Compaction::lazy;
+    static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
+        return (detail::check_pool_impl<impl_t<I>, B>::value && ...);
+    }(std::make_index_sequence<size_>{}));
+    static constexpr bool has_eager_ = !layout_allows_move_gates_v<L>;
+
+public:
+    using layout_type = L;
+    using backend_type = B;
+    using stream_ref = typename B::stream_ref;
+    using event_ref = typename B::event_ref;
+    /// The layout has an SWA pool (composite allocations bind FULL and SWA pages under one id).
+    static constexpr bool has_swa = layout_has_v<L, Component::swa>;
+    /// The layout has a Mamba pool (`alloc_state` / `free_state`).
+    static constexpr bool has_mamba = layout_has_v<L, Component::mamba>;
+    /// The layout is a tri-pool with a floating SWA pool (`make_room` / `compact_holes`).
+    static constexpr bool has_float = layout_has_float_v<L>;
+    /// Some pool takes physical reservations (`alloc_physical` and friends).
+    static constexpr bool has_reservations =
+        has_swa && reservations_enabled_v<typename layout_member_t<L, (swa_index < size_ ? swa_index : 0)>::reservations>;
+
+    /// Builds the arena (`config.arena_bytes` from `backend.allocate_device`) and its pools. Throws
+    /// `logic_error` for a bad configuration (with what to change), `out_of_memory` if the arena cannot be
+    /// allocated. Every copy, fill and stream wait the allocator issues goes to `stream`. Destroying the
+    /// allocator synchronizes `stream` once (its queued moves write into the arena it frees); reservations
+    /// must not outlive it.
+    UnifiedAllocator(B& backend, const ArenaConfig& config, stream_ref stream, AllocatorOptions options = {});
+    UnifiedAllocator(const UnifiedAllocator&) = delete;
+    UnifiedAllocator& operator=(const UnifiedAllocator&) = delete;
+    UnifiedAllocator(UnifiedAllocator&&) noexcept = default;
+    UnifiedAllocator& operator=(UnifiedAllocator&&) noexcept = default;
+    ~UnifiedAllocator() = default;
+
+    // ---- geometry ----------------------------------------------------------------------------------------
+    [[nodiscard]] const ArenaSpec& spec() const noexcept { return spec_; }
+    /// The arena: physical page `P` of pool `c` is bytes `[P * spec()[c].page_bytes, (P + 1) * ...)`.
+    [[nodiscard]] region_ref region() const noexcept { return arena_.region(); }
+    [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
+    /// The page table of pool `c` (v2p is indexed by FULL's virtual pages for SWA). Throws for an absent `c`.
+    [[nodiscard]] const PageTable& page_table(Component c) const { return core_of(c, "page_table").table(); }
+
+    // ---- allocation (hot) --------------------------------------------------------------------------------
+    /// Allocates `out.size()` virtual pages: a FULL page each and, with SWA, an SWA page under the same id.
+    /// Runs the shortfall ladder (flush the growth-side neighbours, ask the float for room) when needed.
+    /// On failure nothing changes and the result says why. O(n) without compaction; no allocation.
+    AllocResult alloc(std::span<VirtualPage> out);
+    /// Allocates the tokens `[prefix_lens[i], seq_lens[i])` of each request: first the rest of the page
+    /// that holds token `prefix_lens[i] - 1` (continuing `last_locs[i]`), then new pages. `out` receives
+    /// the virtual token ids in request order and must hold exactly the sum of the extensions. Throws
+    /// `logic_error` for inconsistent inputs. O(tokens).
+    AllocResult alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out);
+    /// Allocates one token per request: a new page when `seq_lens[i] - 1` starts one, else
+    /// `last_locs[i] + 1`. `out.size()` must equal the batch size. O(batch).
+    AllocResult alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out);
+    /// Frees whole virtual pages: the SWA page where one is bound (tombstones are skipped), then the FULL page
+    /// and the id. Throws `logic_error` (nothing freed) for an id that is not allocated, listed twice, or
+    /// bound to an SWA page of a pending reservation. Lazy pools: O(n), no copy, no stream work.
+    void free(std::span<const VirtualPage> pages);
+    /// Tombstones: frees only the SWA pages of `pages` (FULL stays live). Throws for an id whose FULL page
+    /// is not live or whose SWA entry already is a tombstone (never free a tombstone).
+    void free_swa(std::span<const VirtualPage> pages);
+    /// Frees only the FULL pages (and ids) of `pages`, whose SWA entries must already be tombstones.
+    void free_full(std::span<const VirtualPage> pages);
+    /// Allocates `out.size()` Mamba state slots. Needs a Mamba pool (compile time).
+    AllocResult alloc_state(std::span<StateId> out);
+    /// Frees Mamba state slots. Throws for a slot that is not allocated or listed twice.
+    void free_state(std::span<const StateId> states);
+
+    // ---- translation (hot; allocation-free; unmapped, negative, out-of-range ids give the sink) -----------
+    /// Physical FULL tokens of virtual tokens. Precondition: `out.size() >= in.size()`. O(n).
+    void translate_full(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const;
+    /// Physical FULL pages of virtual pages.
+    void translate_full(std::span<const VirtualPage> in, std::span<PhysicalPage> out) const;
+    /// Physical SWA tokens of virtual tokens (tombstones give the sink). Needs an SWA pool.
+    void translate_swa(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const;
+    void translate_swa(std::span<const VirtualPage> in, std::span<PhysicalPage> out) const;
+    /// Physical Mamba slots (pages of one slot) of state ids. Needs a Mamba pool.
+    void translate_state(std::span<const StateId> in, std::span<PhysicalPage> out) const;
+
+    // ---- transfers ---------------------------------------------------------------------------------------
+    /// Reserves `pages` unbound physical pages of pool `c` for a load (holes first; the shortfall ladder when
+    /// short). They block that pool's moves until their load is submitted or they are cancelled. Never waits
+    /// on a transfer event. Throws `logic_error` when `c` takes no reservations or `pages < 1`.
+    ReserveResult alloc_physical(Component c, std::int32_t pages);
+    /// Binds `full_pages[i]` to `reservation.pages()[first + i]`. Each FULL page must be live with a
+    /// tombstoned SWA entry; each reserved page unbound. Throws `logic_error` (nothing bound) otherwise.
+    void bind_swa(std::span<const VirtualPage> full_pages, const Reservation& reservation, std::size_t first = 0);
+    /// Releases a reservation whose load was not submitted: its pages become free and bound ones get their
+    /// tombstone back. Throws `logic_error` for a submitted, foreign or empty reservation (it then stays
+    /// valid). No stream work.
+    void cancel(Reservation&& reservation);
+    /// Releases pages of submitted reservations (unbound, or bound: those get a tombstone) or any bound page
+    /// of pool `c`. First makes the stream wait every registered transfer event. Throws `logic_error` for a
+    /// page of a pending reservation (use `cancel`), a free page, or a page listed twice.
+    void free_physical(Component c, std::span<const PhysicalPage> pages);
+    /// Registers the done event of a transfer. A load key submits every pending reservation: their pages stop
+    /// blocking moves and can no longer be cancelled. Queues nothing, never blocks.
+    void set_transfer_done_event(TransferKey key, event_ref event);
+    /// Installs a move gate on every pool at once. Compile-time error for a layout with an eager pool.
+    void install_move_gate(MoveGateSlot slot, MoveGates::predicate allows_moves);
+    /// Removes a move gate.
+    void remove_move_gate(MoveGateSlot slot) noexcept { gates_.remove(slot); }
+    /// True when some pool's moves are blocked (a pending reservation, or a closed gate). O(pools).
+    [[nodiscard]] bool moves_blocked() const;
+    /// True when pool `c`'s moves are blocked.
+    [[nodiscard]] bool moves_blocked(Component c) const;
+    /// Registers the latest forward: its done event and the virtual pages / state slots it writes.
+    /// Compaction never moves those pages while it runs, and reuses pages it may read only after it ends.
+    void set_inflight_forward(event_ref done, std::span<const VirtualPage> written_pages = {},
+                              std::span<const StateId> written_states = {}) {
+        forward_.set(std::move(done), written_pages, written_states);
+    }
+    /// Forgets the registered forward.
+    void clear_inflight_forward() noexcept { forward_.clear(); }
+
+    // ---- compaction ----------------------------------------------------------------------------------------
+    /// Compacts every pool whose moves are allowed (float: absorbs boundary holes only). Urgent packs every
+    /// hole; opportunistic is capped and returns at once when there is nothing to do. Never blocks the
+    /// host; moves wait every registered transfer event on the stream first.
+    FlushResult flush(FlushMode mode);
+    /// `flush(FlushMode::opportunistic)`: cheap (O(pools)) when there is nothing to do.
+    FlushResult flush_opportunistic() { return flush(FlushMode::opportunistic); }
+    /// Float: opens at least `min_bytes` between the float's `side` edge and that end (boundary relocation,
+    /// or leapfrog). Returns the bytes open on `side`; fewer than asked means blocked or impossible, with
+    /// nothing changed. Needs a FloatPool (compile time).
+    std::size_t make_room(Side side, std::size_t min_bytes);
+    /// Float: packs its live pages away from `retreat_side`; returns the pages moved (0 when blocked).
+    std::size_t compact_holes(Side retreat_side);
+
+    // ---- capacity (memoized on the chain epoch and the move-permission bits; O(1) on a hit) -----------------
+    /// Pages a composite `alloc` can take now without any move (FULL + SWA jointly with SWA).
+    [[nodiscard]] std::int64_t available_size() const;
+    /// Pages pool `c` alone can take now without any move.
+    [[nodiscard]] std::int64_t available_size(Component c) const;
+    /// `available_size()` plus what the growth-side neighbours' drainable holes would add, credited only for
+    /// lazy neighbours whose moves are allowed now (a gate flip changes it without any allocator write).
+    [[nodiscard]] std::int64_t schedulable_available_size() const;
+    [[nodiscard]] std::int64_t schedulable_available_size(Component c) const;
+    /// True when `demand` fits now, or would fit after the compaction `ensure_capacity` may run.
+    [[nodiscard]] bool can_reserve(const CapacityDemand& demand) const;
+    /// Makes `demand` fit now, compacting if that is allowed and helps. Does not allocate.
+    AllocResult ensure_capacity(const CapacityDemand& demand);
+    /// Every broken invariant, one line each; empty means healthy. Callable any time. O(pages + ids).
+    [[nodiscard]] std::vector<std::string> verify_byte_accounting() const;
+
+    // ---- diagnostics ---------------------------------------------------------------------------------------
+    /// Bound pages of pool `c`.
+    [[nodiscard]] std::int32_t live_pages(Component c) const { return core_of(c, "live_pages").live_pages(); }
+    /// Holes of pool `c`.
+    [[nodiscard]] std::int32_t hole_pages(Component c) const { return core_of(c, "hole_pages").hole_pages(); }
+    /// Pages of pending reservations in pool `c`.
+    [[nodiscard]] std::int32_t pending_load_pages(Component c) const {
+        return core_of(c, "pending_load_pages").pending_load_pages();
+    }
+    /// Unbound reservation pages (pending or submitted) in pool `c`.
+    [[nodiscard]] std::int32_t reserved_pages(Component c) const { return core_of(c, "reserved_pages").reserved_pages(); }
+    /// Pages of pool `c` that wait for a forward before reuse.
+    [[nodiscard]] std::int32_t pending_reuse_pages(Component c) const {
+        return core_of(c, "pending_reuse_pages").pending_reuse_pages();
+    }
+    /// Pool `c`'s byte range `[low, high)` in the arena (empty at `high` for a parked float).
+    [[nodiscard]] std::pair<std::size_t, std::size_t> byte_span(Component c) const;
+    /// The chain epoch (sum of the pools' capacity epochs).
+    [[nodiscard]] std::uint64_t epoch() const noexcept;
+    /// Transfer events registered and not yet waited on.
+    [[nodiscard]] std::size_t registered_transfer_events() const noexcept { return events_.size(); }
+    /// Reservations dropped without being submitted or cancelled (each was detected and cancelled).
+    [[nodiscard]] std::size_t unconsumed_reservations() const noexcept { return registry_->unconsumed(); }
+    /// Replaces the handler called for each unconsumed reservation (default: a line on stderr).
+    void set_unconsumed_reservation_handler(std::function<void(Component, std::size_t)> handler) {
+        registry_->set_handler(std::move(handler));
+    }
+
+private:
+    using pools_t = typename detail::pool_tuple<L, B>::type;
+
+    enum class memo_kind : std::uint8_t { available, schedulable };
+    struct memo_entry {
+        std::uint64_t epoch = ~std::uint64_t{0};
+        std::uint32_t mask = 0;
+        std::int64_t value = 0;
+    };
+    // Memo slots: one per component, and `component_count` for the composite (FULL with SWA).
+    // Drain-mask bit that lets the float relocate (bits 0..size-1 drain the member of that index).
+    static constexpr std::uint32_t relocate_bit = 1u << 31;
+
+    template <std::size_t I>
+    [[nodiscard]] impl_t<I>& pool() noexcept { return std::get<I>(*pools_); }
+    template <std::size_t I>
+    [[nodiscard]] const impl_t<I>& pool() const noexcept { return std::get<I>(*pools_); }
+    [[nodiscard]] const detail::pool_core& core_of(Component c, const char* call) const;
+    [[nodiscard]] detail::pool_core& core_of(Component c, const char* call) {
+        return const_cast<detail::pool_core&>(std::as_const(*this).core_of(c, call));
+    }
+    template <class F>
+    void for_each_pool(F&& f);
+    template <class F>
+    void for_each_pool(F&& f) const;
+
+    // The byte limit each member may grow to (its growth-side neighbour's facing frontier).
+    template <std::size_t I>
+    [[nodiscard]] std::size_t limit_of() const noexcept;
+    template <std::size_t I, class Id>
+    void take_bound(std::span<const Id> ids);
+    template <std::size_t I>
+    void fill_handed();
+    [[nodiscard]] detail::move_context<B> make_context();
+    [[nodiscard]] std::uint32_t movable_mask() const;
+
+    // Capacity engine (unified_allocator_capacity.inl).
+    [[nodiscard]] bool fits(const CapacityDemand& d, std::uint32_t drain_mask, bool ignore_pins) const;
+    [[nodiscard]] std::uint32_t compaction_set(const CapacityDemand& d, bool ignore_blocking) const;
+    [[nodiscard]] std::int64_t largest_fit(std::size_t shape, std::uint32_t drain_mask) const;
+    [[nodiscard]] std::uint32_t schedulable_credit(std::size_t shape, std::uint32_t movable) const;
+    [[nodiscard]] std::int64_t memoized(memo_kind kind, std::size_t shape) const;
+    [[nodiscard]] AllocResult relieve(const CapacityDemand& d);
+    [[nodiscard]] AllocResult shortfall_of(const CapacityDemand& d) const;
+
+    // Allocation helpers (unified_allocator_alloc.inl).
+    template <class Id>
+    AllocResult bind_new_pages(std::span<Id> out);
+    AllocResult alloc_pages(std::int32_t n);
+    void check_virtual_pages(std::span<const VirtualPage> pages, const char* call, bool need_swa_bound,
+                             bool need_swa_tombstone, bool keep_marks = false);
+    void check_last_loc(VirtualToken last, std::int32_t expected_offset, std::size_t request, const char* call) const;
+    static void release_slot_pages(pools_t& pools, detail::reservation_registry& registry, std::uint32_t slot) noexcept;
+    static void drop_reservation(void* owner, detail::reservation_registry& registry, std::uint32_t slot) noexcept;
+    void verify_composite(std::vector<std::string>& out) const;
+
+    B* backend_;
+    ArenaSpec spec_;
+    AllocatorOptions options_;
+    detail::arena_owner<B> arena_;  // synchronizes the stream once before the arena is freed
+    stream_ref stream_;
+    std::unique_ptr<pools_t> pools_;  // on the heap: reservations cancel through it even after a move
+    detail::registry_owner registry_;
+    TransferEvents<B> events_;
+    MoveGates gates_;
+    ForwardHazard<B> forward_;
+    // Scratch buffers reused by every call, so hot paths allocate nothing once they reached peak size.
+    std::vector<std::int32_t> ids_;
+    std::vector<std::int32_t> handed_;
+    std::vector<std::int32_t> move_src_;
+    std::vector<std::int32_t> move_dst_;
+    std::vector<std::uint8_t> marks_;  // per FULL virtual page (or Mamba id): seen in the current call
+    mutable std::array<std::array<memo_entry, component_count + 1>, 2> memo_{};
+};
+
+}  // namespace unikv
+
+#include <unikv/detail/pools/unified_allocator_alloc.inl>
+#include <unikv/detail/pools/unified_allocator_capacity.inl>
+#include <unikv/detail/pools/unified_allocator_transfer.inl>

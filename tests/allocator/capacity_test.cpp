@@ -1,0 +1,122 @@
+// Capacity: available and schedulable sizes, their memo (keyed on the chain epoch and on which neighbours may
+// move), and the agreement between can_reserve and what ensure_capacity achieves.
+
+#include "alloc_support.hpp"
+
+#include <functional>
+
+using namespace alloc_test;
+
+TEST_CASE("schedulable size credits a movable lazy neighbour's holes, and a gate flip changes it without a write") {
+    Fixture<SwaFullLayout> f(small_config(64 * 128));
+    auto pages = f.alloc_kv(10);
+    f.alloc.free_swa(std::span(pages).first(4));  // four drainable SWA holes below the SWA survivors
+    bool open = true;
+    f.alloc.install_move_gate(MoveGateSlot::host_transfer, [&] { return open; });
+    const std::int64_t available = f.alloc.available_size(Component::full);
+    const std::int64_t schedulable = f.alloc.schedulable_available_size(Component::full);
+    CHECK(schedulable == available + 4);
+    CHECK(f.alloc.schedulable_available_size(Component::swa) == f.alloc.available_size(Component::swa));
+    const std::uint64_t epoch = f.alloc.epoch();
+    open = false;
+    CHECK(f.alloc.schedulable_available_size(Component::full) == available);
+    CHECK(f.alloc.epoch() == epoch);
+    CHECK(f.broken().empty());  // the memo stays coherent across the flip
+    open = true;
+    CHECK(f.alloc.schedulable_available_size(Component::full) == schedulable);
+    // A pending SWA reservation blocks SWA moves: no credit either.
+    ReserveResult r = f.alloc.alloc_physical(Component::swa, 1);
+    REQUIRE(r);
+    CHECK(f.alloc.schedulable_available_size(Component::full) == f.alloc.available_size(Component::full));
+    f.alloc.cancel(std::move(r.reservation));
+    // The joint size is what a composite alloc can take; ensure_capacity realizes the schedulable one.
+    const std::int64_t joint = f.alloc.available_size();
+    const std::int64_t joint_sched = f.alloc.schedulable_available_size();
+    CHECK(joint_sched >= joint);
+    CHECK(f.alloc.can_reserve({.full = joint_sched, .swa = joint_sched}));
+    CHECK_FALSE(f.alloc.can_reserve({.full = joint_sched + 1, .swa = joint_sched + 1}));
+    REQUIRE(f.alloc.ensure_capacity({.full = joint_sched, .swa = joint_sched}));
+    CHECK(f.alloc.available_size() == joint_sched);
+    REQUIRE(f.drain());
+    CHECK(f.kv_holds(std::span(pages).subspan(4)));
+    CHECK(f.broken().empty());
+}
+
+TEST_CASE("capacity queries are memoized on the epoch: a hit does no work, a change recomputes") {
+    Fixture<TriPoolLayout> f(small_config(64 * 128));
+    auto pages = f.alloc_kv(6);
+    const std::int64_t a = f.alloc.available_size();
+    const std::uint64_t e = f.alloc.epoch();
+    CHECK(f.alloc.available_size() == a);
+    CHECK(f.alloc.epoch() == e);
+    CHECK(f.broken().empty());
+    std::vector<VirtualPage> one(1);
+    REQUIRE(f.alloc.alloc(one));
+    CHECK(f.alloc.epoch() > e);
+    CHECK(f.alloc.available_size() == a - 1);
+    // The float's schedulable size credits both ends' drainable holes; the ends are not credited by the float.
+    auto states = f.alloc_states(6);
+    f.alloc.free_state(std::span(states).first(4));
+    CHECK(f.alloc.schedulable_available_size(Component::swa) >= f.alloc.available_size(Component::swa));
+    CHECK(f.alloc.schedulable_available_size(Component::mamba) == f.alloc.available_size(Component::mamba));
+    CHECK(f.broken().empty());
+}
+
+namespace {
+
+// Builds the same fragmented state again and again, so each demand is checked on a fresh allocator.
+template <class L>
+void build_fragmented(Fixture<L>& f) {
+    auto pages = f.alloc_kv(12);
+    std::vector<VirtualPage> some;
+    for (std::size_t i = 0; i < pages.size(); i += 3) some.push_back(pages[i]);
+    f.alloc.free(some);
+    if constexpr (Fixture<L>::Alloc::has_swa) {
+        std::vector<VirtualPage> tomb;
+        for (std::size_t i = 1; i < pages.size(); i += 3) tomb.push_back(pages[i]);
+        f.alloc.free_swa(tomb);
+    }
+    if constexpr (Fixture<L>::Alloc::has_mamba) {
+        auto states = f.alloc_states(10);
+        std::vector<StateId> odd;
+        for (std::size_t i = 0; i < states.size(); i += 2) odd.push_back(states[i]);
+        f.alloc.free_state(odd);
+    }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("can_reserve says yes exactly when ensure_capacity makes the demand fit", L, SwaFullLayout,
+                   MambaFullLayout, TriPoolLayout) {
+    constexpr bool has_swa = Fixture<L>::Alloc::has_swa;
+    constexpr bool has_mamba = Fixture<L>::Alloc::has_mamba;
+    int agreed = 0;
+    int refused = 0;
+    for (std::int64_t full = 0; full <= 40; full += 4) {
+        for (std::int64_t other = 0; other <= 40; other += 5) {
+            Fixture<L> f(small_config(48 * 128));
+            build_fragmented(f);
+            CapacityDemand d{.full = full, .swa = has_swa ? other : 0, .mamba = has_mamba ? other : 0};
+            const bool promised = f.alloc.can_reserve(d);
+            const AllocResult r = f.alloc.ensure_capacity(d);
+            CAPTURE(full);
+            CAPTURE(other);
+            CHECK(promised == static_cast<bool>(r));
+            if (r) {
+                if (d.full > 0 || d.swa > 0) {
+                    std::vector<VirtualPage> pages(static_cast<std::size_t>(std::max(d.full, d.swa)));
+                    if constexpr (has_swa) {
+                        if (d.full == d.swa) CHECK(f.alloc.alloc(pages));
+                    }
+                }
+                ++agreed;
+            } else {
+                ++refused;
+            }
+            REQUIRE(f.drain());
+            CHECK(f.broken().empty());
+        }
+    }
+    CHECK(agreed > 0);
+    CHECK(refused > 0);
+}
