@@ -64,8 +64,13 @@ void BM_insert(benchmark::State& state) {
         ev.actions.mark_drained();
     };
     for (std::size_t i = 0; i < n; ++i) insert(i);
+    // Nodes on an inserted key's path, the new leaf included (inserting it again changes nothing and returns it).
     std::int64_t path_nodes = 0;
-    for (NodeRef x = tree.match_prefix({keys[0]}).device_node; !x.is_root(); x = tree.node_info(x).parent) ++path_nodes;
+    {
+        auto again = tree.insert({keys[0]}, {.pages = pages[0]});
+        again.actions.mark_drained();
+        for (NodeRef x = again.node; !x.is_root(); x = tree.node_info(x).parent) ++path_nodes;
+    }
     undo();
     if (tree.evictable_size(Component::full) + tree.protected_size(Component::full) !=
         static_cast<std::int64_t>(conv.keys.size()) * prefix - (static_cast<std::int64_t>(conv.keys.size()) - 2) * (prefix / 4 / page * page)) {

@@ -63,3 +63,34 @@ TEST_CASE("steady-state match, lock, unlock and cached insert do not allocate") 
     counting = false;
     CHECK(allocations > 0);
 }
+
+TEST_CASE("reserve pre-sizes the arena, the child table and the match scratch") {
+    RadixTree<Full> tree({.page_size = {4}});
+    tree.reserve({.nodes = 256, .key_tokens = 4096});
+    const auto key = run(1, 4096);
+    auto first = tree.insert({key}, {.pages = vpages(1, 1024)});
+    CHECK(first.actions.empty());
+
+    // The first long match: the page scratch already holds 1024 pages.
+    allocations = 0;
+    counting = true;
+    const MatchResult m = tree.match_prefix({key});
+    counting = false;
+    CHECK(m.device_length == 4096);
+    CHECK(allocations == 0);
+
+    // 255 more one-page leaves: each allocates its token and page buffers, nothing else (the arena, free list,
+    // heaps and the child table were sized for 256 nodes).
+    std::vector<std::vector<TokenId>> keys;
+    for (int i = 0; i < 255; ++i) keys.push_back(run(100'000 + 4 * i, 4));
+    const auto page = vpages(5000, 1);
+    allocations = 0;
+    counting = true;
+    for (const auto& k : keys) {
+        auto r = tree.insert({k}, {.pages = page});
+        r.actions.mark_drained();
+    }
+    counting = false;
+    CHECK(tree.node_count() == 256);
+    CHECK(allocations == 2 * 255);
+}

@@ -1,10 +1,14 @@
 // Randomized differential test: RadixTree against ReferenceTree, operation by operation.
 //
 // Both trees get the same random sequence of match / insert / lock / unlock / early SWA release / evict /
-// host-evict / host copy / backup completion / retention calls. After each call the results must be equal
-// (lengths, pages, actions, freed units, thrown or not), and so must the sizes, node counts and KV events.
-// Every action list is also checked against the locks held at the time: nothing locked is ever freed. Every
-// few operations the whole structure is compared and RadixTree's own invariant check runs.
+// host-evict / host copy / backup completion / load-back commit / retention calls. After each call the results
+// must be equal (lengths, pages, actions, freed units, thrown or not), and so must the sizes, node counts and KV
+// events. Every action list is also checked against the locks held at the time: nothing locked is ever freed.
+// Every few operations the whole structure is compared and RadixTree's own invariant check runs.
+//
+// A divergence is reported with the configuration, seed, operation index and reason. The test installs a
+// counting dropped-result handler, so the action lists and receipts that a divergence leaves undrained while the
+// failure unwinds are counted instead of aborting the process (the default handler aborts in debug builds).
 //
 // UNIKV_TREE_FUZZ_OPS sets the total operation count (default 105000, split over the configurations below);
 // UNIKV_TREE_FUZZ_SEED the seed (default fixed, so CI is reproducible).
@@ -12,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -38,6 +43,17 @@ struct Divergence : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Counts dropped results instead of aborting, for as long as it lives.
+std::atomic<std::int64_t> drops{0};
+void count_drop(Dropped) noexcept { ++drops; }
+struct CountDrops {
+    DroppedHandler previous = set_dropped_handler(&count_drop);
+    CountDrops() { drops = 0; }
+    ~CountDrops() { set_dropped_handler(previous); }
+    CountDrops(const CountDrops&) = delete;
+    CountDrops& operator=(const CountDrops&) = delete;
+};
+
 template <class... Cs>
 class Differential {
 public:
@@ -45,7 +61,8 @@ public:
     using Ref = ReferenceTree<Cs...>;
     using Set = tree_component_set<Cs...>;
 
-    Differential(TreeConfig config, std::uint64_t seed) : config_(config), fast_(config), ref_(config), rng_(seed) {}
+    Differential(TreeConfig config, std::uint64_t seed)
+        : config_(config), fast_(config), ref_(config), rng_(seed), seed_(seed) {}
 
     // What the run exercised (reported, and checked to be non-trivial).
     std::map<std::string, std::int64_t> stats;
@@ -103,7 +120,7 @@ private:
     // ---- checks ----
     [[noreturn]] void diverged(const std::string& what) const {
         std::ostringstream s;
-        s << "op " << op_ << " (" << last_op_ << "): " << what;
+        s << "seed " << seed_ << ", op " << op_ << " (" << last_op_ << "): " << what;
         throw Divergence(s.str());
     }
     void expect(bool ok, const char* what) const {
@@ -229,9 +246,10 @@ private:
         if (dice < 61) return do_unlock();
         if (dice < 74) return do_evict();
         if (dice < 81) return do_evict_host();
-        if (dice < 92) return do_set_host();
-        if (dice < 94) return do_retention();
-        if (dice < 96) return do_foreign_receipt();
+        if (dice < 90) return do_set_host();
+        if (dice < 93) return do_load_back();
+        if (dice < 95) return do_retention();
+        if (dice < 97) return do_foreign_receipt();
         return do_match();
     }
 
@@ -307,6 +325,15 @@ private:
         const bool best = chance(50);
         LockOptions o;
         o.tier = chance(25) ? Tier::host : Tier::device;
+        if (o.tier == Tier::device && chance(4)) {  // a device lock without Full is a caller error on both
+            o.components = ComponentMask::of(Component::swa).with(Component::mamba);
+            const NodeRef x = best ? m.fast.best_node : m.fast.device_node;
+            const NodeRef y = best ? m.ref.best_node : m.ref.device_node;
+            expect(threw([&] { (void)fast_.lock(x, o); }) && threw([&] { (void)ref_.lock(y, o); }),
+                   "a device lock without Full was accepted");
+            ++stats["lock without Full rejected"];
+            return;
+        }
         if (chance(25)) {
             o.components = ComponentMask::of(Component::full);
             if (chance(50)) o.components = o.components.with(Component::swa);
@@ -345,15 +372,30 @@ private:
         expect(!a.empty() && !b.empty(), "a rejected receipt was consumed");
     }
 
-    template <class Tree>
-    void finish_backups(Tree& t, const TreeActions& actions, const std::vector<int>& outcome) {
+    // Completes every backup of an eviction on both trees, in action order (outcome: the first host page, 0 when
+    // the copy could not be made), and compares what each completion frees.
+    void finish_backups(const TreeActions& fa, const TreeActions& ra, const std::vector<int>& outcome,
+                        const Protected& before) {
         std::size_t k = 0;
-        for (const TreeAction& act : actions.list()) {
-            if (act.kind != ActionKind::backup) continue;
+        for (std::size_t i = 0; i < fa.size(); ++i) {
+            const TreeAction& x = fa.list()[i];
+            if (x.kind != ActionKind::backup) continue;
+            const TreeAction& y = ra.list()[i];
             std::vector<HostPage> host;
-            const int count = act.component == Component::mamba ? 1 : static_cast<int>(act.count);
-            for (int j = 0; j < count && outcome[k] > 0; ++j) host.emplace_back(outcome[k] + j);
-            t.finish_backup(act.node, act.component, host);
+            const int pages = x.component == Component::mamba ? 1 : static_cast<int>(x.count);
+            for (int j = 0; j < pages && outcome[k] > 0; ++j) host.emplace_back(outcome[k] + j);
+            last_op_ = "finish_backup";
+            auto a = fast_.finish_backup(x.node, x.component, host);
+            auto b = ref_.finish_backup(y.node, y.component, host);
+            expect(a.device_freed == b.device_freed && a.host_freed == b.host_freed,
+                   "finish_backup freed amounts differ");
+            expect(canon(a.actions) == canon(b.actions), "finish_backup actions differ");
+            expect_unprotected(a.actions, before);
+            expect_not_held(a.actions);
+            count(a.actions);
+            if (!a.actions.empty()) ++stats["finish_backup freed a node"];
+            a.actions.mark_drained();
+            b.actions.mark_drained();
             ++k;
         }
     }
@@ -377,13 +419,16 @@ private:
             const TreeAction& act = a.actions.list()[i];
             if (act.kind != ActionKind::backup) continue;
             expect(span_of(fast_, act.node) == span_of(ref_, b.actions.list()[i].node), "backup node differs");
+            ++stats[act.component == Component::full    ? "backup full"
+                    : act.component == Component::swa ? "backup swa"
+                                                       : "backup mamba"];
             outcome.push_back(chance(60) ? next_host_ : 0);
             next_host_ += 64;
         }
-        finish_backups(fast_, a.actions, outcome);
-        finish_backups(ref_, b.actions, outcome);
+        // The list is executed (backups copied) before the completions are reported.
         a.actions.mark_drained();
         b.actions.mark_drained();
+        finish_backups(a.actions, b.actions, outcome, before);
     }
 
     void do_evict_host() {
@@ -430,6 +475,70 @@ private:
         }
     }
 
+    // A load-back of a host hit: walk the best node's path from the root and commit, per node and component, a
+    // random selection of loads (FULL with fresh pages, SWA, Mamba with a fresh state). Most are rejected (already
+    // on device, no host copy, parent not loaded yet): both trees must agree on every call.
+    template <class Tree>
+    std::vector<NodeRef> path_of(const Tree& t, NodeRef n) const {
+        std::vector<NodeRef> path;
+        for (; !n.is_root(); n = t.node_info(n).parent) path.push_back(n);
+        std::reverse(path.begin(), path.end());
+        return path;
+    }
+    // The namespace and the tokens from the root to the end of `n`.
+    template <class Tree>
+    std::pair<std::uint64_t, std::vector<TokenId>> key_of(const Tree& t, NodeRef n) const {
+        std::vector<TokenId> tokens;
+        const NodeInfo info = t.node_info(n);
+        for (NodeRef x : path_of(t, n)) {
+            const auto part = t.node_info(x).tokens;
+            tokens.insert(tokens.end(), part.begin(), part.end());
+        }
+        return {info.ns.value, tokens};
+    }
+    void do_load_back() {
+        last_op_ = "commit_load_back";
+        NodeRef target_fast, target_ref;
+        if (chance(50)) {  // the best node of a host-hit match, as an engine loads
+            auto [key, ns] = some_key();
+            const auto m = match_both(TokenKey{key, ns}, MatchOptions{HostHits::include});
+            target_fast = m.fast.best_node;
+            target_ref = m.ref.best_node;
+        } else {  // any node, so that partly loaded and host-only paths get reached often
+            const auto all = fast_.nodes();
+            if (all.empty()) return;
+            target_fast = all[static_cast<std::size_t>(pick(static_cast<int>(all.size())))];
+            const auto want = key_of(fast_, target_fast);
+            for (NodeRef n : ref_.nodes())
+                if (key_of(ref_, n) == want) target_ref = n;
+            expect(!target_ref.is_root(), "a node of RadixTree is missing from ReferenceTree");
+        }
+        const auto pa = path_of(fast_, target_fast);
+        const auto pb = path_of(ref_, target_ref);
+        expect(pa.size() == pb.size(), "load-back path length differs");
+        for (std::size_t i = 0; i < pa.size(); ++i) {
+            for (Component c : {Component::full, Component::swa, Component::mamba}) {
+                if (!Set::mask.has(c) || chance(20)) continue;
+                std::vector<VirtualPage> pages;
+                LoadedValue v;
+                if (c == Component::full) {
+                    const int count = fast_.node_info(pa[i]).length / ps();
+                    for (int j = 0; j < count; ++j) pages.emplace_back(next_page_ + j);
+                    v.pages = pages;
+                }
+                if (c == Component::mamba) v.state = StateId{next_state_};
+                const bool ta = threw([&] { fast_.commit_load_back(pa[i], c, v); });
+                const bool tb = threw([&] { ref_.commit_load_back(pb[i], c, v); });
+                expect(ta == tb, "commit_load_back precondition differs");
+                if (!ta) {
+                    next_page_ += static_cast<std::int32_t>(pages.size());
+                    if (c == Component::mamba) ++next_state_;
+                }
+                ++stats[ta ? "load_back rejected" : "load_back committed"];
+            }
+        }
+    }
+
     void do_retention() {
         last_op_ = "set_retention";
         auto [key, ns] = some_key();
@@ -460,20 +569,13 @@ private:
     std::int32_t next_page_ = 1;
     std::int32_t next_state_ = 1;
     std::int32_t next_host_ = 1;
+    std::uint64_t seed_;
     std::int64_t op_ = 0;
     const char* last_op_ = "";
 };
 
 template <class... Cs>
-void differential(const char* name, TreeConfig config, std::int64_t ops) {
-    const auto seed = static_cast<std::uint64_t>(env_or("UNIKV_TREE_FUZZ_SEED", 20240611));
-    INFO("configuration ", std::string(name), ", seed ", seed, ", ", ops, " operations");
-    Differential<Cs...> d(config, seed);
-    try {
-        d.run(ops);
-    } catch (const Divergence& e) {
-        FAIL(std::string(e.what()));
-    }
+void report(const char* name, Differential<Cs...>& d, std::int64_t ops) {
     std::ostringstream s;
     for (const auto& [what, n] : d.stats) s << "  " << what << ": " << n << "\n";
     MESSAGE(std::string(name), " exercised:\n", s.str());
@@ -486,7 +588,29 @@ void differential(const char* name, TreeConfig config, std::int64_t ops) {
         if (Set::has_swa) CHECK(d.stats["action free_swa"] > 0);
         if (Set::has_swa) CHECK(d.stats["action recover_swa_locked_full"] > 0);
         if (Set::has_mamba || Set::has_swa) CHECK(d.stats["action backup"] > 0);
+        CHECK(d.stats["backup full"] > 0);
+        CHECK(d.stats["load_back committed"] > 0);
+        CHECK(d.stats["lock without Full rejected"] > 0);
+        if (Set::has_swa) CHECK(d.stats["match swa host hit"] > 0);
     }
+}
+
+template <class... Cs>
+void differential(const char* name, TreeConfig config, std::int64_t ops) {
+    const auto seed = static_cast<std::uint64_t>(env_or("UNIKV_TREE_FUZZ_SEED", 20240611));
+    INFO("configuration ", std::string(name), ", seed ", seed, ", ", ops, " operations");
+    CountDrops quiet;
+    {
+        Differential<Cs...> d(config, seed);
+        try {
+            d.run(ops);
+        } catch (const Divergence& e) {
+            const std::string failure = std::string(name) + ": " + e.what();
+            FAIL(failure);
+        }
+        report(name, d, ops);
+    }
+    CHECK_MESSAGE(drops == 0, "the run dropped ", drops.load(), " action lists or receipts");
 }
 
 constexpr int configurations = 7;

@@ -119,7 +119,8 @@ TEST_CASE_TEMPLATE("lower retention classes are evicted first, LRU within a clas
 }
 
 // The SGLang write-back window scenarios: a parent P (8 tokens) with a child C (16 tokens); SWA eviction of 8
-// tokens must drop P's SWA window (P is the older SWA segment) and keep every FULL row.
+// tokens must drop P's SWA window (P is the older SWA segment) and keep every FULL row. W = 4, so a backup copies
+// only the last 4 tokens of P: P splits into a plain tombstone [0,4) and the backed-up window [4,8).
 TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has no host copy", Core, FastCore, RefCore) {
     typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
     const auto key = run(1, 24);
@@ -133,35 +134,71 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
         CHECK(ev.freed(S) == 8);
         CHECK(ev.freed(F) == 0);
+        CHECK(tree.node_count() == 2);                   // no split: nothing was copied
         CHECK(tree.node_info(p.node).host[0].empty());  // no FULL host copy was made
         CHECK(tree.evictable_size(F) == 24);
         CHECK(tree.host_size(S) == 8);
     }
     SUBCASE("an unbacked window is backed up once, before it is dropped") {
         auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
-        CHECK(drain(ev.actions) ==
-              std::vector<Act>{backup(S, {1, 2, 3, 4, 5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
-        REQUIRE(ev.actions.list()[0].node == p.node);
-        CHECK(tree.node_info(p.node).backup_pending[1]);
+        CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+        CHECK(ev.freed(S) == 8);
+        CHECK(ev.freed(F) == 0);
+        REQUIRE(ev.actions.list()[0].node == p.node);  // the lower part keeps the handle
+        CHECK(tree.node_count() == 3);
+        const NodeInfo lower = tree.node_info(p.node);
+        CHECK(lower.start == 4);
+        CHECK(lower.backup_pending[1]);
+        CHECK_FALSE(tree.node_info(lower.parent).backup_pending[1]);
         CHECK_THROWS_AS((void)tree.match_prefix({key}), unikv::logic_error);  // backups first
-        tree.finish_backup(p.node, S, hpages(200, 8));
-        CHECK(ints(tree.node_info(p.node).host[1]) == ints(hpages(200, 8)));
-        CHECK(tree.host_size(S) == 8);
+        CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
+        CHECK(ints(tree.node_info(p.node).host[1]) == ints(hpages(200, 4)));
+        CHECK(tree.node_info(lower.parent).host[1].empty());
+        CHECK(tree.host_size(S) == 4);
         CHECK(tree.evictable_size(F) == 24);
         CHECK(tree.match_prefix({key}).device_length == 24);
     }
     SUBCASE("under host pressure only the window is dropped") {
         auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
         ev.actions.mark_drained();
-        tree.finish_backup(p.node, S, {});  // no host room: the copy was not made
+        CHECK(finish(tree, p.node, S).empty());  // no host room: the copy was not made
         const NodeInfo n = tree.node_info(p.node);
         CHECK_FALSE(n.device[1]);
         CHECK(n.host[1].empty());
         CHECK(n.host[0].empty());
-        CHECK(ints(n.pages) == std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8});
+        CHECK(ints(n.pages) == std::vector<int>{5, 6, 7, 8});
+        CHECK(ints(tree.node_info(n.parent).pages) == std::vector<int>{1, 2, 3, 4});
         CHECK(tree.host_size(S) == 0);
-        CHECK_THROWS_AS(tree.finish_backup(p.node, S, {}), unikv::logic_error);  // nothing pending any more
+        CHECK(tree.evictable_size(F) == 24);
+        CHECK_THROWS_AS((void)tree.finish_backup(p.node, S, {}), unikv::logic_error);  // nothing pending any more
     }
+}
+
+// A 32-token node with W = 6 and 4-token pages: the window rounds up to 8 tokens, so only the last two pages of
+// the node are copied, not all eight.
+TEST_CASE_TEMPLATE("a write-back SWA backup covers one window before the segment's end, not the whole node", Core,
+                   FastCore, RefCore) {
+    typename Core::template tree<Full, Swa> tree({.page_size = {4}, .swa_window = 6});
+    const auto key = run(1, 40);
+    auto p = tree.insert({std::span(key).first(32)}, {.pages = vpages(1, 8)});
+    auto c = tree.insert({key}, {.pages = vpages(1, 10)});
+    auto ev = tree.evict(S, 1, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(ev.freed(S) == 32);
+    CHECK(tree.node_info(p.node).start == 24);
+    CHECK(tree.node_info(p.node).length == 8);
+    CHECK(sizes(tree) == Sizes{{40, 8, 0}, {0, 0, 0}});
+    CHECK(finish(tree, p.node, S, hpages(70, 2)).empty());
+    CHECK(tree.host_size(S) == 8);
+
+    // The copied window is enough for a host hit at the old boundary: 8 SWA tokens >= W before token 32.
+    const MatchResult m = tree.match_prefix({std::span(key).first(32)}, {.host_hits = HostHits::include});
+    CHECK(m.device_length == 0);
+    CHECK(m.best_length == 32);
+    CHECK(m.host_hit_length == 32);
+    CHECK(m.swa_host_hit_length == 8);
+    CHECK(m.best_node == p.node);
+    (void)c;
 }
 
 TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a node that stays", Core, FastCore, RefCore) {
@@ -170,7 +207,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a n
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{8}});
     auto ev = tree.evict(M, 1, {.write_back = WriteBack::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(M, {7}), free_states({7})});
-    tree.finish_backup(a.node, M, hpages(300, 1));
+    CHECK(finish(tree, a.node, M, hpages(300, 1)).empty());
     CHECK(ints(tree.node_info(a.node).host[2]) == std::vector<int>{300});
     CHECK(tree.host_size(M) == 1);
     // The host copy counts for a host hit at that node.
@@ -179,6 +216,181 @@ TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a n
     CHECK(m.best_length == 4);
     CHECK(m.host_hit_length == 4);
     (void)b;
+}
+
+// Reference §4.2 / §5.6: under write-back an unbacked FULL device leaf is copied before its rows are freed, and
+// the copy decides its fate: host-only, or gone when the host had no room.
+TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to host-only", Core, FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {1}});
+    auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
+    auto ev = tree.evict(F, 4, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    CHECK(ev.freed(F) == 4);
+    REQUIRE(ev.actions.list()[0].node == ins.node);
+    CHECK(tree.contains(ins.node));
+    CHECK(tree.node_info(ins.node).backup_pending[0]);
+    CHECK_FALSE(tree.node_info(ins.node).device[0]);
+    CHECK(tree.evictable_size(F) == 0);
+    CHECK_THROWS_AS((void)tree.match_prefix({run(1, 4)}), unikv::logic_error);  // backups first
+
+    SUBCASE("the copy landed: host-only") {
+        CHECK(finish(tree, ins.node, F, hpages(100, 4)).empty());
+        CHECK(tree.host_size(F) == 4);
+        CHECK(ints(tree.node_info(ins.node).host[0]) == std::vector<int>{100, 101, 102, 103});
+        const MatchResult m = tree.match_prefix({run(1, 4)}, {.host_hits = HostHits::include});
+        CHECK(m.device_length == 0);
+        CHECK(m.best_length == 4);
+        CHECK(m.best_node == ins.node);
+        auto again = tree.evict(F, 4, {.write_back = WriteBack::on});  // a host-only node is no candidate
+        CHECK(again.actions.empty());
+    }
+    SUBCASE("no host room: the node is deleted") {
+        CHECK(finish(tree, ins.node, F).empty());
+        CHECK_FALSE(tree.contains(ins.node));
+        CHECK(tree.node_count() == 0);
+        CHECK(tree.host_size(F) == 0);
+    }
+}
+
+TEST_CASE_TEMPLATE("a write-back FULL eviction continues up the path in one call", Core, FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {1}});
+    auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
+    auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8)});
+    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
+                                                backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    CHECK(ev.freed(F) == 8);
+    CHECK(ev.actions.list()[0].node == b.node);
+    CHECK(ev.actions.list()[2].node == a.node);
+    // A pending node is never chosen twice: nothing evictable is left.
+    CHECK(finish(tree, b.node, F, hpages(20, 4)).empty());
+    CHECK(finish(tree, a.node, F, hpages(10, 4)).empty());
+    CHECK(tree.host_size(F) == 8);
+    const MatchResult m = tree.match_prefix({run(1, 8)}, {.host_hits = HostHits::include});
+    CHECK(m.best_length == 8);
+    CHECK(m.host_hit_length == 8);
+}
+
+TEST_CASE_TEMPLATE("a FULL leaf backup also copies its SWA window and Mamba state", Core, FastCore, RefCore) {
+    // Page 2, W = 3: the window rounds up to 4 tokens. The 10-token leaf splits at 6.
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+    const auto key = run(1, 10);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 5), .state = StateId{9}});
+    auto ev = tree.evict(F, 1, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {4, 5}), backup(M, {9}), backup(F, {1, 2, 3}),
+                                                backup(F, {4, 5}), free_pages({1, 2, 3, 4, 5}), free_states({9})});
+    CHECK(ev.freed(F) == 10);
+    CHECK(ev.freed(S) == 10);
+    CHECK(ev.freed(M) == 1);
+    const NodeRef upper = tree.node_info(ins.node).parent;
+    CHECK(ev.actions.list()[0].node == ins.node);
+    CHECK(ev.actions.list()[2].node == upper);
+    CHECK(tree.node_info(upper).length == 6);
+    CHECK(sizes(tree) == Sizes{{0, 0, 0}, {0, 0, 0}});
+
+    SUBCASE("every copy landed: a host hit at the old boundary") {
+        CHECK(finish(tree, ins.node, S, hpages(20, 2)).empty());
+        CHECK(finish(tree, ins.node, M, hpages(30, 1)).empty());
+        CHECK(finish(tree, upper, F, hpages(40, 3)).empty());
+        CHECK(finish(tree, ins.node, F, hpages(50, 2)).empty());
+        CHECK(tree.host_size(F) == 10);
+        CHECK(tree.host_size(S) == 4);
+        CHECK(tree.host_size(M) == 1);
+        const MatchResult m = tree.match_prefix({key}, {.host_hits = HostHits::include});
+        CHECK(m.device_length == 0);
+        CHECK(m.best_length == 10);
+        CHECK(m.host_hit_length == 10);
+        CHECK(m.swa_host_hit_length == 4);
+    }
+    SUBCASE("the SWA copy failed: the leaf can no longer end a match and goes when its last backup finishes") {
+        CHECK(finish(tree, ins.node, S).empty());
+        CHECK(finish(tree, ins.node, M, hpages(30, 1)).empty());
+        CHECK(finish(tree, upper, F, hpages(40, 3)).empty());  // the leaf below still has a backup pending
+        auto last = tree.finish_backup(ins.node, F, hpages(50, 2));
+        CHECK(drain(last.actions) ==
+              std::vector<Act>{free_host(F, {50, 51}), free_host(M, {30}), free_host(F, {40, 41, 42})});
+        CHECK(last.host_freed_of(F) == 10);
+        CHECK(last.host_freed_of(M) == 1);
+        CHECK(tree.node_count() == 0);
+        CHECK(tree.host_size(F) == 0);
+    }
+}
+
+TEST_CASE_TEMPLATE("a write-back leaf whose copy fails gives back its other host copies", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+    auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{5}});
+    tree.set_host(ins.node, M, hpages(300, 1));
+    auto ev = tree.evict(F, 4, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4}), free_states({5})});
+    auto done = tree.finish_backup(ins.node, F, {});
+    CHECK(drain(done.actions) == std::vector<Act>{free_host(M, {300})});
+    CHECK(done.host_freed_of(M) == 1);
+    CHECK_FALSE(tree.contains(ins.node));
+    CHECK(tree.host_size(M) == 0);
+}
+
+TEST_CASE_TEMPLATE("SWA eviction keeps a locked Mamba state on the node it tombstones", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+    auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
+    auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
+    LockReceipt r = tree.lock(a.node, {.components = ComponentMask::of(F).with(M)});
+    auto ev = tree.evict(S, 4);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});
+    CHECK(ev.freed(M) == 0);
+    CHECK(tree.node_info(a.node).state == StateId{1});
+    CHECK(sizes(tree) == Sizes{{4, 4, 1}, {4, 0, 1}});
+    tree.unlock(std::move(r));
+    CHECK(sizes(tree) == Sizes{{8, 4, 2}, {0, 0, 0}});
+    (void)b;
+}
+
+TEST_CASE_TEMPLATE("retention classes order SWA and Mamba eviction too", Core, FastCore, RefCore) {
+    // X -> X2 pinned (class 1), Y -> Y2 not; X is the least recently used SWA and Mamba segment overall.
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+    const auto x = run(10, 4);
+    const auto y = run(20, 4);
+    auto ix = tree.insert({x}, {.pages = vpages(1, 4), .state = StateId{1}, .retention = 1});
+    auto ix2 = tree.insert({cat(x, run(30, 4))}, {.pages = vpages(1, 8), .state = StateId{2}, .retention = 1});
+    auto iy = tree.insert({y}, {.pages = vpages(11, 4), .state = StateId{3}});
+    auto iy2 = tree.insert({cat(y, run(40, 4))}, {.pages = vpages(11, 8), .state = StateId{4}});
+
+    auto swa = tree.evict(S, 4);  // Y, class 0, not X
+    CHECK(drain(swa.actions) == std::vector<Act>{free_swa({11, 12, 13, 14}), free_states({3})});
+    auto mamba = tree.evict(M, 1);  // Y2, the only class-0 state; a leaf, so it goes whole, and Y with it
+    CHECK(drain(mamba.actions) ==
+          std::vector<Act>{free_pages({15, 16, 17, 18}), free_states({4}), free_pages({11, 12, 13, 14})});
+    CHECK(mamba.freed(F) == 8);
+    auto pinned = tree.evict(M, 1);  // then class 1 by LRU: X's state (X2's insert refreshed only X2's)
+    CHECK(drain(pinned.actions) == std::vector<Act>{free_states({1})});
+    CHECK(tree.node_count() == 2);
+    (void)ix;
+    (void)ix2;
+    (void)iy;
+    (void)iy2;
+}
+
+TEST_CASE_TEMPLATE("set_retention never lowers a shared ancestor", Core, FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {1}});
+    const auto prompt = run(1, 4);
+    auto p = tree.insert({prompt}, {.pages = vpages(1, 4), .retention = 2});  // a pinned system prompt
+    auto s1 = tree.insert({cat(prompt, run(10, 2))}, {.pages = cat_pages(vpages(1, 4), vpages(5, 2))});
+    auto s2 = tree.insert({cat(prompt, run(20, 2))}, {.pages = cat_pages(vpages(1, 4), vpages(7, 2))});
+    CHECK(tree.node_info(s1.node).retention == 0);
+    tree.set_retention(s1.node, 0);  // one session lets go of its history: the prompt it shares stays pinned
+    CHECK(tree.node_info(s1.node).retention == 0);
+    CHECK(tree.node_info(p.node).retention == 2);
+    tree.set_retention(s1.node, 3);  // raising reaches the ancestors
+    CHECK(tree.node_info(p.node).retention == 3);
+    tree.set_retention(s1.node, 1);
+    CHECK(tree.node_info(s1.node).retention == 1);
+    CHECK(tree.node_info(p.node).retention == 3);
+    std::vector<int> order;
+    for (int i = 0; i < 3; ++i) {
+        auto ev = tree.evict(F, 1);
+        for (const Act& a : drain(ev.actions)) order.insert(order.end(), a.ids.begin(), a.ids.end());
+    }
+    CHECK(order == std::vector<int>{7, 8, 5, 6, 1, 2, 3, 4});
+    (void)s2;
 }
 
 TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones internal copies", Core, FastCore, RefCore) {
@@ -201,22 +413,48 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         CHECK(tree.host_size(F) == 2);
     }
     SUBCASE("an internal SWA copy becomes a host tombstone, its Mamba copy goes with it") {
+        // W = 2: A [0,4) splits at 2 for its window copy; A keeps [2,4) with the state.
         typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
         auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
         auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
         auto ev = tree.evict(S, 4, {.write_back = WriteBack::on});
-        CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {1, 2, 3, 4}), free_swa({1, 2, 3, 4}), backup(M, {1}),
-                                                    free_states({1})});
-        tree.finish_backup(a.node, S, hpages(50, 4));
-        tree.finish_backup(a.node, M, hpages(60, 1));
-        CHECK(tree.host_size(S) == 4);
+        CHECK(drain(ev.actions) ==
+              std::vector<Act>{backup(S, {3, 4}), free_swa({1, 2, 3, 4}), backup(M, {1}), free_states({1})});
+        CHECK(finish(tree, a.node, S, hpages(50, 2)).empty());
+        CHECK(finish(tree, a.node, M, hpages(60, 1)).empty());
+        CHECK(tree.host_size(S) == 2);
         CHECK(tree.host_size(M) == 1);
         auto host = tree.evict_host(S, 1);
-        CHECK(drain(host.actions) == std::vector<Act>{free_host(S, {50, 51, 52, 53}), free_host(M, {60})});
-        CHECK(host.host_freed_of(S) == 4);
+        CHECK(drain(host.actions) == std::vector<Act>{free_host(S, {50, 51}), free_host(M, {60})});
+        CHECK(host.host_freed_of(S) == 2);
         CHECK(host.host_freed_of(M) == 1);
         CHECK(tree.contains(a.node));  // internal: FULL stays
         CHECK(tree.host_size(S) == 0);
         (void)b;
+    }
+    SUBCASE("Mamba host copies: an internal copy goes alone, a host-only leaf goes whole") {
+        typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+        auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
+        auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
+        tree.set_host(a.node, M, hpages(300, 1));
+        tree.set_host(b.node, M, hpages(301, 1));
+        tree.set_host(b.node, F, hpages(400, 4));
+        auto states = tree.evict(M, 1);  // A's state (hosted: no backup)
+        CHECK(drain(states.actions) == std::vector<Act>{free_states({1})});
+        auto leaf = tree.evict(F, 4);  // B is demoted: it keeps its FULL and Mamba host copies
+        CHECK(drain(leaf.actions) == std::vector<Act>{free_pages({5, 6, 7, 8}), free_states({2})});
+        CHECK(tree.host_size(M) == 2);
+
+        auto first = tree.evict_host(M, 1);  // A's copy is the older one; A keeps its FULL rows
+        CHECK(drain(first.actions) == std::vector<Act>{free_host(M, {300})});
+        CHECK(first.host_freed_of(M) == 1);
+        CHECK(tree.contains(a.node));
+        auto second = tree.evict_host(M, 1);  // B is a FULL host leaf: it goes whole, then A can end no match
+        CHECK(drain(second.actions) ==
+              std::vector<Act>{free_host(F, {400, 401, 402, 403}), free_host(M, {301}), free_pages({1, 2, 3, 4})});
+        CHECK(second.host_freed_of(F) == 4);
+        CHECK(second.host_freed_of(M) == 1);
+        CHECK(second.freed(F) == 4);
+        CHECK(tree.node_count() == 0);
     }
 }

@@ -129,6 +129,28 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         tree.unlock(std::move(held));
         CHECK(tree.evictable_size(S) == 8);
     }
+    SUBCASE("a locked FULL tombstone straddling the request's SWA position is split, then recovered in place") {
+        Tree tree({.page_size = {2}, .swa_window = 4});
+        auto first = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 8});  // one node, all tombstone
+        LockReceipt held = tree.lock(first.node);  // FULL on [0,8); SWA window: the node alone covers W
+        CHECK(sizes(tree) == Sizes{{0, 0, 0}, {8, 0, 0}});
+        auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 4});
+        // [0,4) lies before the live range: its incoming pages are duplicates. [4,8) keeps pages 3, 4 (FULL is
+        // locked) and takes the SWA rows of 13, 14, which are then freed.
+        CHECK(drain(again.actions) ==
+              std::vector<Act>{free_pages({11, 12}), recover_locked({3, 4}, {13, 14}), free_pages({13, 14})});
+        CHECK(tree.node_count() == 2);
+        const NodeInfo lower = tree.node_info(first.node);
+        const NodeInfo upper = tree.node_info(lower.parent);
+        CHECK(ints(upper.pages) == std::vector<int>{1, 2});
+        CHECK_FALSE(upper.device[1]);
+        CHECK(ints(lower.pages) == std::vector<int>{3, 4});
+        CHECK(lower.device[1]);
+        CHECK(upper.device_locks == std::array<std::uint32_t, 3>{1, 1, 0});  // the split copied the locks
+        CHECK(sizes(tree) == Sizes{{0, 0, 0}, {8, 4, 0}});
+        tree.unlock(std::move(held));
+        CHECK(sizes(tree) == Sizes{{8, 4, 0}, {0, 0, 0}});
+    }
     SUBCASE("a tombstone before the range stays a tombstone") {
         Tree tree({.page_size = {2}, .swa_window = 4});
         auto first = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 4});
@@ -194,7 +216,10 @@ TEST_CASE_TEMPLATE("insert raises the retention class along the path", Core, Fas
     auto b = tree.insert({run(1, 6)}, {.pages = vpages(1, 6), .retention = 1});
     CHECK(tree.node_info(a.node).retention == 2);  // raised, never lowered by insert
     CHECK(tree.node_info(b.node).retention == 1);
-    tree.set_retention(b.node, 0);  // explicit: the whole path
+    tree.set_retention(b.node, 0);  // explicit: the node itself; its shared ancestors are never lowered
+    CHECK(tree.node_info(b.node).retention == 0);
+    CHECK(tree.node_info(a.node).retention == 2);
+    tree.set_retention(a.node, 0);  // a prefix's own node can be lowered through its own handle
     CHECK(tree.node_info(a.node).retention == 0);
 }
 

@@ -169,3 +169,118 @@ TEST_CASE_TEMPLATE("locking the root protects nothing and releases cleanly", Cor
     tree.unlock(std::move(r));
     CHECK(tree.evictable_size(F) == 4);
 }
+
+TEST_CASE_TEMPLATE("a device lock must include Full", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+    auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
+    for (ComponentMask without_full : {ComponentMask::of(S), ComponentMask::of(M), ComponentMask::of(S).with(M),
+                                       ComponentMask{}}) {
+        CHECK_THROWS_AS((void)tree.lock(ins.node, {.components = without_full}), unikv::logic_error);
+    }
+    CHECK(tree.node_info(ins.node).device_locks == std::array<std::uint32_t, 3>{0, 0, 0});
+    CHECK(sizes(tree) == Sizes{{4, 4, 1}, {0, 0, 0}});
+    // With Full, evictable FULL is exactly what evict(Full) can free.
+    LockReceipt r = tree.lock(ins.node, {.components = ComponentMask::of(F).with(S)});
+    CHECK(sizes(tree) == Sizes{{0, 0, 1}, {4, 4, 0}});
+    auto none = tree.evict(F, 4);
+    CHECK(none.freed(F) == 0);
+    CHECK(none.actions.empty());
+    tree.unlock(std::move(r));
+    const std::int64_t evictable = tree.evictable_size(F);
+    auto all = tree.evict(F, 100);
+    CHECK(all.freed(F) == evictable);
+    CHECK(drain(all.actions) == std::vector<Act>{free_pages({1, 2, 3, 4}), free_states({1})});
+    auto again = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
+    // A host lock may name any subset.
+    LockReceipt host = tree.lock(again.node, {.tier = Tier::host, .components = ComponentMask::of(S)});
+    CHECK(tree.node_info(again.node).host_locks == std::array<std::uint32_t, 3>{0, 1, 0});
+    tree.unlock(std::move(host));
+}
+
+// A [0,4), B [4,8), W = 2: both SWA segments are host-only; a host lock anchored at B covers B alone (B's 4 tokens
+// reach W), so host eviction takes A's copy and keeps B's.
+TEST_CASE_TEMPLATE("an SWA host lock covers one window", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+    const auto key = run(1, 8);
+    auto a = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
+    auto b = tree.insert({key}, {.pages = vpages(1, 8)});
+    tree.set_host(a.node, S, hpages(100, 4));
+    tree.set_host(b.node, S, hpages(200, 4));
+    LockReceipt keep = tree.lock(b.node, {.components = ComponentMask::of(F)});  // B stays, as a tombstone
+    auto dev = tree.evict(S, 8);
+    CHECK(drain(dev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    LockReceipt pin = tree.lock(b.node, {.tier = Tier::host});
+    CHECK(pin.swa_segment_start() == 4);
+    CHECK(tree.node_info(a.node).host_locks == std::array<std::uint32_t, 3>{1, 0, 0});  // FULL: the whole path
+    CHECK(tree.node_info(b.node).host_locks == std::array<std::uint32_t, 3>{1, 1, 0});
+    auto host = tree.evict_host(S, 100);
+    CHECK(drain(host.actions) == std::vector<Act>{free_host(S, {100, 101, 102, 103})});  // A's copy, not B's
+    CHECK(host.host_freed_of(S) == 4);
+    CHECK(tree.host_size(S) == 4);
+    tree.unlock(std::move(pin));
+    auto rest = tree.evict_host(S, 100);
+    CHECK(drain(rest.actions) == std::vector<Act>{free_host(S, {200, 201, 202, 203})});
+    tree.unlock(std::move(keep));
+}
+
+TEST_CASE_TEMPLATE("a Mamba host lock keeps the node's host state", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+    auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
+    auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
+    tree.set_host(a.node, M, hpages(300, 1));
+    auto ev = tree.evict(M, 1);  // A's state: hosted, so no backup
+    CHECK(drain(ev.actions) == std::vector<Act>{free_states({1})});
+    LockReceipt pin = tree.lock(a.node, {.tier = Tier::host, .components = ComponentMask::of(M)});
+    CHECK(tree.node_info(a.node).host_locks == std::array<std::uint32_t, 3>{0, 0, 1});
+    auto blocked = tree.evict_host(M, 10);
+    CHECK(blocked.actions.empty());
+    CHECK(tree.host_size(M) == 1);
+    tree.unlock(std::move(pin));
+    auto freed = tree.evict_host(M, 10);
+    CHECK(drain(freed.actions) == std::vector<Act>{free_host(M, {300})});
+    CHECK(tree.host_size(M) == 0);
+    (void)b;
+}
+
+TEST_CASE_TEMPLATE("a moved-from tree holds nothing and rejects every call", Core, FastCore, RefCore) {
+    using Tree = typename Core::template tree<Full, Swa>;
+    const TreeConfig config{.page_size = {1}, .swa_window = 2};
+    Tree a(config);
+    auto ins = a.insert({run(1, 4)}, {.pages = vpages(1, 4)});
+    LockReceipt r = a.lock(ins.node);
+    Tree b(std::move(a));
+    CHECK(a.node_count() == 0);
+    CHECK(a.evictable_size(F) == 0);
+    CHECK(a.protected_size(F) == 0);
+    CHECK(a.host_size(F) == 0);
+    CHECK_FALSE(a.contains(ins.node));
+    CHECK(a.take_events().empty());
+    const auto key = run(1, 4);
+    const auto pages = vpages(1, 4);
+    const auto host = hpages(1, 4);
+    CHECK_THROWS_AS((void)a.match_prefix({key}), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.insert({key}, {.pages = pages}), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.lock(NodeRef{}), unikv::logic_error);
+    CHECK_THROWS_AS(a.unlock(std::move(r)), unikv::logic_error);
+    CHECK_FALSE(r.empty());
+    CHECK_THROWS_AS(a.release_swa(r), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.evict(F, 1), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.evict_host(F, 1), unikv::logic_error);
+    CHECK_THROWS_AS(a.set_host(ins.node, F, host), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.finish_backup(ins.node, F, host), unikv::logic_error);
+    CHECK_THROWS_AS(a.commit_load_back(ins.node, S), unikv::logic_error);
+    CHECK_THROWS_AS(a.set_retention(NodeRef{}, 1), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.node_info(NodeRef{}), unikv::logic_error);
+    CHECK_THROWS_AS((void)a.nodes(), unikv::logic_error);
+
+    // The moved-to tree took the nodes and the receipt's tree id.
+    CHECK(b.protected_size(F) == 4);
+    b.unlock(std::move(r));
+    CHECK(b.evictable_size(F) == 4);
+    // Assigning a tree makes the moved-from one usable again.
+    a = Tree(config);
+    CHECK(a.match_prefix({key}).device_length == 0);
+    auto again = a.insert({key}, {.pages = pages});
+    CHECK(a.evictable_size(F) == 4);
+    (void)again;
+}

@@ -230,3 +230,61 @@ TEST_CASE_TEMPLATE("a match refreshes FULL along the whole path", Core, FastCore
     CHECK(tree.contains(x.node));
     CHECK_FALSE(tree.contains(y.node));
 }
+
+// X [0,4) with child Y [4,8), W = 2 (a refresh reaches W + 1 = 3 tokens: Y alone); Z is inserted after both. A
+// match of X+Y refreshes FULL on X and Y but SWA on Y only, so X stays the oldest SWA segment.
+TEST_CASE_TEMPLATE("an SWA refresh leaves ancestors beyond one window plus one page old", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+    auto x = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
+    auto y = tree.insert({cat(run(1, 4), run(10, 4))}, {.pages = vpages(1, 8)});
+    auto z = tree.insert({run(50, 4)}, {.pages = vpages(50, 4)});
+    CHECK(tree.match_prefix({cat(run(1, 4), run(10, 4))}).device_length == 8);
+    auto ev = tree.evict(S, 1);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});  // X tombstoned, not Z deleted
+    CHECK(tree.contains(z.node));
+    // FULL was refreshed on the whole path: Z is now the oldest FULL leaf.
+    auto full = tree.evict(F, 1);
+    CHECK(drain(full.actions) == std::vector<Act>{free_pages({50, 51, 52, 53})});
+    (void)x;
+    (void)y;
+}
+
+TEST_CASE_TEMPLATE("a Mamba refresh touches only the matched node", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+    auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
+    auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
+    auto z = tree.insert({run(50, 4)}, {.pages = vpages(50, 4), .state = StateId{3}});
+    CHECK(tree.match_prefix({run(1, 8)}).device_length == 8);  // refreshes Mamba on B only
+    auto ev = tree.evict(M, 1);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_states({1})});  // A's state, not Z whole
+    CHECK(tree.contains(z.node));
+    CHECK(tree.node_info(b.node).state == StateId{2});
+    (void)a;
+}
+
+// A [0,4), B [4,6), C [6,8), W = 4: every SWA segment is host-only, and C is the best node. The host-only SWA that
+// a load-back needs is one window before C's end: C and B (4 tokens), not A.
+TEST_CASE_TEMPLATE("swa_host_hit_length counts host-only SWA within one window only", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+    const auto key = run(1, 8);
+    auto a = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
+    auto b = tree.insert({std::span(key).first(6)}, {.pages = vpages(1, 6)});
+    auto c = tree.insert({key}, {.pages = vpages(1, 8)});
+    tree.set_host(a.node, S, hpages(100, 4));
+    tree.set_host(b.node, S, hpages(200, 2));
+    tree.set_host(c.node, S, hpages(300, 2));
+    LockReceipt keep = tree.lock(c.node, {.components = ComponentMask::of(F)});  // C stays, as a tombstone
+    auto ev = tree.evict(S, 8);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    const MatchResult m = tree.match_prefix({key}, {.host_hits = HostHits::include});
+    CHECK(m.device_length == 0);
+    CHECK(m.full_length == 8);
+    CHECK(m.swa_branching_length == 8);
+    CHECK(m.best_length == 8);
+    CHECK(m.best_node == c.node);
+    CHECK(m.host_hit_length == 8);
+    CHECK(m.swa_host_hit_length == 4);
+    // A boundary at B's end needs B and A: 2 + 4 tokens reach W = 4 only with A's.
+    CHECK(tree.match_prefix({std::span(key).first(6)}, {.host_hits = HostHits::include}).swa_host_hit_length == 6);
+    tree.unlock(std::move(keep));
+}

@@ -129,6 +129,14 @@ inline std::vector<Act> drain(TreeActions& actions) {
     return out;
 }
 
+// Completes a backup and returns what the completion freed (canonical form), marking it drained.
+// `host` empty: the copy could not be made (no host room).
+template <class Tree>
+std::vector<Act> finish(Tree& tree, NodeRef node, Component c, const std::vector<HostPage>& host = {}) {
+    auto r = tree.finish_backup(node, c, host);
+    return drain(r.actions);
+}
+
 inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages * page_size; }
 
 }  // namespace unikv::test

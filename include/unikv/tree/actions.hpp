@@ -20,9 +20,11 @@ namespace unikv {
 /// One kind of tree action. FULL and SWA rows are both addressed by FULL virtual pages (SWA binds the ids FULL
 /// mints); Mamba by state ids; host data by host pages of the action's component.
 enum class ActionKind : std::uint8_t {
-    /// Copy `component`'s device data of `node` (`pages()` for Swa, `states()` for Mamba) to host, wait for the
-    /// copy, then call `finish_backup(node, component, host_pages)` (empty when the copy could not be made).
-    /// Comes before the free of the same rows.
+    /// Write-back: copy `component`'s device data of `node` to host (`pages()`: FULL rows for Full, the SWA
+    /// rows bound to those pages for Swa; `states()` for Mamba) and wait for the copy. It comes before the free
+    /// of the same rows in the same list. Once the list is executed, call `finish_backup(node, component,
+    /// host_pages)` for each backup (host pages empty when the copy could not be made) and execute what it
+    /// returns.
     backup,
     /// SWA tombstone recovered under a locked FULL segment: move the SWA binding of each `incoming_pages()[i]`
     /// to `pages()[i]` (the tree keeps `pages()`), leaving the incoming pages' SWA unbound. The incoming pages are
@@ -55,8 +57,13 @@ struct TreeAction {
     std::uint32_t second = 0;
 };
 
+template <class... Components>
+class RadixTree;
+template <class... Components>
+class ReferenceTree;
+
 namespace detail {
-struct ActionsBuilder;
+class ActionsBuilder;
 }  // namespace detail
 
 /// An ordered, move-only list of actions. Execute front to back, then call `mark_drained()`. A non-empty list
@@ -116,7 +123,7 @@ public:
     [[nodiscard]] bool drained() const noexcept { return drained_ || actions_.empty(); }
 
 private:
-    friend struct detail::ActionsBuilder;
+    friend class detail::ActionsBuilder;
 
     static bool uses_pages(const TreeAction& a) noexcept {
         return a.kind == ActionKind::free_pages || a.kind == ActionKind::free_swa ||
@@ -136,7 +143,7 @@ private:
         other.actions_.clear();
     }
     void report_if_undrained() noexcept {
-        if (!drained()) detail::report_dropped(Dropped::actions);
+        if (!drained()) detail::DropReport::report(Dropped::actions);
         drained_ = true;
     }
 
@@ -150,9 +157,19 @@ private:
 namespace detail {
 
 /// Appends actions to a `TreeActions`. Consecutive frees of the same kind and component merge into one action,
-/// so both tree cores produce identical lists for identical decisions.
-struct ActionsBuilder {
+/// so both tree cores produce identical lists for identical decisions. Only the tree cores construct one, so
+/// user code cannot append to a list a tree returned.
+class ActionsBuilder {
+    template <class...>
+    friend class ::unikv::RadixTree;
+    template <class...>
+    friend class ::unikv::ReferenceTree;
+
+    explicit ActionsBuilder(TreeActions& list) noexcept : out(list) {}
+
     TreeActions& out;
+
+public:
 
     void free_pages(std::span<const VirtualPage> pages) { append_pages(ActionKind::free_pages, pages); }
     void free_swa(std::span<const VirtualPage> pages) { append_pages(ActionKind::free_swa, pages); }

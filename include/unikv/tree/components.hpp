@@ -174,4 +174,9 @@ consteval bool check_tree_components() {
     return true;
 }
 
+// Each shipped component policy models the concept.
+static_assert(TreeComponent<Full>, "unikv: Full must model TreeComponent");
+static_assert(TreeComponent<Swa>, "unikv: Swa must model TreeComponent");
+static_assert(TreeComponent<Mamba>, "unikv: Mamba must model TreeComponent");
+
 }  // namespace unikv

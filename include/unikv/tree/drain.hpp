@@ -24,6 +24,9 @@ enum class Dropped : std::uint8_t {
 /// Called once per dropped result. Must not throw (it runs in destructors).
 using DroppedHandler = void (*)(Dropped) noexcept;
 
+class LockReceipt;
+class TreeActions;
+
 namespace detail {
 
 inline void default_dropped_handler(Dropped what) noexcept {
@@ -45,11 +48,17 @@ inline std::atomic<std::uint64_t>& dropped_counter() noexcept {
     return count;
 }
 
-/// Counts the report and calls the installed handler.
-inline void report_dropped(Dropped what) noexcept {
-    dropped_counter().fetch_add(1, std::memory_order_relaxed);
-    dropped_handler_slot().load(std::memory_order_acquire)(what);
-}
+/// Reports a dropped result: counts it and calls the installed handler. Only the two results that can be
+/// dropped report, so user code cannot inject reports.
+class DropReport {
+    friend class ::unikv::LockReceipt;
+    friend class ::unikv::TreeActions;
+
+    static void report(Dropped what) noexcept {
+        dropped_counter().fetch_add(1, std::memory_order_relaxed);
+        dropped_handler_slot().load(std::memory_order_acquire)(what);
+    }
+};
 
 }  // namespace detail
 

@@ -37,10 +37,15 @@ private:
 };
 
 class LockReceipt;
+template <class... Components>
+class RadixTree;
+template <class... Components>
+class ReferenceTree;
 
 namespace detail {
-/// Tree cores build and read receipts through this; users cannot forge one.
-struct ReceiptAccess;
+/// Tree cores build and read receipts through this; its members are private to the two cores, so users
+/// cannot forge, rewrite or silently consume a receipt.
+class ReceiptAccess;
 }  // namespace detail
 
 /// Proof of one `lock` call. Move-only: `unlock(std::move(receipt))` consumes it, so a lock cannot be released
@@ -78,7 +83,7 @@ public:
     [[nodiscard]] std::int32_t swa_segment_start() const noexcept { return swa_start_; }
 
 private:
-    friend struct detail::ReceiptAccess;
+    friend class detail::ReceiptAccess;
 
     void take(LockReceipt& other) noexcept {
         tree_id_ = std::exchange(other.tree_id_, 0);
@@ -88,7 +93,7 @@ private:
         swa_start_ = other.swa_start_;
     }
     void report_if_held() noexcept {
-        if (tree_id_ != 0 && !held_.empty()) detail::report_dropped(Dropped::receipt);
+        if (tree_id_ != 0 && !held_.empty()) detail::DropReport::report(Dropped::receipt);
         tree_id_ = 0;
         held_ = ComponentMask{};
     }
@@ -102,7 +107,12 @@ private:
 
 namespace detail {
 
-struct ReceiptAccess {
+class ReceiptAccess {
+    template <class...>
+    friend class ::unikv::RadixTree;
+    template <class...>
+    friend class ::unikv::ReferenceTree;
+
     static LockReceipt make(std::uint64_t tree_id, NodeRef node, Tier tier, ComponentMask held,
                             std::int32_t swa_start) noexcept {
         LockReceipt r;

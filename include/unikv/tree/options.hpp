@@ -2,6 +2,7 @@
 /// \file
 /// Runtime configuration of a tree and the options of its calls (named fields, designated initializers).
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -47,14 +48,33 @@ struct InsertValues {
     std::int32_t swa_evicted = 0;
     /// The Mamba state at the end of the key, or none. Ignored without `Mamba`.
     StateId state{};
-    /// Retention class raised on every node of the key's path (lower classes are evicted first).
+    /// Retention class raised on every node of the key's path (lower classes are evicted first). Insert never
+    /// lowers a class.
     std::uint8_t retention = 0;
+};
+
+/// What a load-back placed on device for one node and component (`commit_load_back`).
+struct LoadedValue {
+    /// Full: the virtual pages the node's host rows were loaded into, one per page of the node. Empty for Swa
+    /// (the allocator binds the loaded SWA rows under the node's own FULL pages) and for Mamba.
+    std::span<const VirtualPage> pages{};
+    /// Mamba: the state slot the node's host state was loaded into. None for Full and Swa.
+    StateId state{};
+};
+
+/// What `RadixTree::reserve` pre-sizes, so a steady state of that size never grows a buffer.
+struct ReserveOptions {
+    /// Nodes (root excluded) the arena, child table, free list and eviction heaps hold without growing.
+    std::size_t nodes = 0;
+    /// Key length in tokens that `match_prefix` handles without growing its path and page scratch buffers.
+    std::size_t key_tokens = 0;
 };
 
 /// Whether eviction asks for backups of device data it drops from nodes that stay in the tree.
 enum class WriteBack : std::uint8_t {
     off,  ///< drop without backup (write-through: host copies already exist where the policy wants them)
-    on,   ///< an SWA segment or Mamba state without a host copy is backed up before it is dropped
+    on,   ///< device data without a host copy is backed up before it is dropped: FULL leaves (demoted to
+          ///< host-only), one SWA window before a dropped segment's end, Mamba states (see `RadixTree::evict`)
 };
 
 /// Options of `evict`.
@@ -73,7 +93,10 @@ enum class Tier : std::uint8_t {
 struct LockOptions {
     /// The tier to protect.
     Tier tier = Tier::device;
-    /// The components to lock (those absent from the tree are ignored). Engines skip Mamba during decode.
+    /// The components to lock (those absent from the tree are ignored). Engines skip Mamba during decode. A
+    /// device lock must include Full: SWA rows and Mamba states sit on FULL pages, and a node whose SWA or
+    /// Mamba data is locked cannot be evicted, so its FULL tokens must count as protected, not evictable. A
+    /// host lock may lock any subset.
     ComponentMask components = ComponentMask::all();
 };
 

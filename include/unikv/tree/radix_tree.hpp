@@ -4,8 +4,9 @@
 /// component of a hybrid model (FULL, SWA, Mamba), on the scheduler's critical path.
 ///
 /// Nodes live in one arena (a vector) and link by slot index; freed slots are reused (their buffers keep their
-/// capacity). Children are found through one tree-wide hash table keyed by (parent, first page). Eviction
-/// candidates sit in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
+/// capacity). A split copies only the upper part: the lower part drops its front in O(1) (`TrimVector`).
+/// Children are found through one tree-wide hash table keyed by (parent, first page). Eviction candidates sit
+/// in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
 /// an LRU refresh only writes the node's stamp, and the heap repairs stale entries when it is popped.
 /// Sizes are kept incrementally. Hot paths (`match_prefix`, `insert`, `lock`, `unlock`) take no locks and, once
 /// the arena and scratch buffers have grown to the working set (see `reserve`), allocate only for new nodes'
@@ -17,6 +18,7 @@
 /// |-----------------|-------------------------------------------------------------------------|
 /// | `match_prefix`  | O(K + D·min(P, 9) + K/P); an LRU refresh is O(1) per node (a stamp)       |
 /// | `insert`        | the same, plus O(new tokens) to copy new nodes                          |
+/// | split           | O(upper part), which the key covers, so within the two rows above       |
 /// | `lock`/`unlock` | O(D + w) counter updates, O(log n) per node whose lock goes 0 <-> 1       |
 /// | `evict`         | O((e + s) log n), s = stale heap entries repaired on the way            |
 /// | sizes           | O(1)                                                                    |
@@ -32,6 +34,7 @@
 
 #include <unikv/detail/tree/child_table.hpp>
 #include <unikv/detail/tree/node_heap.hpp>
+#include <unikv/detail/tree/trim_vector.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/tree/actions.hpp>
@@ -46,7 +49,9 @@
 namespace unikv {
 
 /// The fast tree core. `Components` is `Full` followed by any of `Swa`, `Mamba`, each at most once.
-/// Move-only owner; not thread-safe (one scheduler thread drives it).
+/// Move-only owner; not thread-safe (one scheduler thread drives it). A moved-from tree holds nothing: its sizes
+/// and node count are 0, `contains` is false, and every other call throws `logic_error` until a tree is
+/// assigned to it.
 template <class... Components>
 class RadixTree {
     static_assert(check_tree_components<Components...>());
@@ -58,18 +63,21 @@ public:
     /// Builds an empty tree. Throws `logic_error` unless page size >= 1 and `swa_window > 0` exactly when `Swa`
     /// is a component.
     explicit RadixTree(TreeConfig config);
-    /// Move-only owner: receipts and node handles stay valid across moves (they name the tree by id).
-    RadixTree(RadixTree&&) noexcept = default;
+    /// Move-only owner: receipts and node handles stay valid across moves (they name the tree by id). `other` is
+    /// left moved-from (see the class comment).
+    RadixTree(RadixTree&& other) noexcept;
     /// Move assignment; see the move constructor.
-    RadixTree& operator=(RadixTree&&) noexcept = default;
+    RadixTree& operator=(RadixTree&& other) noexcept;
     RadixTree(const RadixTree&) = delete;
     RadixTree& operator=(const RadixTree&) = delete;
 
     /// The configuration.
     [[nodiscard]] const TreeConfig& config() const noexcept { return config_; }
 
-    /// Pre-sizes the node arena, heaps and scratch buffers for `nodes` nodes so the steady state never grows them.
-    void reserve(std::size_t nodes);
+    /// Pre-sizes the node arena, child table, free list and heaps for `sizes.nodes` nodes, and the match scratch
+    /// buffers for keys of `sizes.key_tokens` tokens, so a steady state of that size never grows them (new
+    /// nodes still allocate their own token and page buffers when a reused slot's are too small).
+    void reserve(ReserveOptions sizes);
 
     /// Finds the longest cached prefix of `key` (whole pages only) that every component can serve.
     ///
@@ -109,7 +117,8 @@ public:
     /// the path up to the root; SWA locks the window: the node and its ancestors until W tokens (counting
     /// tombstones too) are covered, so the segment's start is recorded in the receipt; Mamba locks the node.
     /// Locking changes evictable into protected size for data that is present. Locks are counters: nodes may
-    /// be locked by many receipts. Precondition: `node` is alive. O(depth) plus O(log n) per 0 -> 1 change.
+    /// be locked by many receipts. Preconditions (`logic_error`, nothing changes): `node` is alive; a device
+    /// lock includes Full (see `LockOptions::components`). O(depth) plus O(log n) per 0 -> 1 change.
     [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {});
 
     /// Releases every lock the receipt still holds and consumes it.
@@ -127,15 +136,21 @@ public:
     /// Evicts device data until `amount` units of `component` are freed (tokens for Full and Swa, states for
     /// Mamba) or nothing evictable is left.
     ///
-    /// Candidates are ordered by retention class, then least recently used. FULL takes device leaves (no child
-    /// with FULL device data) with no device lock: all device data on the node goes; the node stays host-only
-    /// if it still holds host data, else it is deleted. SWA and Mamba take any node whose own component is
-    /// unlocked: a candidate that is also an unlocked device leaf goes whole as above; otherwise only the
-    /// component is dropped (SWA leaves a tombstone and also drops the node's unlocked Mamba state). Afterwards
-    /// childless, unlocked nodes that can no longer end a match (some component has neither device nor host
-    /// data) are deleted, walking up. With `WriteBack::on`, an SWA segment or Mamba state dropped from a node
-    /// that stays, and that has no host copy, gets a `backup` action before its free; call `finish_backup` for
-    /// each before any other tree call. Locked data is never evicted. O(e log n).
+    /// Candidates are ordered by retention class, then least recently used; locked nodes and nodes with a backup
+    /// pending are never candidates. FULL takes device leaves (no child with FULL device data) with no device
+    /// lock: all device data on the node goes; the node stays host-only if it still holds host data, else it is
+    /// deleted. SWA and Mamba take any node whose own component is unlocked: a candidate that is also an unlocked
+    /// device leaf goes whole as above; otherwise only the component is dropped (SWA leaves a tombstone and also
+    /// drops the node's unlocked Mamba state). Afterwards childless, unlocked nodes that can no longer end a
+    /// match (some component has neither device nor host data) are deleted, walking up.
+    ///
+    /// With `WriteBack::on`, data dropped without a host copy is backed up first, and the node keeps a pending
+    /// host value: a leaf going whole gets a FULL backup (it becomes host-only once `finish_backup` records the
+    /// copy, or is deleted when the copy could not be made), plus its SWA window and Mamba state; a node that
+    /// stays gets its SWA window or Mamba state backed up. An SWA segment longer than one window (rounded up to
+    /// pages) is split at one window before its end: only that tail is backed up, the rest becomes a plain
+    /// tombstone. Each `backup` action precedes the free of the same rows; call `finish_backup` for each backup
+    /// before any other tree call. Freed units count when the free is returned, backups included. O(e log n).
     EvictResult evict(Component component, std::int64_t amount, EvictOptions options = {});
 
     /// Evicts host data until `amount` host units of `component` are freed or nothing is left.
@@ -151,12 +166,30 @@ public:
     /// copy of it yet; no backup pending.
     void set_host(NodeRef node, Component component, std::span<const HostPage> host);
 
-    /// Completes a `backup` action: records `host` as the copy, or, when `host` is empty (no host room), drops
-    /// the pending backup. Precondition: a backup of `component` is pending on `node`.
-    void finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
+    /// Completes a `backup` action: records `host` as the copy (one host page per page of the node; one for
+    /// Mamba), or, when `host` is empty (no host room), drops the pending backup. Once the node has no backup
+    /// pending, a childless, unlocked node that can no longer end a match (for example a FULL leaf whose copy
+    /// failed) is deleted with the same clean-up as `evict`; the result holds what that frees (usually nothing).
+    /// Preconditions (`logic_error`, nothing changes): a backup of `component` is pending on `node`; `host` is
+    /// empty or has the right size and valid pages.
+    EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
 
-    /// Sets the retention class of every node on the path from the root to `node` (lower classes are evicted
-    /// first; LRU order within a class). O(depth log n).
+    /// Commits a load-back: `component`'s host copy of `node` is now on device too (the host copy stays).
+    ///
+    /// Full: the node had no FULL device data; it takes `value.pages`, one per page (load top-down: the
+    /// parent must have FULL device data). Swa: the node has FULL device data (resident, or committed first)
+    /// and an SWA tombstone with a host copy; the allocator rebound the loaded SWA rows under the node's own
+    /// FULL pages, so the tree only marks the rows live. Mamba: the node has FULL device data and a host state;
+    /// it takes `value.state`. Sizes move into the evictable or protected total by the node's lock, and a
+    /// `stored` device event is recorded. Load-backs are usually under a device lock taken for the load.
+    /// Preconditions (`logic_error`, nothing changes): `node` alive, not the root; the component in the tree;
+    /// no backup pending; no device data and a host copy of `component` on the node; the value fields match
+    /// the component. O(pages) for Full, O(log n) otherwise.
+    void commit_load_back(NodeRef node, Component component, const LoadedValue& value = {});
+
+    /// Sets `node`'s retention class to `retention` (raising or lowering it) and raises its ancestors to at
+    /// least `retention`: ancestors are shared prefixes (a pinned system prompt), so one request never lowers
+    /// them. Lower classes are evicted first; LRU order within a class. O(depth log n).
     void set_retention(NodeRef node, std::uint8_t retention);
 
     /// Device units of `component` present and unlocked (tokens; states for Mamba). O(1).
@@ -206,16 +239,16 @@ private:
         std::uint64_t hash_end = 0;         // page-chained prefix hash at start + length (events only)
         std::uint32_t children = 0;
         std::uint32_t device_children = 0;  // children with FULL device data: 0 means a device leaf
-        std::vector<TokenId> tokens;
-        std::vector<VirtualPage> pages;     // FULL device pages; empty = no FULL device data
-        std::array<std::vector<HostPage>, 2> host_pages;  // FULL and SWA host copies; empty = none
+        detail::tree::TrimVector<TokenId> tokens;
+        detail::tree::TrimVector<VirtualPage> pages;  // FULL device pages; empty = no FULL device data
+        std::array<detail::tree::TrimVector<HostPage>, 2> host_pages;  // FULL and SWA host copies; empty = none
         StateId state{};                    // Mamba device state
         HostPage state_host{};              // Mamba host copy
         std::array<std::uint32_t, component_count> locks{};
         std::array<std::uint32_t, component_count> host_locks{};
         std::array<std::uint64_t, component_count> stamp{};
         std::array<std::uint32_t, heap_count> heap_pos{npos, npos, npos, npos, npos, npos};  // npos: not a candidate
-        std::array<bool, component_count> pending{};
+        std::array<bool, component_count> pending{};  // a write-back backup of the component is in flight
         bool alive = false;
         bool swa = false;                   // SWA rows bound to `pages`; false with pages = SWA tombstone
         std::uint8_t retention = 0;
@@ -244,6 +277,11 @@ private:
 
     struct Walk;  // per-call state of insert
 
+    // Whether a node's SWA rows are bound (new or adopted nodes).
+    enum class SwaRows : std::uint8_t { tombstone, live };
+    // Direction of a lock counter change.
+    enum class LockStep : std::uint8_t { acquire, release };
+
     // ---- state predicates (the rules; see docs/tree.md) ----
     [[nodiscard]] static bool in_set(std::size_t c) noexcept { return components::mask.has(static_cast<Component>(c)); }
     [[nodiscard]] static bool has_device(const Node& n, std::size_t c) noexcept;
@@ -252,6 +290,9 @@ private:
     [[nodiscard]] static bool cannot_end_match(const Node& n) noexcept;
     [[nodiscard]] static bool device_unlocked(const Node& n) noexcept;
     [[nodiscard]] static bool host_unlocked(const Node& n) noexcept;
+    [[nodiscard]] static bool any_pending(const Node& n) noexcept {
+        return n.pending[F] || n.pending[S] || n.pending[M];
+    }
     [[nodiscard]] static std::int64_t units(const Node& n, std::size_t c) noexcept { return c == M ? 1 : n.length; }
     [[nodiscard]] bool device_candidate(Id id, std::size_t c) const noexcept;
     [[nodiscard]] bool host_candidate(Id id, std::size_t c) const noexcept;
@@ -264,9 +305,11 @@ private:
     [[nodiscard]] NodeRef ref(Id id) const noexcept { return NodeRef{id, nodes_[id].generation}; }
     [[nodiscard]] std::uint64_t edge_hash(KeyNamespace ns, const TokenId* first_page) const noexcept;
     [[nodiscard]] Id find_child(Id parent, KeyNamespace ns, const TokenId* page) const noexcept;
+    void expect_live() const;
+    void take(RadixTree& other) noexcept;
     Id new_node();
     Id add_node(Id parent, KeyNamespace ns, std::int32_t start, std::span<const TokenId> tokens,
-                std::span<const VirtualPage> pages, bool swa);
+                std::span<const VirtualPage> pages, SwaRows swa);
     Id split(Id id, std::int32_t at);
     void free_slot(Id id) noexcept;
     void sync(Id id);
@@ -282,11 +325,16 @@ private:
     // ---- insert steps ----
     Id overlap(Id id, Walk& walk);
     Id add_leaves(Id parent, std::int32_t from, Walk& walk);
-    void adopt(Id id, std::span<const VirtualPage> pages, bool swa_live);
+    void adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa);
     void recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out);
 
     // ---- eviction steps ----
+    [[nodiscard]] std::int32_t window_tokens() const noexcept;
+    Id split_window(Id id);
+    void start_backup(Id id, std::size_t c, detail::ActionsBuilder& out);
     void free_device_data(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    void evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_rows(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
     void drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
     void drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
     void free_host_value(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
@@ -298,7 +346,7 @@ private:
     // ---- locks ----
     template <class Visit>
     void for_each_locked(Id anchor, ComponentMask parts, std::int32_t swa_start, Visit&& visit) const;
-    void change_lock(Id id, std::size_t c, Tier tier, bool up);
+    void change_lock(Id id, std::size_t c, Tier tier, LockStep step);
     void release(LockReceipt& receipt, ComponentMask parts);
 
     // ---- events ----

@@ -32,7 +32,8 @@
 
 namespace unikv {
 
-/// The simple, obviously correct tree core (see the file comment). Every call is O(nodes) or worse.
+/// The simple, obviously correct tree core (see the file comment). Every call is O(nodes) or worse. A moved-from
+/// tree holds nothing, like a moved-from `RadixTree`.
 template <class... Components>
 class ReferenceTree {
     static_assert(check_tree_components<Components...>());
@@ -69,13 +70,19 @@ public:
     /// See `RadixTree::set_host`.
     void set_host(NodeRef node, Component component, std::span<const HostPage> host);
     /// See `RadixTree::finish_backup`.
-    void finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
+    EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
+    /// See `RadixTree::commit_load_back`.
+    void commit_load_back(NodeRef node, Component component, const LoadedValue& value = {});
     /// See `RadixTree::set_retention`.
     void set_retention(NodeRef node, std::uint8_t retention);
     /// See `RadixTree::evictable_size`.
-    [[nodiscard]] std::int64_t evictable_size(Component component) const { return sum_device(component, false); }
+    [[nodiscard]] std::int64_t evictable_size(Component component) const {
+        return sum_device(component, LockState::unlocked);
+    }
     /// See `RadixTree::protected_size`.
-    [[nodiscard]] std::int64_t protected_size(Component component) const { return sum_device(component, true); }
+    [[nodiscard]] std::int64_t protected_size(Component component) const {
+        return sum_device(component, LockState::locked);
+    }
     /// See `RadixTree::host_size`.
     [[nodiscard]] std::int64_t host_size(Component component) const;
     /// See `RadixTree::take_events`.
@@ -96,6 +103,11 @@ private:
     using Id = std::uint32_t;
     static constexpr Id root = 0;
     static constexpr std::size_t F = 0, S = 1, M = 2;
+
+    // Whether a node's SWA rows are bound (new or adopted nodes).
+    enum class SwaRows : std::uint8_t { tombstone, live };
+    // Which device units a size sums.
+    enum class LockState : std::uint8_t { unlocked, locked };
 
     struct Node {
         bool alive = true;
@@ -141,9 +153,9 @@ private:
     [[nodiscard]] static bool device_unlocked(const Node& n) {
         return n.locks[F] == 0 && n.locks[S] == 0 && n.locks[M] == 0;
     }
+    [[nodiscard]] static bool no_pending(const Node& n) { return !n.pending[F] && !n.pending[S] && !n.pending[M]; }
     [[nodiscard]] static bool host_clear(const Node& n) {
-        return n.host_locks[F] == 0 && n.host_locks[S] == 0 && n.host_locks[M] == 0 && !n.pending[F] &&
-               !n.pending[S] && !n.pending[M];
+        return n.host_locks[F] == 0 && n.host_locks[S] == 0 && n.host_locks[M] == 0 && no_pending(n);
     }
     [[nodiscard]] bool device_leaf(const Node& n) const {
         return std::none_of(n.children.begin(), n.children.end(),
@@ -151,7 +163,7 @@ private:
     }
     [[nodiscard]] bool device_candidate(Id id, std::size_t c) const {
         const Node& n = nodes_[id];
-        if (id == root || !n.alive || !has_device(n, c)) return false;
+        if (id == root || !n.alive || !has_device(n, c) || !no_pending(n)) return false;
         if (c == F) return device_leaf(n) && device_unlocked(n);
         return n.locks[c] == 0;
     }
@@ -162,15 +174,16 @@ private:
         return n.host_locks[c] == 0;
     }
     [[nodiscard]] std::int64_t units(const Node& n, std::size_t c) const { return c == M ? 1 : n.length(); }
-    [[nodiscard]] std::int64_t sum_device(Component component, bool locked) const;
+    [[nodiscard]] std::int64_t sum_device(Component component, LockState state) const;
 
     // ---- structure ----
     [[nodiscard]] NodeRef ref(Id id) const { return NodeRef{id, nodes_[id].generation}; }
+    void expect_live() const;
     Id fresh_slot();
     [[nodiscard]] Id id_of(NodeRef node, const char* what) const;
     [[nodiscard]] std::optional<Id> find_child(Id parent, KeyNamespace ns, std::span<const TokenId> page) const;
     Id add_node(Id parent, KeyNamespace ns, std::int32_t start, std::span<const TokenId> tokens,
-                std::span<const VirtualPage> pages, bool swa);
+                std::span<const VirtualPage> pages, SwaRows swa);
     Id split(Id id, std::int32_t at);
     void remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result);
     void unlink(Id id);
@@ -186,13 +199,17 @@ private:
         detail::ActionsBuilder out;
     };
     Id overlap(Id id, InsertState& st);
-    void adopt(Id id, std::span<const VirtualPage> pages, bool swa_live);
+    void adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa);
     void recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out);
     Id add_leaves(Id parent, std::int32_t from, InsertState& st);
 
     // ---- eviction steps ----
-    [[nodiscard]] std::optional<Id> oldest(bool host, std::size_t c) const;
+    [[nodiscard]] std::optional<Id> oldest(Tier tier, std::size_t c) const;
     void evict_node_data(Id id, detail::ActionsBuilder& out, EvictResult& result);
+    [[nodiscard]] std::optional<Id> window_split(Id id);
+    void backup(Id id, std::size_t c, detail::ActionsBuilder& out);
+    void evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_without_backup(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
     void drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
     void drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
 

@@ -57,7 +57,7 @@ struct [[nodiscard]] InsertResult {
     TreeActions actions;
 };
 
-/// What `evict` or `evict_host` did.
+/// What `evict`, `evict_host` or `finish_backup` did.
 struct [[nodiscard]] EvictResult {
     /// Device units freed per component: tokens for Full and Swa, states for Mamba (`index_of(c)`).
     std::array<std::int64_t, component_count> device_freed{};

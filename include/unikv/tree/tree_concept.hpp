@@ -64,11 +64,17 @@ inline constexpr bool has_evict_host_v = requires(T& t, Component c, std::int64_
     { t.evict_host(c, n) } -> std::same_as<EvictResult>;
 };
 
-/// `set_host` and `finish_backup` record host copies.
+/// `set_host` and `finish_backup` record host copies; `finish_backup` returns an `EvictResult`.
 template <class T>
 inline constexpr bool has_host_values_v = requires(T& t, NodeRef n, Component c, std::span<const HostPage> h) {
     t.set_host(n, c, h);
-    t.finish_backup(n, c, h);
+    { t.finish_backup(n, c, h) } -> std::same_as<EvictResult>;
+};
+
+/// `commit_load_back(node, component, value)` records data loaded back from host.
+template <class T>
+inline constexpr bool has_commit_load_back_v = requires(T& t, NodeRef n, Component c, const LoadedValue& v) {
+    t.commit_load_back(n, c, v);
 };
 
 /// `evictable_size`, `protected_size` and `host_size` report per-component units.
@@ -107,7 +113,8 @@ inline constexpr bool is_move_only_owner_v =
 template <class T>
 inline constexpr bool is_tree_core_v =
     has_tree_config_v<T> && has_match_prefix_v<T> && has_insert_v<T> && has_lock_v<T> && has_unlock_v<T> &&
-    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_sizes_v<T> && has_set_retention_v<T> &&
+    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_commit_load_back_v<T> && has_sizes_v<T> &&
+    has_set_retention_v<T> &&
     has_take_events_v<T> && has_inspection_v<T> && is_move_only_owner_v<T>;
 
 /// A tree core: a policy a cache can hold to decide what is cached, matched and evicted.
@@ -124,7 +131,9 @@ consteval bool check_tree_core() {
     static_assert(has_unlock_v<T>, "unikv: tree core needs `unlock(LockReceipt&&)` and `release_swa(LockReceipt&)`");
     static_assert(has_evict_v<T>, "unikv: tree core needs `EvictResult evict(Component, int64, EvictOptions)`");
     static_assert(has_evict_host_v<T>, "unikv: tree core needs `EvictResult evict_host(Component, int64)`");
-    static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host` and `finish_backup`");
+    static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host` and `EvictResult finish_backup(...)`");
+    static_assert(has_commit_load_back_v<T>,
+                  "unikv: tree core needs `commit_load_back(NodeRef, Component, const LoadedValue&)`");
     static_assert(has_sizes_v<T>, "unikv: tree core needs `evictable_size`, `protected_size`, `host_size`");
     static_assert(has_set_retention_v<T>, "unikv: tree core needs `set_retention(NodeRef, uint8_t)`");
     static_assert(has_take_events_v<T>, "unikv: tree core needs `std::vector<KvEvent> take_events()`");

@@ -18,7 +18,16 @@ class ChildTable {
 public:
     static constexpr std::uint32_t npos = ~std::uint32_t{0};
 
-    ChildTable() { slots_.resize(16); }
+    // An empty table holds no slots (so a default-constructed or moved-from table owns no memory); call
+    // `reserve` before the first `find`.
+    ChildTable() noexcept = default;
+
+    // Grows the table so that `entries` edges fit without another growth (load factor <= 1/2).
+    void reserve(std::size_t entries) {
+        std::size_t want = min_slots;
+        while (want < 2 * entries) want *= 2;
+        if (want > slots_.size()) rehash(want);
+    }
 
     // The child of `parent` whose first page hashes to `hash` and for which `verify(child)` holds, or npos.
     template <class Verify>
@@ -91,12 +100,15 @@ private:
         while (slots_[i].child != npos) i = (i + 1) & mask();
         slots_[i] = s;
     }
-    void grow() {
-        std::vector<Slot> old(slots_.size() * 2);
+    void grow() { rehash(slots_.empty() ? min_slots : slots_.size() * 2); }
+    void rehash(std::size_t count) {
+        std::vector<Slot> old(count);
         old.swap(slots_);
         for (const Slot& s : old)
             if (s.child != npos) place(s);
     }
+
+    static constexpr std::size_t min_slots = 16;
 
     std::vector<Slot> slots_;
     std::size_t size_ = 0;

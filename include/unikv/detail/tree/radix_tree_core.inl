@@ -19,18 +19,69 @@ RadixTree<Cs...>::RadixTree(TreeConfig config) : config_(config) {
     }
     nodes_.emplace_back();
     nodes_[root].alive = true;
+    edges_.reserve(0);
     const std::int32_t ps = config.page_size.tokens;
     for (std::size_t i = 0; i + 1 < edge_samples; ++i)
         edge_offsets_[i] = static_cast<std::int32_t>(i) * ps / static_cast<std::int32_t>(edge_samples - 1);
     edge_offsets_[edge_samples - 1] = ps - 1;
 }
 
+// The default member initializers give an empty tree with a fresh id; `take` then moves `other` in. Nothing here
+// allocates (an empty child table owns no slots), so the move cannot throw.
 template <class... Cs>
-void RadixTree<Cs...>::reserve(std::size_t nodes) {
-    nodes_.reserve(nodes + 1);
-    free_slots_.reserve(nodes);
-    for (auto& h : heaps_) h.reserve(nodes);
-    path_.reserve(std::min<std::size_t>(nodes, 4096));
+RadixTree<Cs...>::RadixTree(RadixTree&& other) noexcept : config_(other.config_) {
+    take(other);
+}
+
+template <class... Cs>
+auto RadixTree<Cs...>::operator=(RadixTree&& other) noexcept -> RadixTree& {
+    if (this != &other) take(other);
+    return *this;
+}
+
+// Moves every member of `other` here and leaves `other` holding nothing: no nodes (so every checked call throws),
+// zero sizes, and tree id 0, which no receipt carries.
+template <class... Cs>
+void RadixTree<Cs...>::take(RadixTree& other) noexcept {
+    config_ = other.config_;
+    tree_id_ = std::exchange(other.tree_id_, 0);
+    edge_offsets_ = other.edge_offsets_;
+    nodes_ = std::move(other.nodes_);
+    free_slots_ = std::move(other.free_slots_);
+    live_nodes_ = std::exchange(other.live_nodes_, 0);
+    edges_ = std::move(other.edges_);
+    heaps_ = std::move(other.heaps_);
+    evictable_ = std::exchange(other.evictable_, {});
+    protected_ = std::exchange(other.protected_, {});
+    host_ = std::exchange(other.host_, {});
+    events_ = std::move(other.events_);
+    clock_ = other.clock_;
+    pending_backups_ = std::exchange(other.pending_backups_, 0);
+    path_ = std::move(other.path_);
+    match_pages_ = std::move(other.match_pages_);
+    // Moved-from vectors are empty with std::allocator; make it explicit, the checks rely on it.
+    other.nodes_.clear();
+    other.free_slots_.clear();
+    other.events_.clear();
+    other.edges_ = detail::tree::ChildTable{};
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::expect_live() const {
+    UNIKV_EXPECTS(!nodes_.empty(), "the tree was moved from; assign a tree to it before using it");
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::reserve(ReserveOptions sizes) {
+    expect_live();
+    const std::size_t slots = sizes.nodes + 1;  // the root has a slot too
+    nodes_.reserve(slots);
+    free_slots_.reserve(slots);
+    for (auto& h : heaps_) h.reserve(slots);
+    edges_.reserve(slots);
+    const auto pages = sizes.key_tokens / static_cast<std::size_t>(config_.page_size.tokens);
+    path_.reserve(std::min(slots, pages + 1));
+    if (match_pages_.size() < pages) match_pages_.resize(pages);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -69,10 +120,12 @@ bool RadixTree<Cs...>::host_unlocked(const Node& n) noexcept {
            !n.pending[M];
 }
 
+// A node with a backup in flight is never chosen again (it cannot be anyway: the pending component has no device
+// data and no eviction runs until every backup finished; this keeps the rule local).
 template <class... Cs>
 bool RadixTree<Cs...>::device_candidate(Id id, std::size_t c) const noexcept {
     const Node& n = nodes_[id];
-    if (id == root || !n.alive || !in_set(c) || !has_device(n, c)) return false;
+    if (id == root || !n.alive || !in_set(c) || !has_device(n, c) || any_pending(n)) return false;
     return c == F ? n.device_children == 0 && device_unlocked(n) : n.locks[c] == 0;
 }
 
@@ -88,6 +141,7 @@ bool RadixTree<Cs...>::host_candidate(Id id, std::size_t c) const noexcept {
 
 template <class... Cs>
 auto RadixTree<Cs...>::checked(NodeRef node, const char* what) const -> Id {
+    expect_live();
     UNIKV_EXPECTS(contains(node), what, ": stale node handle (slot ", node.index(), ", generation ",
                   node.generation(), ")");
     return node.index();
@@ -159,7 +213,7 @@ void RadixTree<Cs...>::free_slot(Id id) noexcept {
 
 template <class... Cs>
 auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, std::span<const TokenId> tokens,
-                                std::span<const VirtualPage> pages, bool swa) -> Id {
+                                std::span<const VirtualPage> pages, SwaRows swa) -> Id {
     const Id id = new_node();
     Node& n = nodes_[id];
     n.parent = parent;
@@ -177,7 +231,7 @@ auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, 
     ++nodes_[parent].children;
     set_pages(id, pages);
     emit(EventKind::stored, F, Tier::device, id);
-    if (swa) {
+    if (swa == SwaRows::live) {
         nodes_[id].swa = true;
         account(id, S, +1);
         emit(EventKind::stored, S, Tier::device, id);
@@ -189,7 +243,9 @@ auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, 
 
 // Splits `id` at token offset `at` (page aligned, inside the node). The new upper part takes the node's place
 // under its parent; `id` keeps the lower part, its children, its Mamba state and lock, so handles and receipts
-// anchored at `id` stay valid. Both parts keep the locks that covered the whole node.
+// anchored at `id` stay valid. Both parts keep the locks that covered the whole node, and the pending backups:
+// a split while a backup is pending cannot happen (every structural call waits for the backups). O(at): the
+// upper part is copied, the lower part only drops its front.
 template <class... Cs>
 auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     const Id p = new_node();
@@ -202,19 +258,20 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     up.length = at;
     up.key_hash = low.key_hash;
     up.tokens.assign(low.tokens.begin(), low.tokens.begin() + at);
-    low.tokens.erase(low.tokens.begin(), low.tokens.begin() + at);
+    low.tokens.drop_front(static_cast<std::size_t>(at));
     low.start += at;
     low.length -= at;
     low.key_hash = edge_hash(low.ns, low.tokens.data());
+    UNIKV_ASSERT(!any_pending(low));
     if (!low.pages.empty()) {
         up.pages.assign(low.pages.begin(), low.pages.begin() + at_pages);
-        low.pages.erase(low.pages.begin(), low.pages.begin() + at_pages);
+        low.pages.drop_front(static_cast<std::size_t>(at_pages));
     }
     for (std::size_t c : {F, S}) {
         auto& from = low.host_pages[c];
         if (from.empty()) continue;
         up.host_pages[c].assign(from.begin(), from.begin() + at_pages);
-        from.erase(from.begin(), from.begin() + at_pages);
+        from.drop_front(static_cast<std::size_t>(at_pages));
     }
     up.swa = low.swa;
     up.locks[F] = low.locks[F];
@@ -334,10 +391,10 @@ NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
     info.length = n.length;
     info.children = n.children;
     info.retention = n.retention;
-    info.tokens = n.tokens;
-    info.pages = n.pages;
-    info.host[F] = n.host_pages[F];
-    info.host[S] = n.host_pages[S];
+    info.tokens.assign(n.tokens.begin(), n.tokens.end());
+    info.pages.assign(n.pages.begin(), n.pages.end());
+    info.host[F].assign(n.host_pages[F].begin(), n.host_pages[F].end());
+    info.host[S].assign(n.host_pages[S].begin(), n.host_pages[S].end());
     if (n.state_host.is_valid()) info.host[M] = {n.state_host};
     for (std::size_t c = 0; c < component_count; ++c) info.device[c] = has_device(n, c);
     info.backup_pending = n.pending;
@@ -349,6 +406,7 @@ NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
 
 template <class... Cs>
 std::vector<NodeRef> RadixTree<Cs...>::nodes() const {
+    expect_live();
     std::vector<NodeRef> out;
     for (Id id = 1; id < nodes_.size(); ++id)
         if (nodes_[id].alive) out.push_back(ref(id));
@@ -357,14 +415,17 @@ std::vector<NodeRef> RadixTree<Cs...>::nodes() const {
 
 template <class... Cs>
 std::string RadixTree<Cs...>::check_invariants() const {
+    expect_live();
     const std::int32_t ps = config_.page_size.tokens;
     std::array<std::int64_t, component_count> evictable{}, locked{}, host{};
     std::vector<std::uint32_t> children(nodes_.size()), device_children(nodes_.size());
     std::size_t live = 0;
+    std::int64_t pending = 0;
     for (Id id = 1; id < nodes_.size(); ++id) {
         const Node& n = nodes_[id];
         if (!n.alive) continue;
         ++live;
+        pending += n.pending[F] + n.pending[S] + n.pending[M];
         const Node& p = nodes_[n.parent];
         const auto fail = [&](const char* what) { return detail::concat("node ", id, ": ", what); };
         if (!p.alive) return fail("parent is dead");
@@ -381,6 +442,10 @@ std::string RadixTree<Cs...>::check_invariants() const {
                 return fail("host page count does not match the length");
         if (n.swa && n.pages.empty()) return fail("SWA rows without FULL pages");
         if (n.state.is_valid() && n.pages.empty()) return fail("Mamba state without FULL pages");
+        // A device lock always includes Full, so SWA and Mamba locks sit on FULL-locked nodes: the FULL units
+        // counted as evictable are exactly the ones no lock keeps `evict(Full)` from taking.
+        if (n.locks[F] == 0 && (n.locks[S] > 0 || n.locks[M] > 0)) return fail("SWA or Mamba device lock without FULL");
+        if (n.pending[F] && !n.pages.empty()) return fail("FULL backup pending on a node that still has FULL pages");
         if (!n.pages.empty() && n.parent != root && p.pages.empty()) return fail("FULL device data under a node without it");
         ++children[n.parent];
         if (!n.pages.empty()) ++device_children[n.parent];
@@ -409,6 +474,7 @@ std::string RadixTree<Cs...>::check_invariants() const {
             return detail::concat("node ", id, ": device child count is stale");
     }
     if (live != live_nodes_) return "live node count is stale";
+    if (pending != pending_backups_) return "pending backup count is stale";
     if (edges_.size() != live) return "edge table size differs from the node count";
     for (std::size_t c = 0; c < component_count; ++c) {
         if (evictable[c] != evictable_[c]) return detail::concat("evictable size of component ", c, " is stale");

@@ -30,32 +30,85 @@ void RadixTree<Cs...>::free_device_data(Id id, detail::ActionsBuilder& out, Evic
     sync(n.parent);
 }
 
-// Drops component `c` (Swa or Mamba) from a node that stays; SWA cascades to the node's unlocked Mamba state.
+// One SWA window in tokens, rounded up to whole pages: the SWA data a match boundary needs before it.
 template <class... Cs>
-void RadixTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out,
-                                   EvictResult& result) {
+std::int32_t RadixTree<Cs...>::window_tokens() const noexcept {
+    const std::int32_t ps = config_.page_size.tokens;
+    return (config_.swa_window + ps - 1) / ps * ps;
+}
+
+// Write-back copies only one window of SWA rows before a segment's end (the boundary a later match would end
+// at). A longer node is split there so the copy is a whole node's host value; returns the upper part, or npos.
+template <class... Cs>
+auto RadixTree<Cs...>::split_window(Id id) -> Id {
+    const std::int32_t keep = window_tokens();
+    const std::int32_t length = nodes_[id].length;
+    return length > keep ? split(id, length - keep) : npos;
+}
+
+// Emits a backup of component `c`'s device data of `id` and records the pending host value.
+template <class... Cs>
+void RadixTree<Cs...>::start_backup(Id id, std::size_t c, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
-    if (options.write_back == WriteBack::on && !has_host(n, c) && !n.pending[c]) {
-        if (c == S) {
-            out.backup_pages(Component::swa, ref(id), n.pages);
-        } else {
-            out.backup_state(ref(id), n.state);
-        }
-        n.pending[c] = true;
-        ++pending_backups_;
+    if (c == M) {
+        out.backup_state(ref(id), n.state);
+    } else {
+        out.backup_pages(static_cast<Component>(c), ref(id), n.pages);
     }
+    n.pending[c] = true;
+    ++pending_backups_;
+}
+
+// A device leaf goes whole. Under write-back, what has no host copy is backed up first: the SWA window (splitting
+// a longer leaf: the upper part's SWA rows are freed without a copy), the Mamba state, then FULL of each part.
+// The backups are emitted before the frees; the parts stay (pending) until `finish_backup`.
+template <class... Cs>
+void RadixTree<Cs...>::evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result) {
+    Id upper = npos;
+    if (options.write_back == WriteBack::on) {
+        if (components::has_swa && nodes_[id].swa && !has_host(nodes_[id], S)) {
+            upper = split_window(id);
+            start_backup(id, S, out);
+        }
+        if (components::has_mamba && nodes_[id].state.is_valid() && !has_host(nodes_[id], M)) start_backup(id, M, out);
+        if (upper != npos && !has_host(nodes_[upper], F)) start_backup(upper, F, out);
+        if (!has_host(nodes_[id], F)) start_backup(id, F, out);
+    }
+    if (upper != npos) free_device_data(upper, out, result);
+    free_device_data(id, out, result);
+}
+
+// Drops component `c` (Swa or Mamba) of a node that stays, without backup.
+template <class... Cs>
+void RadixTree<Cs...>::drop_rows(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+    Node& n = nodes_[id];
     account(id, c, -1);
     result.device_freed[c] += units(n, c);
     emit(EventKind::removed, c, Tier::device, id);
     if (c == S) {
         out.free_swa(n.pages);
         n.swa = false;
-        if (components::has_mamba && n.state.is_valid() && n.locks[M] == 0) drop_device(id, M, options, out, result);
     } else {
         out.free_state(n.state);
         n.state = StateId{};
     }
     sync(id);
+}
+
+// Drops component `c` (Swa or Mamba) from a node that stays; SWA cascades to the node's unlocked Mamba state.
+// Under write-back, data without a host copy is backed up first (SWA: one window before the node's end).
+template <class... Cs>
+void RadixTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out,
+                                   EvictResult& result) {
+    Id upper = npos;
+    if (options.write_back == WriteBack::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
+        if (c == S) upper = split_window(id);
+        start_backup(id, c, out);
+    }
+    if (upper != npos) drop_rows(upper, S, out, result);
+    drop_rows(id, c, out, result);
+    if (c == S && components::has_mamba && nodes_[id].state.is_valid() && nodes_[id].locks[M] == 0)
+        drop_device(id, M, options, out, result);
 }
 
 template <class... Cs>
@@ -132,6 +185,7 @@ void RadixTree<Cs...>::collect_empty(Id id) noexcept {
 
 template <class... Cs>
 EvictResult RadixTree<Cs...>::evict(Component component, std::int64_t amount, EvictOptions options) {
+    expect_live();
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     UNIKV_EXPECTS(amount >= 0, "negative amount ", amount);
     expect_no_pending();
@@ -143,7 +197,7 @@ EvictResult RadixTree<Cs...>::evict(Component component, std::int64_t amount, Ev
     while (result.device_freed[c] < amount && !candidates.empty()) {
         const Id id = candidates.top(ctx);
         if (c == F || device_candidate(id, F)) {
-            free_device_data(id, out, result);
+            evict_whole(id, options, out, result);
         } else {
             drop_device(id, c, options, out, result);
         }
@@ -154,6 +208,7 @@ EvictResult RadixTree<Cs...>::evict(Component component, std::int64_t amount, Ev
 
 template <class... Cs>
 EvictResult RadixTree<Cs...>::evict_host(Component component, std::int64_t amount) {
+    expect_live();
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     UNIKV_EXPECTS(amount >= 0, "negative amount ", amount);
     expect_no_pending();
@@ -203,15 +258,17 @@ void RadixTree<Cs...>::set_host(NodeRef node, Component component, std::span<con
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::finish_backup(NodeRef node, Component component, std::span<const HostPage> host) {
+EvictResult RadixTree<Cs...>::finish_backup(NodeRef node, Component component, std::span<const HostPage> host) {
     const Id id = checked(node, "finish_backup");
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     const std::size_t c = index_of(component);
     Node& n = nodes_[id];
     UNIKV_EXPECTS(n.pending[c], "no backup of component ", to_string(component), " is pending on this node");
+    // The node's own page count: a FULL backup's device pages are already gone.
+    const std::size_t want = c == M ? 1 : static_cast<std::size_t>(n.length / config_.page_size.tokens);
+    UNIKV_EXPECTS(host.empty() || host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
+    for (HostPage h : host) UNIKV_EXPECTS(h.is_valid(), "invalid host page ", h);
     if (!host.empty()) {
-        const std::size_t want = c == M ? 1 : n.pages.size();
-        UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
-        for (HostPage h : host) UNIKV_EXPECTS(h.is_valid(), "invalid host page ", h);
         if (c == M) {
             n.state_host = host[0];
         } else {
@@ -223,12 +280,54 @@ void RadixTree<Cs...>::finish_backup(NodeRef node, Component component, std::spa
     n.pending[c] = false;
     --pending_backups_;
     sync(id);
+    EvictResult result;
+    detail::ActionsBuilder out{result.actions};
+    if (!any_pending(nodes_[id])) collect(id, out, result);
+    return result;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::commit_load_back(NodeRef node, Component component, const LoadedValue& value) {
+    const Id id = checked(node, "commit_load_back");
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    expect_no_pending();
+    UNIKV_EXPECTS(id != root, "the root holds no data");
+    const std::size_t c = index_of(component);
+    Node& n = nodes_[id];
+    UNIKV_EXPECTS(!has_device(n, c), "the node already has device data of component ", to_string(component));
+    UNIKV_EXPECTS(has_host(n, c), "the node has no host copy of component ", to_string(component), " to load");
+    UNIKV_EXPECTS(c == M ? value.state.is_valid() : !value.state.is_valid(),
+                  c == M ? "a Mamba load-back needs the loaded state" : "only a Mamba load-back takes a state");
+    if (c == F) {
+        const auto want = static_cast<std::size_t>(n.length / config_.page_size.tokens);
+        UNIKV_EXPECTS(value.pages.size() == want, "got ", value.pages.size(), " pages, the node needs ", want);
+        for (VirtualPage p : value.pages) UNIKV_EXPECTS(p.is_valid(), "invalid page ", p);
+        UNIKV_EXPECTS(n.parent == root || !nodes_[n.parent].pages.empty(),
+                      "load the parent's FULL rows first: FULL device data is prefix-closed");
+        set_pages(id, value.pages);
+        emit(EventKind::stored, F, Tier::device, id);
+        sync(n.parent);
+    } else {
+        UNIKV_EXPECTS(value.pages.empty(), "only a Full load-back takes pages");
+        UNIKV_EXPECTS(!n.pages.empty(), "load the node's FULL rows first: SWA rows and Mamba states sit on FULL pages");
+        if (c == S) {
+            n.swa = true;
+        } else {
+            n.state = value.state;
+        }
+        account(id, c, +1);
+        emit(EventKind::stored, c, Tier::device, id);
+    }
+    sync(id);
 }
 
 template <class... Cs>
 void RadixTree<Cs...>::set_retention(NodeRef node, std::uint8_t retention) {
-    path_to(checked(node, "set_retention"), path_);
-    for (Id x : path_) set_retention_of(x, retention);
+    const Id id = checked(node, "set_retention");
+    if (id == root) return;
+    set_retention_of(id, retention);
+    for (Id x = nodes_[id].parent; x != root; x = nodes_[x].parent)
+        if (nodes_[x].retention < retention) set_retention_of(x, retention);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -246,9 +345,10 @@ void RadixTree<Cs...>::for_each_locked(Id anchor, ComponentMask parts, std::int3
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::change_lock(Id id, std::size_t c, Tier tier, bool up) {
+void RadixTree<Cs...>::change_lock(Id id, std::size_t c, Tier tier, LockStep step) {
     Node& n = nodes_[id];
     std::uint32_t& count = tier == Tier::device ? n.locks[c] : n.host_locks[c];
+    const bool up = step == LockStep::acquire;
     if (up ? count++ != 0 : --count != 0) return;
     if (tier == Tier::device && has_device(n, c)) {
         const std::int64_t u = up ? units(n, c) : -units(n, c);
@@ -262,6 +362,8 @@ template <class... Cs>
 LockReceipt RadixTree<Cs...>::lock(NodeRef node, LockOptions options) {
     const Id id = checked(node, "lock");
     const ComponentMask parts = options.components & components::mask;
+    UNIKV_EXPECTS(options.tier == Tier::host || parts.has(Component::full),
+                  "a device lock must include Full: SWA rows and Mamba states sit on FULL pages");
     std::int32_t swa_start = 0;
     if (parts.has(Component::swa)) {
         // The window segment: the anchor and its ancestors until W tokens are covered (tombstones count).
@@ -271,13 +373,15 @@ LockReceipt RadixTree<Cs...>::lock(NodeRef node, LockOptions options) {
             swa_start = nodes_[x].start;
         }
     }
-    for_each_locked(id, parts, swa_start, [&](Id x, std::size_t c) { change_lock(x, c, options.tier, true); });
+    for_each_locked(id, parts, swa_start,
+                    [&](Id x, std::size_t c) { change_lock(x, c, options.tier, LockStep::acquire); });
     return detail::ReceiptAccess::make(tree_id_, node, options.tier, parts, swa_start);
 }
 
 // Checks every counter the receipt claims before touching any, so a mismatch changes nothing.
 template <class... Cs>
 void RadixTree<Cs...>::release(LockReceipt& receipt, ComponentMask parts) {
+    expect_live();
     UNIKV_EXPECTS(detail::ReceiptAccess::tree_id(receipt) == tree_id_, "the receipt belongs to another tree");
     if (parts.empty()) return;
     const Id id = checked(receipt.node(), "unlock");
@@ -286,12 +390,14 @@ void RadixTree<Cs...>::release(LockReceipt& receipt, ComponentMask parts) {
         const std::uint32_t count = tier == Tier::device ? nodes_[x].locks[c] : nodes_[x].host_locks[c];
         UNIKV_EXPECTS(count > 0, "the receipt does not match the locks on its path (component ", c, ", slot ", x, ")");
     });
-    for_each_locked(id, parts, receipt.swa_segment_start(), [&](Id x, std::size_t c) { change_lock(x, c, tier, false); });
+    for_each_locked(id, parts, receipt.swa_segment_start(),
+                    [&](Id x, std::size_t c) { change_lock(x, c, tier, LockStep::release); });
     collect_empty(id);
 }
 
 template <class... Cs>
 void RadixTree<Cs...>::unlock(LockReceipt&& receipt) {
+    expect_live();
     UNIKV_EXPECTS(!receipt.empty(), "the receipt is empty (moved from, or already unlocked)");
     release(receipt, detail::ReceiptAccess::held(receipt));
     detail::ReceiptAccess::consume(receipt);
@@ -299,6 +405,7 @@ void RadixTree<Cs...>::unlock(LockReceipt&& receipt) {
 
 template <class... Cs>
 void RadixTree<Cs...>::release_swa(LockReceipt& receipt) {
+    expect_live();
     UNIKV_EXPECTS(!receipt.empty(), "the receipt is empty (moved from, or already unlocked)");
     UNIKV_EXPECTS(receipt.holds(Component::swa), "the receipt holds no SWA lock");
     const ComponentMask held = detail::ReceiptAccess::held(receipt);

@@ -32,6 +32,7 @@ void RadixTree<Cs...>::set_retention_of(Id id, std::uint8_t retention) noexcept 
 
 template <class... Cs>
 MatchResult RadixTree<Cs...>::match_prefix(TokenKey key, MatchOptions options) {
+    expect_live();
     expect_no_pending();
     const std::int32_t ps = config_.page_size.tokens;
     const auto usable = static_cast<std::int32_t>(key.tokens.size()) / ps * ps;
@@ -154,6 +155,7 @@ template <class... Cs>
 InsertResult RadixTree<Cs...>::insert(TokenKey key, const InsertValues& values) {
     const std::int32_t ps = config_.page_size.tokens;
     const auto length = static_cast<std::int32_t>(key.tokens.size());
+    expect_live();
     expect_no_pending();
     UNIKV_EXPECTS(length % ps == 0, "a key of ", length, " tokens is not a whole number of ", ps, "-token pages");
     UNIKV_EXPECTS(static_cast<std::int64_t>(values.pages.size()) * ps == length, values.pages.size(),
@@ -213,10 +215,10 @@ auto RadixTree<Cs...>::overlap(Id id, Walk& walk) -> Id {
         // No FULL device data here (host-only or emptied): take the request's pages.
         if (components::has_swa && from < walk.live_from && walk.live_from < to) {
             const Id upper = split(id, walk.live_from - from);
-            adopt(upper, walk.pages(from, walk.live_from, ps), false);
-            adopt(id, walk.pages(walk.live_from, to, ps), true);
+            adopt(upper, walk.pages(from, walk.live_from, ps), SwaRows::tombstone);
+            adopt(id, walk.pages(walk.live_from, to, ps), SwaRows::live);
         } else {
-            adopt(id, incoming, components::has_swa && walk.live_from <= from);
+            adopt(id, incoming, components::has_swa && walk.live_from <= from ? SwaRows::live : SwaRows::tombstone);
         }
         return id;
     }
@@ -245,10 +247,10 @@ auto RadixTree<Cs...>::overlap(Id id, Walk& walk) -> Id {
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, bool swa_live) {
+void RadixTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa) {
     set_pages(id, pages);
     emit(EventKind::stored, F, Tier::device, id);
-    if (swa_live) {
+    if (swa == SwaRows::live) {
         nodes_[id].swa = true;
         account(id, S, +1);
         emit(EventKind::stored, S, Tier::device, id);
@@ -283,10 +285,11 @@ auto RadixTree<Cs...>::add_leaves(Id parent, std::int32_t from, Walk& walk) -> I
     std::int32_t cut = from;
     if (components::has_swa && from < walk.live_from && walk.live_from < to) {
         cut = walk.live_from;
-        parent = add_node(parent, walk.key.ns, from, tokens.subspan(from, cut - from), walk.pages(from, cut, ps), false);
+        parent = add_node(parent, walk.key.ns, from, tokens.subspan(from, cut - from), walk.pages(from, cut, ps),
+                          SwaRows::tombstone);
     }
-    const bool swa_live = components::has_swa && walk.live_from <= cut;
-    return add_node(parent, walk.key.ns, cut, tokens.subspan(cut), walk.pages(cut, to, ps), swa_live);
+    const SwaRows swa = components::has_swa && walk.live_from <= cut ? SwaRows::live : SwaRows::tombstone;
+    return add_node(parent, walk.key.ns, cut, tokens.subspan(cut), walk.pages(cut, to, ps), swa);
 }
 
 }  // namespace unikv

@@ -21,7 +21,13 @@ ReferenceTree<Cs...>::ReferenceTree(TreeConfig config) : config_(config) {
 // structure
 
 template <class... Cs>
+void ReferenceTree<Cs...>::expect_live() const {
+    UNIKV_EXPECTS(!nodes_.empty(), "the tree was moved from; assign a tree to it before using it");
+}
+
+template <class... Cs>
 auto ReferenceTree<Cs...>::id_of(NodeRef node, const char* what) const -> Id {
+    expect_live();
     UNIKV_EXPECTS(contains(node), what, ": stale node handle (slot ", node.index(), ")");
     return node.index();
 }
@@ -60,7 +66,7 @@ auto ReferenceTree<Cs...>::fresh_slot() -> Id {
 
 template <class... Cs>
 auto ReferenceTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, std::span<const TokenId> tokens,
-                                    std::span<const VirtualPage> pages, bool swa) -> Id {
+                                    std::span<const VirtualPage> pages, SwaRows swa) -> Id {
     const Id id = fresh_slot();
     Node& n = nodes_[id];
     n.parent = parent;
@@ -68,11 +74,11 @@ auto ReferenceTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t sta
     n.start = start;
     n.tokens.assign(tokens.begin(), tokens.end());
     n.pages.assign(pages.begin(), pages.end());
-    n.swa = swa;
+    n.swa = swa == SwaRows::live;
     for (auto& s : n.stamp) s = ++clock_;
     nodes_[parent].children.push_back(id);
     emit(EventKind::stored, F, Tier::device, id);
-    if (swa) emit(EventKind::stored, S, Tier::device, id);
+    if (n.swa) emit(EventKind::stored, S, Tier::device, id);
     return id;
 }
 
@@ -174,6 +180,7 @@ void ReferenceTree<Cs...>::refresh(Id target) {
 
 template <class... Cs>
 MatchResult ReferenceTree<Cs...>::match_prefix(TokenKey key, MatchOptions options) {
+    expect_live();
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
     const std::int32_t ps = config_.page_size.tokens;
     const auto usable = static_cast<std::int32_t>(key.tokens.size()) / ps * ps;
@@ -260,6 +267,7 @@ template <class... Cs>
 InsertResult ReferenceTree<Cs...>::insert(TokenKey key, const InsertValues& values) {
     const std::int32_t ps = config_.page_size.tokens;
     const auto length = static_cast<std::int32_t>(key.tokens.size());
+    expect_live();
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
     UNIKV_EXPECTS(length % ps == 0, "a key of ", length, " tokens is not a whole number of ", ps, "-token pages");
     UNIKV_EXPECTS(static_cast<std::int64_t>(values.pages.size()) * ps == length, values.pages.size(),
@@ -334,19 +342,19 @@ auto ReferenceTree<Cs...>::overlap(Id id, InsertState& st) -> Id {
     if (components::has_swa && a < live_from && live_from < b) {
         const auto dead_pages = static_cast<std::size_t>((live_from - a) / ps);
         const Id upper = split(id, live_from - a);
-        adopt(upper, in.first(dead_pages), false);
-        adopt(id, in.subspan(dead_pages), true);
+        adopt(upper, in.first(dead_pages), SwaRows::tombstone);
+        adopt(id, in.subspan(dead_pages), SwaRows::live);
     } else {
-        adopt(id, in, components::has_swa && live_from <= a);
+        adopt(id, in, components::has_swa && live_from <= a ? SwaRows::live : SwaRows::tombstone);
     }
     return id;
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, bool swa_live) {
+void ReferenceTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa) {
     nodes_[id].pages.assign(pages.begin(), pages.end());
     emit(EventKind::stored, F, Tier::device, id);
-    if (swa_live) {
+    if (swa == SwaRows::live) {
         nodes_[id].swa = true;
         emit(EventKind::stored, S, Tier::device, id);
     }
@@ -374,22 +382,24 @@ auto ReferenceTree<Cs...>::add_leaves(Id parent, std::int32_t from, InsertState&
     const auto tokens = [&](std::int32_t b, std::int32_t e) { return st.key.tokens.subspan(b, e - b); };
     const auto pages = [&](std::int32_t b, std::int32_t e) { return st.values.pages.subspan(b / ps, (e - b) / ps); };
     if (components::has_swa && from < live_from && live_from < length) {
-        const Id upper = add_node(parent, st.key.ns, from, tokens(from, live_from), pages(from, live_from), false);
-        return add_node(upper, st.key.ns, live_from, tokens(live_from, length), pages(live_from, length), true);
+        const Id upper =
+            add_node(parent, st.key.ns, from, tokens(from, live_from), pages(from, live_from), SwaRows::tombstone);
+        return add_node(upper, st.key.ns, live_from, tokens(live_from, length), pages(live_from, length),
+                        SwaRows::live);
     }
     return add_node(parent, st.key.ns, from, tokens(from, length), pages(from, length),
-                    components::has_swa && live_from <= from);
+                    components::has_swa && live_from <= from ? SwaRows::live : SwaRows::tombstone);
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // eviction
 
 template <class... Cs>
-auto ReferenceTree<Cs...>::oldest(bool host, std::size_t c) const -> std::optional<Id> {
+auto ReferenceTree<Cs...>::oldest(Tier tier, std::size_t c) const -> std::optional<Id> {
     std::optional<Id> best;
     auto key = [&](Id id) { return std::tuple(nodes_[id].retention, nodes_[id].stamp[c], nodes_[id].end()); };
     for (Id id = 1; id < nodes_.size(); ++id) {
-        if (!(host ? host_candidate(id, c) : device_candidate(id, c))) continue;
+        if (!(tier == Tier::host ? host_candidate(id, c) : device_candidate(id, c))) continue;
         if (!best || key(id) < key(*best)) best = id;
     }
     return best;
@@ -417,20 +427,49 @@ void ReferenceTree<Cs...>::evict_node_data(Id id, detail::ActionsBuilder& out, E
     }
 }
 
+// Under write-back only one window of SWA rows (rounded up to pages) before a segment's end is copied: a longer
+// node is split there first. Returns the upper part when it split.
 template <class... Cs>
-void ReferenceTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out,
-                                       EvictResult& result) {
+auto ReferenceTree<Cs...>::window_split(Id id) -> std::optional<Id> {
+    const std::int32_t ps = config_.page_size.tokens;
+    const std::int32_t window = (config_.swa_window + ps - 1) / ps * ps;
+    if (nodes_[id].length() <= window) return std::nullopt;
+    return split(id, nodes_[id].length() - window);
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::backup(Id id, std::size_t c, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
-    const bool backup = options.write_back == WriteBack::on && !has_host(n, c) && !n.pending[c];
-    if (backup) {
-        if (c == S) {
-            out.backup_pages(Component::swa, ref(id), n.pages);
-        } else {
-            out.backup_state(ref(id), n.state);
-        }
-        n.pending[c] = true;
-        ++pending_backups_;
+    if (c == M) {
+        out.backup_state(ref(id), n.state);
+    } else {
+        out.backup_pages(static_cast<Component>(c), ref(id), n.pages);
     }
+    n.pending[c] = true;
+    ++pending_backups_;
+}
+
+// A device leaf goes whole; under write-back what has no host copy is backed up first: SWA window (tail part),
+// Mamba state, FULL of the upper part, FULL of the tail.
+template <class... Cs>
+void ReferenceTree<Cs...>::evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result) {
+    std::optional<Id> upper;
+    if (options.write_back == WriteBack::on) {
+        if (has_device(nodes_[id], S) && !has_host(nodes_[id], S)) {
+            upper = window_split(id);
+            backup(id, S, out);
+        }
+        if (has_device(nodes_[id], M) && !has_host(nodes_[id], M)) backup(id, M, out);
+        if (upper && !has_host(nodes_[*upper], F)) backup(*upper, F, out);
+        if (!has_host(nodes_[id], F)) backup(id, F, out);
+    }
+    if (upper) evict_node_data(*upper, out, result);
+    evict_node_data(id, out, result);
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::drop_without_backup(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+    Node& n = nodes_[id];
     if (c == S) {
         out.free_swa(n.pages);
         n.swa = false;
@@ -440,13 +479,26 @@ void ReferenceTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions option
     }
     result.device_freed[c] += units(n, c);
     emit(EventKind::removed, c, Tier::device, id);
-    if (c == S && components::has_mamba && n.state.is_valid() && n.locks[M] == 0) {
-        drop_device(id, M, options, out, result);
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out,
+                                       EvictResult& result) {
+    std::optional<Id> upper;
+    if (options.write_back == WriteBack::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
+        if (c == S) upper = window_split(id);
+        backup(id, c, out);
     }
+    if (upper) drop_without_backup(*upper, S, out, result);
+    drop_without_backup(id, c, out, result);
+    const Node& n = nodes_[id];
+    if (c == S && components::has_mamba && n.state.is_valid() && n.locks[M] == 0)
+        drop_device(id, M, options, out, result);
 }
 
 template <class... Cs>
 EvictResult ReferenceTree<Cs...>::evict(Component component, std::int64_t amount, EvictOptions options) {
+    expect_live();
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     UNIKV_EXPECTS(amount >= 0, "negative amount ", amount);
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
@@ -454,10 +506,10 @@ EvictResult ReferenceTree<Cs...>::evict(Component component, std::int64_t amount
     detail::ActionsBuilder out{result.actions};
     const std::size_t c = index_of(component);
     while (result.device_freed[c] < amount) {
-        const auto id = oldest(false, c);
+        const auto id = oldest(Tier::device, c);
         if (!id) break;
         if (c == F || device_candidate(*id, F)) {
-            evict_node_data(*id, out, result);
+            evict_whole(*id, options, out, result);
         } else {
             drop_device(*id, c, options, out, result);
         }
@@ -478,6 +530,7 @@ void ReferenceTree<Cs...>::drop_host(Id id, std::size_t c, detail::ActionsBuilde
 
 template <class... Cs>
 EvictResult ReferenceTree<Cs...>::evict_host(Component component, std::int64_t amount) {
+    expect_live();
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     UNIKV_EXPECTS(amount >= 0, "negative amount ", amount);
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
@@ -485,7 +538,7 @@ EvictResult ReferenceTree<Cs...>::evict_host(Component component, std::int64_t a
     detail::ActionsBuilder out{result.actions};
     const std::size_t c = index_of(component);
     while (result.host_freed[c] < amount) {
-        const auto id = oldest(true, c);
+        const auto id = oldest(Tier::host, c);
         if (!id) break;
         if (c == F || host_candidate(*id, F)) {
             const Id parent = nodes_[*id].parent;
@@ -520,26 +573,64 @@ void ReferenceTree<Cs...>::set_host(NodeRef node, Component component, std::span
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::finish_backup(NodeRef node, Component component, std::span<const HostPage> host) {
+EvictResult ReferenceTree<Cs...>::finish_backup(NodeRef node, Component component, std::span<const HostPage> host) {
     const Id id = id_of(node, "finish_backup");
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     const std::size_t c = index_of(component);
     UNIKV_EXPECTS(nodes_[id].pending[c], "no backup of component ", to_string(component), " is pending on this node");
     Node& n = nodes_[id];
+    const std::size_t want = c == M ? 1 : static_cast<std::size_t>(n.length() / config_.page_size.tokens);
+    UNIKV_EXPECTS(host.empty() || host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
+    UNIKV_EXPECTS(std::all_of(host.begin(), host.end(), [](HostPage h) { return h.is_valid(); }), "invalid host page");
     if (!host.empty()) {
-        const std::size_t want = c == M ? 1 : n.pages.size();
-        UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
-        UNIKV_EXPECTS(std::all_of(host.begin(), host.end(), [](HostPage h) { return h.is_valid(); }),
-                      "invalid host page");
         n.host[c].assign(host.begin(), host.end());
         emit(EventKind::stored, c, Tier::host, id);
     }
     n.pending[c] = false;
     --pending_backups_;
+    EvictResult result;
+    detail::ActionsBuilder out{result.actions};
+    if (no_pending(nodes_[id])) collect(id, out, result);
+    return result;
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::commit_load_back(NodeRef node, Component component, const LoadedValue& value) {
+    const Id id = id_of(node, "commit_load_back");
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
+    UNIKV_EXPECTS(id != root, "the root holds no data");
+    const std::size_t c = index_of(component);
+    Node& n = nodes_[id];
+    UNIKV_EXPECTS(!has_device(n, c), "the node already has device data of this component");
+    UNIKV_EXPECTS(has_host(n, c), "the node has no host copy of this component to load");
+    UNIKV_EXPECTS((c == M) == value.state.is_valid(), "a state goes with a Mamba load-back, and only there");
+    if (c == F) {
+        UNIKV_EXPECTS(value.pages.size() == static_cast<std::size_t>(n.length() / config_.page_size.tokens),
+                      "one page per page of the node");
+        UNIKV_EXPECTS(std::all_of(value.pages.begin(), value.pages.end(), [](VirtualPage p) { return p.is_valid(); }),
+                      "invalid page");
+        UNIKV_EXPECTS(n.parent == root || has_device(nodes_[n.parent], F), "load the parent's FULL rows first");
+        n.pages.assign(value.pages.begin(), value.pages.end());
+    } else {
+        UNIKV_EXPECTS(value.pages.empty(), "only a Full load-back takes pages");
+        UNIKV_EXPECTS(has_device(n, F), "load the node's FULL rows first");
+        if (c == S) {
+            n.swa = true;
+        } else {
+            n.state = value.state;
+        }
+    }
+    emit(EventKind::stored, c, Tier::device, id);
 }
 
 template <class... Cs>
 void ReferenceTree<Cs...>::set_retention(NodeRef node, std::uint8_t retention) {
-    for (Id x : path_to(id_of(node, "set_retention"))) nodes_[x].retention = retention;
+    const Id id = id_of(node, "set_retention");
+    if (id == root) return;
+    nodes_[id].retention = retention;
+    for (Id x = nodes_[id].parent; x != root; x = nodes_[x].parent)
+        nodes_[x].retention = std::max(nodes_[x].retention, retention);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -549,6 +640,7 @@ template <class... Cs>
 LockReceipt ReferenceTree<Cs...>::lock(NodeRef node, LockOptions options) {
     const Id id = id_of(node, "lock");
     const ComponentMask parts = options.components & components::mask;
+    UNIKV_EXPECTS(options.tier == Tier::host || parts.has(Component::full), "a device lock must include Full");
     auto count = [&](Id x, std::size_t c) -> std::uint32_t& {
         return options.tier == Tier::device ? nodes_[x].locks[c] : nodes_[x].host_locks[c];
     };
@@ -577,6 +669,7 @@ auto ReferenceTree<Cs...>::swa_segment(Id anchor, std::int32_t start) const -> s
 
 template <class... Cs>
 void ReferenceTree<Cs...>::check_receipt(const LockReceipt& r, ComponentMask parts) const {
+    expect_live();
     UNIKV_EXPECTS(detail::ReceiptAccess::tree_id(r) == tree_id_, "the receipt belongs to another tree");
     if (parts.empty()) return;
     const Id id = id_of(r.node(), "unlock");
@@ -609,6 +702,7 @@ void ReferenceTree<Cs...>::apply_release(const LockReceipt& r, ComponentMask par
 
 template <class... Cs>
 void ReferenceTree<Cs...>::unlock(LockReceipt&& receipt) {
+    expect_live();
     UNIKV_EXPECTS(!receipt.empty(), "the receipt is empty (moved from, or already unlocked)");
     const ComponentMask parts = detail::ReceiptAccess::held(receipt);
     check_receipt(receipt, parts);
@@ -618,6 +712,7 @@ void ReferenceTree<Cs...>::unlock(LockReceipt&& receipt) {
 
 template <class... Cs>
 void ReferenceTree<Cs...>::release_swa(LockReceipt& receipt) {
+    expect_live();
     UNIKV_EXPECTS(!receipt.empty(), "the receipt is empty (moved from, or already unlocked)");
     UNIKV_EXPECTS(receipt.holds(Component::swa), "the receipt holds no SWA lock");
     const ComponentMask held = detail::ReceiptAccess::held(receipt);
@@ -631,12 +726,12 @@ void ReferenceTree<Cs...>::release_swa(LockReceipt& receipt) {
 // sizes, events, inspection
 
 template <class... Cs>
-std::int64_t ReferenceTree<Cs...>::sum_device(Component component, bool locked) const {
+std::int64_t ReferenceTree<Cs...>::sum_device(Component component, LockState state) const {
     const std::size_t c = index_of(component);
     std::int64_t sum = 0;
     for (Id id = 1; id < nodes_.size(); ++id) {
         const Node& n = nodes_[id];
-        if (n.alive && has_device(n, c) && (n.locks[c] > 0) == locked) sum += units(n, c);
+        if (n.alive && has_device(n, c) && (n.locks[c] > 0) == (state == LockState::locked)) sum += units(n, c);
     }
     return sum;
 }
@@ -689,11 +784,14 @@ NodeInfo ReferenceTree<Cs...>::node_info(NodeRef node) const {
 
 template <class... Cs>
 std::size_t ReferenceTree<Cs...>::node_count() const {
-    return static_cast<std::size_t>(std::count_if(nodes_.begin() + 1, nodes_.end(), [](const Node& n) { return n.alive; }));
+    if (nodes_.empty()) return 0;  // moved from
+    return static_cast<std::size_t>(
+        std::count_if(nodes_.begin() + 1, nodes_.end(), [](const Node& n) { return n.alive; }));
 }
 
 template <class... Cs>
 std::vector<NodeRef> ReferenceTree<Cs...>::nodes() const {
+    expect_live();
     std::vector<NodeRef> out;
     for (Id id = 1; id < nodes_.size(); ++id)
         if (nodes_[id].alive) out.push_back(ref(id));

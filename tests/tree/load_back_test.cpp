@@ -1,0 +1,116 @@
+// Committing load-backs, on both tree cores (reference §3.4, §12.13): an SWA window loaded back onto resident FULL
+// pages, and FULL + SWA + Mamba loaded back onto a host-only node. The tree only flips state, sizes and events;
+// the allocator binds the rows.
+
+#include <doctest/doctest.h>
+
+#include "tree_test_support.hpp"
+
+using namespace unikv;
+using namespace unikv::test;
+
+// P [0,8) with child C [8,24), W = 4. A write-back SWA eviction leaves P as a plain tombstone [0,4) and a tombstone
+// [4,8) with a host copy of its window, all FULL rows resident.
+TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is committed", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .events = EventMode::record});
+    const auto key = run(1, 24);
+    const auto k8 = std::span(key).first(8);
+    auto p = tree.insert({k8}, {.pages = vpages(1, 8)});
+    auto c = tree.insert({key}, {.pages = vpages(1, 24)});
+    auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
+
+    const MatchResult h = tree.match_prefix({k8}, {.host_hits = HostHits::include});
+    CHECK(h.device_length == 0);
+    CHECK(h.best_length == 8);
+    CHECK(h.best_node == p.node);
+    CHECK(h.host_hit_length == 8);      // the boundary needs a load...
+    CHECK(h.swa_host_hit_length == 4);  // ...of 4 SWA rows only: FULL pages 1..8 are resident
+    CHECK(ints(h.device_pages).empty());
+
+    // The load holds a device lock; the window lock covers P alone (4 tokens reach W).
+    LockReceipt load = tree.lock(h.best_node);
+    CHECK(sizes(tree) == Sizes{{16, 16, 0}, {8, 0, 0}});
+    (void)tree.take_events();
+    tree.commit_load_back(p.node, S);
+    const auto events = tree.take_events();
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].kind == EventKind::stored);
+    CHECK(events[0].component == S);
+    CHECK(events[0].tier == Tier::device);
+    CHECK(events[0].start == 4);
+    CHECK(events[0].length == 4);
+    CHECK(sizes(tree) == Sizes{{16, 16, 0}, {8, 4, 0}});
+    CHECK(tree.node_info(p.node).device[1]);
+    CHECK(ints(tree.node_info(p.node).host[1]) == ints(hpages(200, 4)));  // the host copy stays
+
+    const MatchResult m = tree.match_prefix({k8});
+    CHECK(m.device_length == 8);
+    CHECK(ints(m.device_pages) == ints(vpages(1, 8)));
+    tree.unlock(std::move(load));
+    CHECK(sizes(tree) == Sizes{{24, 20, 0}, {0, 0, 0}});
+
+    // Committing twice, or SWA the node never had on host, is a caller error that changes nothing.
+    CHECK_THROWS_AS(tree.commit_load_back(p.node, S), unikv::logic_error);
+    CHECK_THROWS_AS(tree.commit_load_back(tree.node_info(p.node).parent, S), unikv::logic_error);
+    CHECK_THROWS_AS(tree.commit_load_back(p.node, S, {.pages = vpages(1, 4)}), unikv::logic_error);
+    CHECK_THROWS_AS(tree.commit_load_back(p.node, M), unikv::logic_error);  // not in this tree
+    CHECK(sizes(tree) == Sizes{{24, 20, 0}, {0, 0, 0}});
+    (void)c;
+}
+
+// One 8-token leaf, page 2, W = 3 (window 4 tokens): a write-back FULL eviction leaves a host-only upper part
+// [0,4) (FULL copy) and a host-only tail [4,8) (FULL, SWA window and Mamba copies).
+TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committed top-down", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+    const auto key = run(1, 8);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
+    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
+                                                free_pages({1, 2, 3, 4}), free_states({5})});
+    const NodeRef upper = tree.node_info(ins.node).parent;
+    CHECK(finish(tree, ins.node, S, hpages(10, 2)).empty());
+    CHECK(finish(tree, ins.node, M, hpages(20, 1)).empty());
+    CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
+    CHECK(finish(tree, ins.node, F, hpages(40, 2)).empty());
+
+    const MatchResult h = tree.match_prefix({key}, {.host_hits = HostHits::include});
+    CHECK(h.device_length == 0);
+    CHECK(h.best_length == 8);
+    CHECK(h.best_node == ins.node);
+    CHECK(h.host_hit_length == 8);
+    CHECK(h.swa_host_hit_length == 4);
+
+    LockReceipt load = tree.lock(h.best_node);
+    CHECK(sizes(tree) == Sizes{{0, 0, 0}, {0, 0, 0}});
+    // Out of order: the tail before its parent, SWA or Mamba before the node's FULL rows.
+    CHECK_THROWS_AS(tree.commit_load_back(ins.node, F, {.pages = vpages(13, 2)}), unikv::logic_error);
+    CHECK_THROWS_AS(tree.commit_load_back(upper, S), unikv::logic_error);  // no SWA copy there
+    CHECK_THROWS_AS(tree.commit_load_back(upper, F, {.pages = vpages(11, 1)}), unikv::logic_error);  // page count
+    CHECK_THROWS_AS(tree.commit_load_back(ins.node, M, {.state = StateId{6}}), unikv::logic_error);
+    CHECK(sizes(tree) == Sizes{{0, 0, 0}, {0, 0, 0}});
+
+    const auto upper_pages = vpages(11, 2);
+    const auto tail_pages = vpages(13, 2);
+    tree.commit_load_back(upper, F, {.pages = upper_pages});
+    CHECK(sizes(tree) == Sizes{{0, 0, 0}, {4, 0, 0}});  // under the load's FULL path lock
+    tree.commit_load_back(ins.node, F, {.pages = tail_pages});
+    CHECK_THROWS_AS(tree.commit_load_back(ins.node, M), unikv::logic_error);  // a Mamba load-back needs its state
+    tree.commit_load_back(ins.node, S);
+    tree.commit_load_back(ins.node, M, {.state = StateId{6}});
+    CHECK(sizes(tree) == Sizes{{0, 0, 0}, {8, 4, 1}});
+    const NodeInfo n = tree.node_info(ins.node);
+    CHECK(n.device == std::array<bool, 3>{true, true, true});
+    CHECK(n.state == StateId{6});
+    CHECK(ints(n.host[0]) == std::vector<int>{40, 41});  // host copies stay: device+host
+
+    const MatchResult m = tree.match_prefix({key});
+    CHECK(m.device_length == 8);
+    CHECK(ints(m.device_pages) == std::vector<int>{11, 12, 13, 14});
+    tree.unlock(std::move(load));
+    CHECK(sizes(tree) == Sizes{{8, 4, 1}, {0, 0, 0}});
+    // Back on device, the node is an eviction candidate again, and its host copies spare it a backup.
+    auto again = tree.evict(F, 8, {.write_back = WriteBack::on});
+    CHECK(drain(again.actions) == std::vector<Act>{free_pages({13, 14}), free_states({6}), free_pages({11, 12})});
+}
