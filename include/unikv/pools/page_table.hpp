@@ -20,6 +20,7 @@
 
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
+#include <unikv/pools/translate.hpp>
 
 namespace unikv {
 
@@ -35,7 +36,7 @@ public:
         : v2p_(static_cast<std::size_t>(num_virtual) + 1, -1),
           p2v_(static_cast<std::size_t>(num_physical) + 1, -1),
           page_size_(page_size.tokens),
-          page_shift_(shift_of(page_size.tokens)) {
+          page_shift_(page_shift_of(page_size.tokens)) {
         UNIKV_EXPECTS(num_virtual >= 1 && num_physical >= 1 && page_size.tokens >= 1,
                       "a page table needs the sink page and a positive page size");
         v2p_[0] = 0;
@@ -84,37 +85,25 @@ public:
         p2v_[src] = -1;
     }
 
+    /// The v2p table with its geometry, for the gathers of `pools/translate.hpp` (valid until the table dies).
+    [[nodiscard]] TranslationTable translation() const noexcept {
+        return {.v2p = v2p_.data(),
+                .sentinel = static_cast<std::uint32_t>(v2p_.size() - 1),
+                .page_size = static_cast<std::uint32_t>(page_size_),
+                .page_shift = page_shift_};
+    }
+
     /// Gathers the physical page of each virtual page into `out` (same length). Unbound, negative and
     /// out-of-range ids give page 0, the sink. Allocation-free; O(n).
     void translate(std::span<const VirtualPage> in, std::span<PhysicalPage> out) const noexcept {
-        const std::int32_t* v2p = v2p_.data();
-        const auto limit = static_cast<std::uint32_t>(v2p_.size() - 1);
-        const std::size_t n = in.size() < out.size() ? in.size() : out.size();
-        for (std::size_t i = 0; i < n; ++i) {
-            const auto v = static_cast<std::uint32_t>(in[i].value());  // negative ids wrap to huge values
-            const std::int32_t p = v2p[v < limit ? v : limit];
-            out[i] = PhysicalPage{p < 0 ? 0 : p};
-        }
+        translate_pages(translation(), in, out);
     }
 
-    /// Gathers the physical token of each virtual token into `out` (same length):
+    /// Gathers the physical token of each virtual token into `out` (same length, not overlapping `in`):
     /// `phys(t) = v2p[t / page_size] * page_size + t % page_size`. Unbound, negative and out-of-range ids
-    /// give token 0, the sink. Allocation-free; O(n), a shift and a mask when the page size is a power of two.
+    /// give token 0, the sink. Allocation-free; O(n), one lookup per page-sized run of ids from one page.
     void translate(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const noexcept {
-        const std::size_t n = in.size() < out.size() ? in.size() : out.size();
-        const std::int32_t* v2p = v2p_.data();
-        const auto limit = static_cast<std::uint32_t>(v2p_.size() - 1);
-        if (page_shift_ >= 0) {
-            translate_pages_of_tokens(in.first(n), out.first(n));
-            return;
-        }
-        const auto ps = static_cast<std::uint32_t>(page_size_);
-        for (std::size_t i = 0; i < n; ++i) {
-            const auto t = static_cast<std::uint32_t>(in[i].value());
-            const std::uint32_t v = t / ps;
-            const std::int32_t p = v2p[v < limit ? v : limit];
-            out[i] = PhysicalToken{p < 0 ? 0 : static_cast<std::int32_t>(static_cast<std::uint32_t>(p) * ps + (t - v * ps))};
-        }
+        translate_tokens(translation(), in, out);
     }
 
     /// The whole v2p table, sink and sentinel included (for kernels, mirrors and tests).
@@ -138,72 +127,6 @@ private:
         return p;
     }
 
-    // Power-of-two pages of 4+ tokens. Ids usually come as whole pages in order (a request's rows), so a run
-    // that starts on a page boundary is written as `base + k` after one lookup while a branch-free pass checks
-    // that the ids were in order (with the page size a compile-time constant the loop vectorizes); if they
-    // were not, the per-token gather rewrites them. In-place translation (`in` and `out` the same memory) is
-    // not supported.
-    void translate_pages_of_tokens(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const noexcept {
-        switch (page_shift_) {
-            case 2: return translate_runs<2>(in, out);
-            case 3: return translate_runs<3>(in, out);
-            case 4: return translate_runs<4>(in, out);
-            case 5: return translate_runs<5>(in, out);
-            case 6: return translate_runs<6>(in, out);
-            default: return translate_runs_dynamic(in, out);
-        }
-    }
-    template <std::uint32_t Shift>
-    void translate_runs(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const noexcept {
-        constexpr std::uint32_t ps = 1u << Shift;
-        constexpr std::uint32_t mask = ps - 1u;
-        const std::int32_t* v2p = v2p_.data();
-        const auto limit = static_cast<std::uint32_t>(v2p_.size() - 1);
-        const std::size_t n = in.size();
-        const VirtualToken* __restrict src = in.data();  // `in` and `out` never overlap (documented)
-        PhysicalToken* __restrict dst = out.data();
-        std::size_t i = 0;
-        while (i < n) {
-            const auto t = static_cast<std::uint32_t>(src[i].value());
-            const std::uint32_t v = t >> Shift;
-            const std::int32_t p = v2p[v < limit ? v : limit];
-            if ((t & mask) == 0 && n - i >= ps) {
-                // Write the page as if its ids were in order, and check that they were in the same pass.
-                const std::int32_t base = p < 0 ? 0 : static_cast<std::int32_t>(static_cast<std::uint32_t>(p) << Shift);
-                const std::int32_t step = p < 0 ? 0 : 1;
-                std::uint32_t diff = 0;
-                for (std::uint32_t k = 0; k < ps; ++k) {
-                    diff |= static_cast<std::uint32_t>(src[i + k].value()) ^ (t + k);
-                    dst[i + k] = PhysicalToken{base + step * static_cast<std::int32_t>(k)};
-                }
-                if (diff == 0) {
-                    i += ps;
-                    continue;
-                }
-            }
-            dst[i] = PhysicalToken{p < 0 ? 0 : static_cast<std::int32_t>((static_cast<std::uint32_t>(p) << Shift) | (t & mask))};
-            ++i;
-        }
-    }
-    void translate_runs_dynamic(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const noexcept {
-        const std::int32_t* v2p = v2p_.data();
-        const auto limit = static_cast<std::uint32_t>(v2p_.size() - 1);
-        const auto shift = static_cast<std::uint32_t>(page_shift_);
-        const std::uint32_t mask = (1u << shift) - 1u;
-        for (std::size_t i = 0; i < in.size(); ++i) {
-            const auto t = static_cast<std::uint32_t>(in[i].value());
-            const std::uint32_t v = t >> shift;
-            const std::int32_t p = v2p[v < limit ? v : limit];
-            out[i] = PhysicalToken{p < 0 ? 0 : static_cast<std::int32_t>((static_cast<std::uint32_t>(p) << shift) | (t & mask))};
-        }
-    }
-
-    static constexpr std::int32_t shift_of(std::int32_t ps) noexcept {
-        if (ps <= 0 || (ps & (ps - 1)) != 0) return -1;
-        std::int32_t s = 0;
-        while ((1 << s) < ps) ++s;
-        return s;
-    }
     [[nodiscard]] std::size_t clamp_v(std::int32_t v) const noexcept {
         return v >= 0 && static_cast<std::size_t>(v) < v2p_.size() - 1 ? static_cast<std::size_t>(v) : v2p_.size() - 1;
     }

@@ -1,0 +1,196 @@
+#pragma once
+/// \file
+/// The translation gathers: virtual page and token ids to physical ones through one v2p table. Free
+/// functions over a raw table view, so the host tables, a device mirror read back on the host, and CUDA
+/// kernels all translate with one definition (`TranslationTable::physical_token` is host/device).
+///
+/// The table's last entry is the -1 sentinel and entry 0 is the sink: an id that is negative, out of range
+/// or unbound is clamped to the sentinel, reads -1, and translates to id 0 (the sink), never out of bounds.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include <unikv/config.hpp>
+#include <unikv/ids.hpp>
+
+namespace unikv {
+
+/// A read-only view of one v2p table plus its page geometry; trivially copyable, so kernels take it by value.
+struct TranslationTable {
+    const std::int32_t* v2p = nullptr;  ///< `sentinel + 1` entries: the sink at 0, the -1 sentinel last
+    std::uint32_t sentinel = 0;         ///< index of the trailing -1 entry (the number of virtual pages)
+    std::uint32_t page_size = 1;        ///< tokens per page
+    std::int32_t page_shift = 0;        ///< log2(page_size) when it is a power of two, else -1
+
+    /// The v2p entry of virtual page `v` as stored: a page, or -1 when `v` is unbound, negative (it wraps
+    /// above the sentinel) or out of range. O(1).
+    [[nodiscard]] UNIKV_HOST_DEVICE std::int32_t entry(std::uint32_t v) const noexcept {
+        return v2p[v < sentinel ? v : sentinel];
+    }
+
+    /// The physical page of virtual page `v`; 0 (the sink) when `v` is negative, out of range or unbound. O(1).
+    [[nodiscard]] UNIKV_HOST_DEVICE std::int32_t physical_page(std::int32_t v) const noexcept {
+        const std::int32_t p = entry(static_cast<std::uint32_t>(v));
+        return p < 0 ? 0 : p;
+    }
+
+    /// `v2p[t / page_size] * page_size + t % page_size`, or 0 (the sink) for an unmapped token. O(1): a shift
+    /// and a mask for power-of-two pages, a division otherwise.
+    [[nodiscard]] UNIKV_HOST_DEVICE std::int32_t physical_token(std::int32_t t) const noexcept {
+        const auto u = static_cast<std::uint32_t>(t);
+        const std::uint32_t v = page_shift >= 0 ? u >> page_shift : u / page_size;
+        const std::int32_t p = entry(v);
+        return p < 0 ? 0 : static_cast<std::int32_t>(static_cast<std::uint32_t>(p) * page_size + (u - v * page_size));
+    }
+};
+
+/// log2(`page_size`) when it is a power of two, else -1.
+[[nodiscard]] constexpr std::int32_t page_shift_of(std::int32_t page_size) noexcept {
+    if (page_size <= 0 || (page_size & (page_size - 1)) != 0) return -1;
+    std::int32_t s = 0;
+    while ((1 << s) < page_size) ++s;
+    return s;
+}
+
+namespace detail {
+
+// Token ids mostly come as runs of a page (a request's rows), so translation works on groups of page_size
+// ids: one lookup per group, `id + delta` for its members, and a check folded into the same pass that every
+// member was in the group's first page. The check is accumulated over a block of groups and tested once;
+// a block that fails (ids across pages, negative ids, an unbound page, a ragged start) is redone id by id.
+// Groups of power-of-two pages run in GCC/Clang vector lanes: 16 bytes (SSE2, NEON) everywhere, and 32
+// bytes on x86-64 CPUs with AVX2, chosen at run time so engines need no special flags.
+inline constexpr std::size_t translate_block_groups = 64;
+
+using translate_lanes_16 = std::uint32_t __attribute__((vector_size(16)));
+#if defined(__x86_64__) && defined(__GNUC__)
+#define UNIKV_TRANSLATE_AVX2 1
+using translate_lanes_32 = std::uint32_t __attribute__((vector_size(32)));
+#else
+#define UNIKV_TRANSLATE_AVX2 0
+#endif
+
+template <std::uint32_t PageSize, class Lanes>
+[[gnu::always_inline]] inline bool translate_block_pow2(const TranslationTable& table, const std::byte* in,
+                                                        std::byte* out, std::size_t groups) noexcept {
+    constexpr std::uint32_t mask = PageSize - 1;
+    constexpr std::size_t group_bytes = PageSize * sizeof(std::uint32_t);
+    static_assert((PageSize & mask) == 0 && group_bytes % sizeof(Lanes) == 0);
+    Lanes outside{};            // bits above the page offset where a member left its group's page
+    std::int32_t unmapped = 0;  // negative once a group's page was unbound
+    for (std::size_t g = 0; g < groups; ++g, in += group_bytes, out += group_bytes) {
+        std::uint32_t first;
+        std::memcpy(&first, in, sizeof first);
+        const std::uint32_t base = first & ~mask;
+        const std::int32_t p = table.entry(first / PageSize);
+        unmapped |= p;
+        const std::uint32_t delta = static_cast<std::uint32_t>(p) * PageSize - base;
+        for (std::size_t k = 0; k < group_bytes; k += sizeof(Lanes)) {
+            Lanes x;
+            std::memcpy(&x, in + k, sizeof x);
+            outside |= x ^ base;
+            x += delta;
+            std::memcpy(out + k, &x, sizeof x);
+        }
+    }
+    std::uint32_t any = 0;
+    for (std::size_t lane = 0; lane < sizeof(Lanes) / sizeof(std::uint32_t); ++lane) any |= outside[lane];
+    return unmapped >= 0 && (any & ~mask) == 0;
+}
+
+template <std::uint32_t PageSize>
+bool translate_block_pow2_16(const TranslationTable& table, const std::byte* in, std::byte* out,
+                             std::size_t groups) noexcept {
+    return translate_block_pow2<PageSize, translate_lanes_16>(table, in, out, groups);
+}
+
+#if UNIKV_TRANSLATE_AVX2
+template <std::uint32_t PageSize>
+__attribute__((target("avx2"))) bool translate_block_pow2_32(const TranslationTable& table, const std::byte* in,
+                                                              std::byte* out, std::size_t groups) noexcept {
+    return translate_block_pow2<PageSize, translate_lanes_32>(table, in, out, groups);
+}
+#endif
+
+inline bool translate_block_any(const TranslationTable& table, const std::byte* in, std::byte* out,
+                                std::size_t groups) noexcept {
+    const std::uint32_t ps = table.page_size;
+    std::uint32_t outside = 0;  // nonzero once a member left its group's page
+    for (std::size_t g = 0; g < groups; ++g, in += ps * sizeof(std::uint32_t), out += ps * sizeof(std::uint32_t)) {
+        std::uint32_t first;
+        std::memcpy(&first, in, sizeof first);
+        const std::uint32_t base = first - first % ps;
+        const std::int32_t p = table.entry(first / ps);
+        const std::uint32_t keep = p < 0 ? 0u : ~0u;
+        const std::uint32_t delta = static_cast<std::uint32_t>(p) * ps - base;
+        for (std::uint32_t k = 0; k < ps; ++k) {
+            std::uint32_t x;
+            std::memcpy(&x, in + k * sizeof x, sizeof x);
+            outside |= static_cast<std::uint32_t>(x - base >= ps);
+            x = (x + delta) & keep;
+            std::memcpy(out + k * sizeof x, &x, sizeof x);
+        }
+    }
+    return outside == 0;
+}
+
+template <class Block>
+void translate_tokens_in_blocks(const TranslationTable& table, std::span<const VirtualToken> in,
+                                std::span<PhysicalToken> out, Block block) noexcept {
+    const std::size_t ps = table.page_size;
+    const std::size_t block_tokens = translate_block_groups * ps;
+    std::size_t i = 0;
+    for (; in.size() - i >= ps; i += block_tokens) {
+        const std::size_t groups = (in.size() - i) / ps < translate_block_groups ? (in.size() - i) / ps
+                                                                                  : translate_block_groups;
+        if (!block(table, reinterpret_cast<const std::byte*>(in.data() + i), reinterpret_cast<std::byte*>(out.data() + i),
+                   groups)) {
+            for (std::size_t k = i; k < i + groups * ps; ++k) out[k] = PhysicalToken{table.physical_token(in[k].value())};
+        }
+        if (groups < translate_block_groups) {
+            i += groups * ps;
+            break;
+        }
+    }
+    for (; i < in.size(); ++i) out[i] = PhysicalToken{table.physical_token(in[i].value())};
+}
+
+template <std::uint32_t PageSize>
+void translate_tokens_pow2(const TranslationTable& table, std::span<const VirtualToken> in,
+                           std::span<PhysicalToken> out) noexcept {
+#if UNIKV_TRANSLATE_AVX2
+    if (__builtin_cpu_supports("avx2")) return translate_tokens_in_blocks(table, in, out, translate_block_pow2_32<PageSize>);
+#endif
+    translate_tokens_in_blocks(table, in, out, translate_block_pow2_16<PageSize>);
+}
+
+}  // namespace detail
+
+/// Writes the physical page of each virtual page of `in` to `out` (at least as long). Allocation-free; O(n).
+inline void translate_pages(const TranslationTable& table, std::span<const VirtualPage> in,
+                            std::span<PhysicalPage> out) noexcept {
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = PhysicalPage{table.physical_page(in[i].value())};
+}
+
+/// Writes the physical token of each virtual token of `in` to `out` (at least as long; the two must not
+/// overlap). Allocation-free; O(n) with one table lookup per page-sized run of ids from one page, one per
+/// id otherwise.
+inline void translate_tokens(const TranslationTable& table, std::span<const VirtualToken> in,
+                             std::span<PhysicalToken> out) noexcept {
+    switch (table.page_size) {
+        case 1: {
+            for (std::size_t i = 0; i < in.size(); ++i) out[i] = PhysicalToken{table.physical_page(in[i].value())};
+            return;
+        }
+        case 4: return detail::translate_tokens_in_blocks(table, in, out, detail::translate_block_pow2_16<4>);
+        case 8: return detail::translate_tokens_pow2<8>(table, in, out);
+        case 16: return detail::translate_tokens_pow2<16>(table, in, out);
+        case 32: return detail::translate_tokens_pow2<32>(table, in, out);
+        case 64: return detail::translate_tokens_pow2<64>(table, in, out);
+        default: return detail::translate_tokens_in_blocks(table, in, out, detail::translate_block_any);
+    }
+}
+
+}  // namespace unikv

@@ -1,0 +1,127 @@
+// The batched translation gathers against the one-id definition (`TranslationTable::physical_token`), on
+// inputs built to break the page-run fast path: runs that cross pages, unbound pages inside a block, negative
+// and out-of-range ids, ragged starts and tails, and every block length around the block size.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <unikv/pools/page_table.hpp>
+#include <unikv/pools/translate.hpp>
+
+namespace {
+
+using namespace unikv;
+
+struct Fixture {
+    PageTable table;
+    std::vector<std::int32_t> bound;  // virtual pages with a physical page
+
+    Fixture(std::int32_t pages, std::int32_t page_size, std::mt19937& rng) : table(pages, pages, PageSize{page_size}) {
+        std::vector<std::int32_t> physical(static_cast<std::size_t>(pages - 1));
+        for (std::int32_t p = 1; p < pages; ++p) physical[static_cast<std::size_t>(p - 1)] = p;
+        std::shuffle(physical.begin(), physical.end(), rng);
+        for (std::int32_t v = 1; v < pages; ++v) {
+            if (v % 7 == 3) continue;  // leave some pages unbound: they must land on the sink
+            table.bind(v, physical[static_cast<std::size_t>(v - 1)]);
+            bound.push_back(v);
+        }
+    }
+};
+
+// Request-shaped ids (whole pages in order) with one kind of damage applied at a random place.
+std::vector<VirtualToken> make_input(const Fixture& f, std::int32_t page_size, std::size_t tokens, int damage,
+                                     std::mt19937& rng) {
+    std::vector<VirtualToken> in;
+    std::uniform_int_distribution<std::size_t> pick(0, f.bound.size() - 1);
+    const std::int32_t start = damage == 5 ? static_cast<std::int32_t>(rng() % static_cast<std::uint32_t>(page_size)) : 0;
+    while (in.size() < tokens) {
+        const std::int32_t v = f.bound[pick(rng)];
+        for (std::int32_t o = start; o < page_size && in.size() < tokens; ++o) in.emplace_back(v * page_size + o);
+    }
+    if (in.empty()) return in;
+    const std::size_t at = rng() % in.size();
+    const std::int32_t num_virtual = f.table.num_virtual();
+    switch (damage) {
+        case 1: in[at] = VirtualToken{in[at].value() + page_size}; break;                  // crosses into the next page
+        case 2: in[at] = VirtualToken{3 * page_size + in[at].value() % page_size}; break;  // an unbound page
+        case 3: in[at] = VirtualToken{-1 - static_cast<std::int32_t>(rng() % 1000)}; break;
+        case 4: in[at] = VirtualToken{num_virtual * page_size + static_cast<std::int32_t>(rng() % 100)}; break;
+        case 6: std::swap(in[at], in[rng() % in.size()]); break;                            // out of order
+        case 7:  // a whole run of an unbound page
+            for (std::size_t i = at - at % static_cast<std::size_t>(page_size);
+                 i < in.size() && i < at - at % static_cast<std::size_t>(page_size) + static_cast<std::size_t>(page_size); ++i)
+                in[i] = VirtualToken{3 * page_size + static_cast<std::int32_t>(i % static_cast<std::size_t>(page_size))};
+            break;
+        default: break;
+    }
+    return in;
+}
+
+std::vector<PhysicalToken> expected_of(const TranslationTable& t, const std::vector<VirtualToken>& in) {
+    std::vector<PhysicalToken> out;
+    for (const VirtualToken v : in) {
+        const std::int32_t page = v.value() < 0 ? -1 : v.value() / static_cast<std::int32_t>(t.page_size);
+        const std::int32_t p = page >= 0 && page < static_cast<std::int32_t>(t.sentinel) ? t.v2p[page] : -1;
+        out.emplace_back(p < 0 ? 0 : p * static_cast<std::int32_t>(t.page_size) + v.value() % static_cast<std::int32_t>(t.page_size));
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("token translation matches the one-id definition on damaged and ragged inputs") {
+    std::mt19937 rng(2026);
+    for (const std::int32_t page_size : {1, 2, 3, 4, 8, 16, 32, 64}) {
+        CAPTURE(page_size);
+        Fixture f(97, page_size, rng);
+        const TranslationTable t = f.table.translation();
+        const std::size_t block = detail::translate_block_groups * static_cast<std::size_t>(page_size);
+        for (const std::size_t tokens : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(page_size) - 1,
+                                         static_cast<std::size_t>(page_size) + 1, block - 1, block, block + 1,
+                                         3 * block + 5}) {
+            for (int damage = 0; damage <= 7; ++damage) {
+                CAPTURE(tokens);
+                CAPTURE(damage);
+                const std::vector<VirtualToken> in = make_input(f, page_size, tokens, damage, rng);
+                const std::vector<PhysicalToken> expected = expected_of(t, in);
+                std::vector<PhysicalToken> out(in.size(), PhysicalToken{-7});
+                f.table.translate(in, out);
+                CHECK(out == expected);
+                for (std::size_t i = 0; i < in.size(); ++i) REQUIRE(t.physical_token(in[i].value()) == expected[i].value());
+                if (page_size >= 4 && (page_size & (page_size - 1)) == 0) {
+                    // The portable 16-byte lanes, whatever the CPU picks at run time.
+                    std::vector<PhysicalToken> portable(in.size(), PhysicalToken{-7});
+                    switch (page_size) {
+                        case 4: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<4>); break;
+                        case 8: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<8>); break;
+                        case 16: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<16>); break;
+                        case 32: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<32>); break;
+                        default: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<64>); break;
+                    }
+                    CHECK(portable == expected);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("page translation maps unbound, negative and out-of-range ids to the sink") {
+    std::mt19937 rng(5);
+    Fixture f(33, 16, rng);
+    std::vector<VirtualPage> in{VirtualPage{0}, VirtualPage{3}, VirtualPage{-1}, VirtualPage{33}, VirtualPage{1 << 30}};
+    for (const std::int32_t v : f.bound) in.emplace_back(v);
+    std::vector<PhysicalPage> out(in.size());
+    f.table.translate(in, out);
+    CHECK(out[0] == PhysicalPage{0});
+    CHECK(out[1] == PhysicalPage{0});  // page 3 is left unbound by the fixture
+    CHECK(out[2] == PhysicalPage{0});
+    CHECK(out[3] == PhysicalPage{0});
+    CHECK(out[4] == PhysicalPage{0});
+    for (std::size_t i = 5; i < in.size(); ++i) {
+        CHECK(out[i].value() == f.table.physical_of(in[i].value()));
+        CHECK(f.table.virtual_of(out[i].value()) == in[i].value());
+    }
+}
