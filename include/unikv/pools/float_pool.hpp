@@ -82,6 +82,7 @@ struct FloatPool {
         void take_bound(std::span<const Id> vids, std::size_t low_limit, std::size_t high_limit,
                         std::vector<std::int32_t>* handed) {
             std::size_t i = core_.bind_from_holes(vids, handed);
+            if (i == vids.size()) return;  // the common case: holes were enough (skips building the callback)
             extend(static_cast<std::int32_t>(vids.size() - i), low_limit, high_limit, [&](std::int32_t p) {
                 core_.occupy_bound(p, detail::id_value(vids[i++]));
                 if (handed != nullptr) handed->push_back(p);
@@ -91,6 +92,7 @@ struct FloatPool {
         void take_reserved(std::int32_t n, std::size_t low_limit, std::size_t high_limit, std::vector<PhysicalPage>& out,
                            std::vector<std::int32_t>* handed) {
             const std::int32_t i = core_.reserve_from_holes(n, out, handed);
+            if (i == n) return;
             extend(n - i, low_limit, high_limit, [&](std::int32_t p) {
                 core_.occupy_reserved(p);
                 out.emplace_back(p);
