@@ -24,6 +24,7 @@
 #include <unikv/backend/backend_concept.hpp>
 #include <unikv/backend/counters.hpp>
 #include <unikv/backend/page_copy.hpp>
+#include <unikv/detail/backend/owned_handle.hpp>
 #include <unikv/error.hpp>
 
 namespace unikv {
@@ -216,57 +217,27 @@ public:
         cudaEvent_t event_ = nullptr;
     };
 
-    /// An owned non-blocking stream; synchronized and destroyed with the owner.
-    class Stream {
-    public:
-        Stream(Stream&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
-        Stream& operator=(Stream&& o) noexcept {
-            if (this != &o) {
-                reset();
-                ref_ = std::exchange(o.ref_, {});
-            }
-            return *this;
-        }
-        ~Stream() { reset(); }
-        [[nodiscard]] stream_ref ref() const noexcept { return ref_; }
-        operator stream_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
+private:
+    static void release_stream(const stream_ref& r) noexcept {
+        if (r.stream_ == nullptr) return;
+        cudaStreamSynchronize(r.stream_);  // finish queued work, like HostBackend's streams
+        cudaStreamDestroy(r.stream_);
+    }
+    static void release_event(const event_ref& r) noexcept {
+        if (r.event_ != nullptr) cudaEventDestroy(r.event_);  // CUDA defers it past pending records
+    }
 
-    private:
+public:
+    /// An owned non-blocking stream; synchronized and destroyed with the owner.
+    class Stream : public detail::owned_handle<stream_ref, &CudaBackend::release_stream> {
         friend class CudaBackend;
-        explicit Stream(stream_ref r) : ref_(r) {}
-        void reset() noexcept {
-            if (ref_.stream_ != nullptr) {
-                cudaStreamSynchronize(ref_.stream_);  // finish queued work, like HostBackend's streams
-                cudaStreamDestroy(ref_.stream_);
-            }
-            ref_ = {};
-        }
-        stream_ref ref_;
+        explicit Stream(stream_ref r) : owned_handle(r) {}
     };
 
     /// An owned event.
-    class Event {
-    public:
-        Event(Event&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
-        Event& operator=(Event&& o) noexcept {
-            if (this != &o) {
-                reset();
-                ref_ = std::exchange(o.ref_, {});
-            }
-            return *this;
-        }
-        ~Event() { reset(); }
-        [[nodiscard]] event_ref ref() const noexcept { return ref_; }
-        operator event_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
-
-    private:
+    class Event : public detail::owned_handle<event_ref, &CudaBackend::release_event> {
         friend class CudaBackend;
-        explicit Event(event_ref r) : ref_(r) {}
-        void reset() noexcept {
-            if (ref_.event_ != nullptr) cudaEventDestroy(ref_.event_);  // CUDA defers it past pending records
-            ref_ = {};
-        }
-        event_ref ref_;
+        explicit Event(event_ref r) : owned_handle(r) {}
     };
 
     /// Where a `Buffer` lives.

@@ -22,6 +22,7 @@
 #include <unikv/backend/execution_mode.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/detail/backend/host_engine.hpp>
+#include <unikv/detail/backend/owned_handle.hpp>
 #include <unikv/error.hpp>
 
 namespace unikv {
@@ -94,29 +95,16 @@ public:
         std::shared_ptr<detail::host::event_state> state_;
     };
 
-    /// An owned stream; finishes its queued work when destroyed.
-    class Stream {
-    public:
-        Stream(Stream&& o) noexcept : ref_(std::exchange(o.ref_, {})) {}
-        Stream& operator=(Stream&& o) noexcept {
-            if (this != &o) {
-                reset();
-                ref_ = std::exchange(o.ref_, {});
-            }
-            return *this;
-        }
-        ~Stream() { reset(); }
-        [[nodiscard]] stream_ref ref() const noexcept { return ref_; }
-        operator stream_ref() const noexcept { return ref_; }  // NOLINT: a handle converts to its view
+private:
+    static void release_stream(const stream_ref& r) noexcept {
+        if (r.state_ != nullptr) r.engine_->destroy_stream(r.state_);
+    }
 
-    private:
+public:
+    /// An owned stream; finishes its queued work when destroyed.
+    class Stream : public detail::owned_handle<stream_ref, &HostBackend::release_stream> {
         friend class HostBackend;
-        explicit Stream(stream_ref r) : ref_(r) {}
-        void reset() noexcept {
-            if (ref_.state_ != nullptr) ref_.engine_->destroy_stream(ref_.state_);
-            ref_ = {};
-        }
-        stream_ref ref_;
+        explicit Stream(stream_ref r) : owned_handle(r) {}
     };
 
     /// An owned event (move-only). Queued work that names it keeps its state alive after the owner is gone.
