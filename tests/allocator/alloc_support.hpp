@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -250,6 +251,18 @@ inline bool host_rows_hold(const HostBackend::Buffer& host, Component c, std::sp
         }
     }
     return true;
+}
+
+/// The device mirror of component `c` among `d` (on HostBackend the "device" is host memory, so tests read it).
+inline const TranslationTable& table_of(const DeviceTables& d, Component c) {
+    return c == Component::full ? d.full : c == Component::swa ? d.swa : d.mamba;
+}
+/// The mirror's v2p entries, sink and sentinel included.
+inline std::vector<std::int32_t> mirror_entries(const TranslationTable& d) { return {d.v2p, d.v2p + d.sentinel + 1}; }
+/// True when the mirror holds exactly the host table's v2p.
+inline bool mirror_matches(const TranslationTable& d, const PageTable& t) {
+    return d.v2p != nullptr && d.sentinel == static_cast<std::uint32_t>(t.num_virtual()) &&
+           std::equal(t.v2p().begin(), t.v2p().end(), d.v2p);
 }
 
 /// An arena byte snapshot, to prove a call changed no byte.

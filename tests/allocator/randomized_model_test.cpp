@@ -626,6 +626,7 @@ private:
         }
         if (backend_.queued(stream_) != 0) return;
         ++content_checks_;
+        check_device_tables();
         staging_.clear();
         for (std::size_t v = 1; v < full_.size(); ++v) {
             if (written_[v]) continue;
@@ -637,6 +638,21 @@ private:
             for (std::size_t s = 1; s < state_.size(); ++s) {
                 if (state_[s] >= 0) check_rows(Component::mamba, static_cast<std::int32_t>(s), static_cast<std::uint32_t>(state_[s]));
             }
+        }
+    }
+
+    // Every fourth drained check publishes the device tables (moves already published theirs) and, once the
+    // publish ran, compares every mirror with its host v2p.
+    void check_device_tables() {
+        if (content_checks_ % 4 != 0) return;
+        const DeviceTables d = alloc_.device_tables();
+        while (backend_.run_next(stream_)) {
+        }
+        expect(backend_.queued(stream_) == 0, "the device tables' publish did not run");
+        expect(mirror_matches(d.full, alloc_.page_table(Component::full)), "the FULL mirror differs from its v2p");
+        if constexpr (has_swa) expect(mirror_matches(d.swa, alloc_.page_table(Component::swa)), "the SWA mirror differs from its v2p");
+        if constexpr (has_mamba) {
+            expect(mirror_matches(d.mamba, alloc_.page_table(Component::mamba)), "the Mamba mirror differs from its v2p");
         }
     }
 

@@ -9,9 +9,10 @@
 /// never index outside the tables. Moving or rebinding a page whose p2v is -1 is a caller bug that throws
 /// before any write: the sentinel can never be overwritten through index -1.
 ///
-/// In a CUDA build the host tables stay authoritative; a device mirror of each table is refreshed by an
-/// asynchronous copy queued on the allocator's stream after every batch of table writes, so kernels queued
-/// later on that stream read the new mapping (see docs/allocator.md).
+/// The host tables are authoritative. Kernels read a device mirror of v2p (`pools/page_table_mirror.hpp`):
+/// every v2p write marks its chunk of `mirror_chunk_entries` entries dirty (O(1), preallocated, no locks),
+/// and a publish copies only the dirty chunks with one asynchronous copy queued on the allocator's stream,
+/// so kernels queued later on that stream read the new mapping (see docs/allocator.md). p2v is host-only.
 
 #include <cstddef>
 #include <cstdint>
@@ -30,11 +31,16 @@ class pool_core;
 
 class PageTable {
 public:
+    /// v2p entries per mirror chunk: the unit a device mirror is refreshed in (256 bytes).
+    static constexpr std::int32_t mirror_chunk_entries = 64;
+
     /// Tables for virtual ids `[0, num_virtual)` and physical pages `[0, num_physical)` of `page_size`
-    /// tokens. Both start unbound except the sink.
+    /// tokens. Both start unbound except the sink; no chunk is dirty.
     PageTable(std::int32_t num_virtual, std::int32_t num_physical, PageSize page_size)
         : v2p_(static_cast<std::size_t>(num_virtual) + 1, -1),
           p2v_(static_cast<std::size_t>(num_physical) + 1, -1),
+          dirty_bits_((chunks_of(v2p_.size()) + 63) / 64, 0),
+          dirty_list_(chunks_of(v2p_.size()), 0),
           page_size_(page_size.tokens),
           page_shift_(page_shift_of(page_size.tokens)) {
         UNIKV_EXPECTS(num_virtual >= 1 && num_physical >= 1 && page_size.tokens >= 1,
@@ -52,27 +58,31 @@ public:
     /// The virtual page bound to physical page `p`, or -1. O(1).
     [[nodiscard]] std::int32_t virtual_of(std::int32_t p) const noexcept { return p2v_[clamp_p(p)]; }
 
-    /// Binds virtual page `v` to physical page `p`. Throws `logic_error` unless both are in range, above the
-    /// sink and unbound.
+    /// Binds virtual page `v` to physical page `p` and marks `v`'s mirror chunk dirty. Throws `logic_error`
+    /// (nothing written or marked) unless both are in range, above the sink and unbound. O(1).
     void bind(std::int32_t v, std::int32_t p) {
         UNIKV_EXPECTS(v > 0 && v < num_virtual() && v2p_[v] == -1, "virtual page ", v, " is not free to bind");
         UNIKV_EXPECTS(p > 0 && p < num_physical() && p2v_[p] == -1, "physical page ", p, " is not free to bind");
         v2p_[v] = p;
         p2v_[p] = v;
+        mark_dirty(static_cast<std::size_t>(v));
     }
 
-    /// Unbinds virtual page `v`; returns the physical page it had. Throws `logic_error` if `v` is unbound.
+    /// Unbinds virtual page `v` (marking its mirror chunk dirty); returns the physical page it had. Throws
+    /// `logic_error` if `v` is unbound. O(1).
     std::int32_t unbind(std::int32_t v) {
         UNIKV_EXPECTS(v > 0 && v < num_virtual() && v2p_[v] > 0, "virtual page ", v, " is not bound");
         const std::int32_t p = v2p_[v];
         v2p_[v] = -1;
         p2v_[p] = -1;
+        mark_dirty(static_cast<std::size_t>(v));
         return p;
     }
 
     /// Moves the binding of physical page `src` to `dst` (the data copy is the caller's job): the virtual
     /// page of `src` now maps to `dst`. Throws `logic_error`, before writing anything, when `src` has no
     /// virtual page (p2v -1: a reserved or free page) or `dst` is bound: never a write through index -1.
+    /// Marks the virtual page's mirror chunk dirty. O(1).
     void move_binding(std::int32_t src, std::int32_t dst) {
         UNIKV_EXPECTS(src > 0 && src < num_physical() && p2v_[src] > 0, "physical page ", src,
                       " has no virtual page (p2v ", src > 0 && src < num_physical() ? p2v_[src] : -1,
@@ -83,6 +93,7 @@ public:
         v2p_[v] = dst;
         p2v_[dst] = v;
         p2v_[src] = -1;
+        mark_dirty(static_cast<std::size_t>(v));
     }
 
     /// The v2p table with its geometry, for the gathers of `pools/translate.hpp` (valid until the table dies).
@@ -111,6 +122,19 @@ public:
     /// The whole p2v table, sink and sentinel included.
     [[nodiscard]] std::span<const std::int32_t> p2v() const noexcept { return p2v_; }
 
+    /// Mirror chunks covering v2p: chunk `c` holds entries `[c * mirror_chunk_entries, ...)`; the last one
+    /// is partial.
+    [[nodiscard]] std::int32_t mirror_chunks() const noexcept { return static_cast<std::int32_t>(dirty_list_.size()); }
+    /// The chunks with a v2p write since the last `clear_dirty`, each once, in the order first written. O(1).
+    [[nodiscard]] std::span<const std::int32_t> dirty_chunks() const noexcept {
+        return std::span<const std::int32_t>(dirty_list_).first(dirty_count_);
+    }
+    /// Forgets the dirty chunks (a mirror has copied them). O(dirty chunks).
+    void clear_dirty() noexcept {
+        for (std::int32_t c : dirty_chunks()) dirty_bits_[static_cast<std::size_t>(c) / 64] = 0;
+        dirty_count_ = 0;
+    }
+
 private:
     friend class detail::pool_core;  // binds and unbinds after validating the whole call (hot paths)
     void bind_unchecked(std::int32_t v, std::int32_t p) noexcept {
@@ -118,13 +142,30 @@ private:
         UNIKV_ASSERT(p > 0 && p < num_physical() && p2v_[static_cast<std::size_t>(p)] == -1);
         v2p_[static_cast<std::size_t>(v)] = p;
         p2v_[static_cast<std::size_t>(p)] = v;
+        mark_dirty(static_cast<std::size_t>(v));
     }
     std::int32_t unbind_unchecked(std::int32_t v) noexcept {
         UNIKV_ASSERT(v > 0 && v < num_virtual() && v2p_[static_cast<std::size_t>(v)] > 0);
         const std::int32_t p = v2p_[static_cast<std::size_t>(v)];
         v2p_[static_cast<std::size_t>(v)] = -1;
         p2v_[static_cast<std::size_t>(p)] = -1;
+        mark_dirty(static_cast<std::size_t>(v));
         return p;
+    }
+
+    static constexpr std::size_t chunk_shift = 6;  // log2(mirror_chunk_entries)
+    static_assert(std::size_t{1} << chunk_shift == mirror_chunk_entries);
+    [[nodiscard]] static std::size_t chunks_of(std::size_t entries) noexcept {
+        return (entries + mirror_chunk_entries - 1) >> chunk_shift;
+    }
+    // Called by every v2p write: O(1), a bit test and at most one append to a list sized for every chunk.
+    void mark_dirty(std::size_t v) noexcept {
+        const std::size_t c = v >> chunk_shift;
+        std::uint64_t& word = dirty_bits_[c / 64];
+        const std::uint64_t bit = std::uint64_t{1} << (c % 64);
+        if ((word & bit) != 0) return;
+        word |= bit;
+        dirty_list_[dirty_count_++] = static_cast<std::int32_t>(c);
     }
 
     [[nodiscard]] std::size_t clamp_v(std::int32_t v) const noexcept {
@@ -137,6 +178,11 @@ private:
     // Both tables keep index 0 as the sink and their last entry as the -1 sentinel (see the file comment).
     std::vector<std::int32_t> v2p_;
     std::vector<std::int32_t> p2v_;
+    // Dirty mirror chunks: a bit per chunk, and the first `dirty_count_` entries of `dirty_list_` name the
+    // set bits. Both are sized for every chunk at construction, so marking never allocates.
+    std::vector<std::uint64_t> dirty_bits_;
+    std::vector<std::int32_t> dirty_list_;
+    std::size_t dirty_count_ = 0;
     std::int32_t page_size_;
     std::int32_t page_shift_;  // log2(page_size) when it is a power of two, else -1
 };

@@ -8,9 +8,10 @@
 /// it.
 ///
 /// Threading: one thread drives an allocator. Synchronization: allocation, frees, tombstones, translation,
-/// reservations, binds and cancels never touch the stream; compaction only queues copies and stream
-/// waits on it, and never blocks the host. Kernels that use translated ids must be queued on `stream()`
-/// (or on a stream that waits it) so that they run after the moves queued before them.
+/// reservations, binds and cancels never touch the stream (they only mark page-table chunks dirty);
+/// compaction only queues copies, stream waits and the refresh of the device page tables on it, and never
+/// blocks the host. Kernels that use translated ids take `device_tables()` right before they are queued on
+/// `stream()` (or on a stream that waits it), so that they run after the moves queued before them.
 ///
 /// Misuse (double free, freeing a tombstone or an unallocated id, binding an unreserved page, cancelling a
 /// submitted reservation, a component the layout lacks) throws `logic_error` naming the call and the id
@@ -43,6 +44,7 @@
 #include <unikv/pools/lazy_end_pool.hpp>
 #include <unikv/pools/move_gates.hpp>
 #include <unikv/pools/page_table.hpp>
+#include <unikv/pools/page_table_mirror.hpp>
 #include <unikv/pools/reservation.hpp>
 #include <unikv/pools/results.hpp>
 #include <unikv/pools/transfer_events.hpp>
@@ -168,11 +170,12 @@ public:
     static constexpr bool has_reservations =
         has_swa && reservations_enabled_v<typename layout_member_t<L, (swa_index < size_ ? swa_index : 0)>::reservations>;
 
-    /// Builds the arena (`config.arena_bytes` from `backend.allocate_device`) and its pools. Throws
-    /// `logic_error` for a bad configuration (with what to change), `out_of_memory` if the arena cannot be
-    /// allocated. Every copy, fill and stream wait the allocator issues goes to `stream`. Destroying the
-    /// allocator synchronizes `stream` once (its queued moves write into the arena it frees); reservations
-    /// must not outlive it.
+    /// Builds the arena (`config.arena_bytes` from `backend.allocate_device`), its pools and the device
+    /// mirrors of their v2p tables (uploaded by copies queued on `stream`). Throws `logic_error` for a bad
+    /// configuration (with what to change), `out_of_memory` if the arena cannot be allocated. Every copy,
+    /// fill and stream wait the allocator issues goes to `stream`. Destroying the allocator synchronizes
+    /// `stream` once (its queued moves write into the arena and mirrors it frees); reservations must not
+    /// outlive it.
     UnifiedAllocator(B& backend, const ArenaConfig& config, stream_ref stream, AllocatorOptions options = {});
     UnifiedAllocator(const UnifiedAllocator&) = delete;
     UnifiedAllocator& operator=(const UnifiedAllocator&) = delete;
@@ -225,6 +228,16 @@ public:
     void translate_swa(std::span<const VirtualPage> in, std::span<PhysicalPage> out) const;
     /// Physical Mamba slots (pages of one slot) of state ids. Needs a Mamba pool.
     void translate_state(std::span<const StateId> in, std::span<PhysicalPage> out) const;
+    /// The device page tables, for kernels that translate on the device (`pools/device_translate.cuh`):
+    /// first publishes every pool's v2p changes since the last publish to its device mirror, one copy per
+    /// changed pool queued on `stream()`. Contract: call it right before queueing kernels that read
+    /// translated ids on `stream()` (or on a stream that waits it); such a kernel sees the mapping as of this
+    /// call, and every move queued before it has run first (same stream). Calls that move pages (flush,
+    /// make_room, compact_holes, eager frees, an allocation that compacts) publish on their own. The tables
+    /// stay valid (same pointers) while the allocator lives; absent components have `v2p == nullptr`.
+    /// Never blocks the host. O(pools) with nothing to publish; else O(changed 64-entry chunks) plus one copy
+    /// per changed pool, and a new pinned staging slab only while all of a pool's slabs are in flight.
+    [[nodiscard]] DeviceTables device_tables();
 
     // ---- transfers ---------------------------------------------------------------------------------------
     /// Reserves `pages` unbound physical pages of pool `c` for a load (holes first; the shortfall ladder when
@@ -349,11 +362,18 @@ private:
     // The byte limit each member may grow to (its growth-side neighbour's facing frontier).
     template <std::size_t I>
     [[nodiscard]] std::size_t limit_of() const noexcept;
+    // Binds `ids` in member I: from holes inline when they cover the batch, else through the policy.
     template <std::size_t I, class Id>
     void take_bound(std::span<const Id> ids);
+    template <std::size_t I, class Id>
+    void take_bound_slow(std::span<const Id> ids);
     template <std::size_t I>
     void fill_handed();
-    [[nodiscard]] detail::move_context<B> make_context();
+    // Runs `f(ctx)` with a fresh move context, then publishes the tables if it moved pages, so the device
+    // mirrors follow every move at once, on the stream right behind its copies. Returns what `f` returns.
+    template <class F>
+    decltype(auto) with_moves(F&& f);
+    void publish_tables();
     [[nodiscard]] std::uint32_t movable_mask() const;
 
     // Capacity engine (unified_allocator_capacity.inl).
@@ -362,6 +382,8 @@ private:
     [[nodiscard]] std::int64_t largest_fit(std::size_t shape, std::uint32_t drain_mask) const;
     [[nodiscard]] std::uint32_t schedulable_credit(std::size_t shape, std::uint32_t movable) const;
     [[nodiscard]] std::int64_t memoized(memo_kind kind, std::size_t shape) const;
+    // The fast path of `relieve`: holes and free ids cover the whole demand, so nothing else can matter. O(1).
+    [[nodiscard]] bool covered_by_holes(const CapacityDemand& d) const noexcept;
     [[nodiscard]] AllocResult relieve(const CapacityDemand& d);
     [[nodiscard]] AllocResult shortfall_of(const CapacityDemand& d) const;
 
@@ -379,9 +401,12 @@ private:
     B* backend_;
     ArenaSpec spec_;
     AllocatorOptions options_;
-    detail::arena_owner<B> arena_;  // synchronizes the stream once before the arena is freed
     stream_ref stream_;
     std::unique_ptr<pools_t> pools_;  // on the heap: reservations cancel through it even after a move
+    std::array<PageTableMirror<B>, size_> mirrors_;  // one per pool, in layout order
+    // Declared after the mirrors so it is destroyed first: its one stream synchronization also covers the
+    // copies that read the mirrors' staging slabs and write their device tables.
+    detail::arena_owner<B> arena_;
     detail::registry_owner registry_;
     TransferEvents<B> events_;
     MoveGates gates_;

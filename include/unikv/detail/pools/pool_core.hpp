@@ -59,6 +59,12 @@ public:
 
     [[nodiscard]] const SubPoolSpec& spec() const noexcept { return spec_; }
     [[nodiscard]] const PageTable& table() const noexcept { return table_; }
+    /// Queues the v2p chunks written since the last publish into `mirror` on `stream` and forgets them
+    /// (`PageTableMirror::publish`); the only non-const access to the table outside the transitions below.
+    template <class Mirror>
+    bool publish_table(Mirror& mirror, typename Mirror::stream_ref stream) {
+        return mirror.publish(table_, stream);
+    }
     [[nodiscard]] page_state state(std::int32_t p) const noexcept {
         return p >= 0 && p < spec_.num_pages ? state_[static_cast<std::size_t>(p)] : page_state::sink;
     }

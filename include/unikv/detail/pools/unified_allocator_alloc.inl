@@ -19,7 +19,6 @@ UnifiedAllocator<L, B>::UnifiedAllocator(B& backend, const ArenaConfig& config, 
     : backend_(&backend),
       spec_(make_arena_spec(config, layout_components_v<L>)),
       options_(options),
-      arena_(backend.allocate_device(config.arena_bytes), stream),
       stream_(stream),
       pools_([this]<std::size_t... I>(std::index_sequence<I...>) {
           const std::int32_t full_ids = spec_[Component::full].num_pages;
@@ -31,6 +30,10 @@ UnifiedAllocator<L, B>::UnifiedAllocator(B& backend, const ArenaConfig& config, 
           };
           return std::make_unique<pools_t>(make(std::integral_constant<std::size_t, I>{})...);
       }(std::make_index_sequence<size_>{})),
+      mirrors_([&]<std::size_t... I>(std::index_sequence<I...>) {
+          return std::array<PageTableMirror<B>, size_>{PageTableMirror<B>(backend, pool<I>().core().table(), stream)...};
+      }(std::make_index_sequence<size_>{})),
+      arena_(backend.allocate_device(config.arena_bytes), stream),
       forward_(spec_[Component::full].num_pages, has_mamba ? spec_[Component::mamba].num_pages : 0) {
     registry_->set_owner(pools_.get(), &drop_reservation);
     const std::int32_t ids = std::max(spec_[Component::full].num_pages, has_mamba ? spec_[Component::mamba].num_pages : 0);
@@ -92,6 +95,18 @@ std::size_t UnifiedAllocator<L, B>::limit_of() const noexcept {
 template <class L, class B>
 template <std::size_t I, class Id>
 void UnifiedAllocator<L, B>::take_bound(std::span<const Id> ids) {
+    detail::pool_core& core = pool<I>().core();
+    if (ids.size() <= static_cast<std::size_t>(core.hole_pages()) && options_.handout_fill != HandoutFill::zero) {
+        // Every policy binds holes first, and holes that cover the batch need no limits (the fast path).
+        (void)core.bind_from_holes(ids, nullptr);
+        return;
+    }
+    take_bound_slow<I>(ids);
+}
+
+template <class L, class B>
+template <std::size_t I, class Id>
+void UnifiedAllocator<L, B>::take_bound_slow(std::span<const Id> ids) {
     handed_.clear();
     std::vector<std::int32_t>* handed = options_.handout_fill == HandoutFill::zero ? &handed_ : nullptr;
     if constexpr (has_float && I == 1) {
@@ -116,7 +131,9 @@ template <class Id>
 AllocResult UnifiedAllocator<L, B>::bind_new_pages(std::span<Id> out) {
     const auto n = static_cast<std::int32_t>(out.size());
     const CapacityDemand demand{.full = n, .swa = has_swa ? n : 0};
-    if (AllocResult r = relieve(demand); !r) return r;
+    if (!covered_by_holes(demand)) {
+        if (AllocResult r = relieve(demand); !r) return r;
+    }
     auto& full = pool<full_index>().core();
     for (Id& id : out) id = Id{full.pop_id()};
     const std::span<const Id> ids(out.data(), out.size());
@@ -221,6 +238,7 @@ template <class L, class B>
 void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pages, const char* call,
                                                  bool need_swa_bound, bool need_swa_tombstone, bool keep_marks) {
     const PageTable& full = pool<full_index>().core().table();
+    const bool track_repeats = pages.size() > 1;  // a single page cannot repeat: skip the marks (fast path)
     std::size_t marked = 0;
     const auto fail = [&](auto&&... parts) {
         for (std::size_t j = 0; j < marked; ++j) marks_[static_cast<std::size_t>(pages[j].value())] = 0;
@@ -229,7 +247,7 @@ void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pa
     for (const VirtualPage page : pages) {
         const std::int32_t v = page.value();
         if (v <= 0 || v >= full.num_virtual() || full.physical_of(v) <= 0) fail("virtual page ", v, " is not allocated");
-        if (marks_[static_cast<std::size_t>(v)] != 0) fail("virtual page ", v, " is listed twice");
+        if (track_repeats && marks_[static_cast<std::size_t>(v)] != 0) fail("virtual page ", v, " is listed twice");
         if constexpr (has_swa) {
             const detail::pool_core& swa = pool<swa_index>().core();
             const std::int32_t sp = swa.table().physical_of(v);
@@ -242,10 +260,12 @@ void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pa
                      " of a reservation whose load is not submitted; cancel the reservation first");
             }
         }
-        marks_[static_cast<std::size_t>(v)] = 1;
-        ++marked;
+        if (track_repeats) {
+            marks_[static_cast<std::size_t>(v)] = 1;
+            ++marked;
+        }
     }
-    if (!keep_marks) {
+    if (track_repeats && !keep_marks) {
         for (const VirtualPage page : pages) marks_[static_cast<std::size_t>(page.value())] = 0;
     }
 }
@@ -265,10 +285,7 @@ void UnifiedAllocator<L, B>::free(std::span<const VirtualPage> pages) {
         full.core().push_id(v);
     }
     if constexpr (has_eager_) {
-        if (!pages.empty()) {
-            auto ctx = make_context();
-            for_each_pool([&](auto& p, auto) { p.after_release(ctx); });
-        }
+        if (!pages.empty()) with_moves([&](auto& ctx) { for_each_pool([&](auto& p, auto) { p.after_release(ctx); }); });
     }
 }
 
@@ -279,10 +296,7 @@ void UnifiedAllocator<L, B>::free_swa(std::span<const VirtualPage> pages) {
     auto& swa = pool<swa_index>();
     for (const VirtualPage page : pages) swa.release_page(swa.core().release_bound(page.value()));
     if constexpr (has_eager_) {
-        if (!pages.empty()) {
-            auto ctx = make_context();
-            swa.after_release(ctx);
-        }
+        if (!pages.empty()) with_moves([&](auto& ctx) { swa.after_release(ctx); });
     }
 }
 
@@ -295,10 +309,7 @@ void UnifiedAllocator<L, B>::free_full(std::span<const VirtualPage> pages) {
         full.core().push_id(page.value());
     }
     if constexpr (has_eager_) {
-        if (!pages.empty()) {
-            auto ctx = make_context();
-            full.after_release(ctx);
-        }
+        if (!pages.empty()) with_moves([&](auto& ctx) { full.after_release(ctx); });
     }
 }
 
@@ -340,10 +351,7 @@ void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states) {
         mamba.core().push_id(id.value());
     }
     if constexpr (has_eager_) {
-        if (!states.empty()) {
-            auto ctx = make_context();
-            mamba.after_release(ctx);
-        }
+        if (!states.empty()) with_moves([&](auto& ctx) { mamba.after_release(ctx); });
     }
 }
 
@@ -384,6 +392,23 @@ void UnifiedAllocator<L, B>::translate_state(std::span<const StateId> in, std::s
         const std::int32_t p = table.physical_of(in[i].value());
         out[i] = PhysicalPage{p < 0 ? 0 : p};
     }
+}
+
+// ---- device page tables -----------------------------------------------------------------------------------
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::publish_tables() {
+    for_each_pool([&](auto& p, auto i) { (void)p.core().publish_table(mirrors_[decltype(i)::value], stream_); });
+}
+
+template <class L, class B>
+DeviceTables UnifiedAllocator<L, B>::device_tables() {
+    publish_tables();
+    DeviceTables out;
+    out.full = mirrors_[full_index].device_table();
+    if constexpr (has_swa) out.swa = mirrors_[swa_index].device_table();
+    if constexpr (has_mamba) out.mamba = mirrors_[mamba_index].device_table();
+    return out;
 }
 
 }  // namespace unikv

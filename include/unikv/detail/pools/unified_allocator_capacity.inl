@@ -192,45 +192,50 @@ AllocResult UnifiedAllocator<L, B>::ensure_capacity(const CapacityDemand& demand
 }
 
 template <class L, class B>
-AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
-    // Fast path: holes (and free ids) cover the whole demand; nothing else can matter.
+bool UnifiedAllocator<L, B>::covered_by_holes(const CapacityDemand& d) const noexcept {
     bool from_holes = d.full <= pool<full_index>().core().hole_pages() && d.full <= pool<full_index>().core().free_ids();
     if constexpr (has_swa) from_holes = from_holes && d.swa <= pool<swa_index>().core().hole_pages();
     if constexpr (has_mamba) {
         const detail::pool_core& m = pool<mamba_index>().core();
         from_holes = from_holes && d.mamba <= m.hole_pages() && d.mamba <= m.free_ids();
     }
-    if (from_holes) return {};
+    return from_holes;
+}
+
+template <class L, class B>
+AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
+    if (covered_by_holes(d)) return {};
     if (fits(d, 0, false)) return {};
-    auto ctx = make_context();
-    if constexpr (has_float) {
-        // Zero-copy absorption of the float's boundary holes is always allowed, and often enough.
-        (void)pool<1>().flush(ctx, FlushMode::urgent, false, 0);
-        if (fits(d, 0, false)) return {};
-    }
-    const std::uint32_t set = compaction_set(d, false);
-    if (set == 0) return shortfall_of(d);
-    for_each_pool([&](auto& p, auto i) {
-        if constexpr (decltype(i)::value != 1 || !has_float) {
-            if (((set >> decltype(i)::value) & 1u) != 0 && p.drainable() > 0) (void)p.flush(ctx, FlushMode::urgent, false, 0);
-        }
-    });
-    if (fits(d, 0, false)) return {};
-    if constexpr (has_float) {
-        auto& fl = pool<1>();
-        if ((set & relocate_bit) != 0 && fl.relocatable() && !fl.transparent()) {
-            // Relocate the float into the band the ends leave once they took their demand.
-            const auto front = [](const auto& p, std::int64_t demand) {
-                const std::int64_t end = p.extent() + std::max<std::int64_t>(0, demand - p.core().hole_pages());
-                return p.frontier_bytes_at(static_cast<std::int32_t>(std::min<std::int64_t>(end, p.core().spec().usable_pages())));
-            };
-            const std::size_t up_front = front(pool<0>(), d.of(layout_member_t<L, 0>::component));
-            const std::size_t down_front = front(pool<full_index>(), d.full);
-            if (up_front <= down_front) (void)fl.relocate_into(fl.band_lo(up_front), fl.band_hi(down_front), ctx);
+    return with_moves([&](auto& ctx) -> AllocResult {
+        if constexpr (has_float) {
+            // Zero-copy absorption of the float's boundary holes is always allowed, and often enough.
+            (void)pool<1>().flush(ctx, FlushMode::urgent, false, 0);
             if (fits(d, 0, false)) return {};
         }
-    }
-    return shortfall_of(d);
+        const std::uint32_t set = compaction_set(d, false);
+        if (set == 0) return shortfall_of(d);
+        for_each_pool([&](auto& p, auto i) {
+            if constexpr (decltype(i)::value != 1 || !has_float) {
+                if (((set >> decltype(i)::value) & 1u) != 0 && p.drainable() > 0) (void)p.flush(ctx, FlushMode::urgent, false, 0);
+            }
+        });
+        if (fits(d, 0, false)) return {};
+        if constexpr (has_float) {
+            auto& fl = pool<1>();
+            if ((set & relocate_bit) != 0 && fl.relocatable() && !fl.transparent()) {
+                // Relocate the float into the band the ends leave once they took their demand.
+                const auto front = [](const auto& p, std::int64_t demand) {
+                    const std::int64_t end = p.extent() + std::max<std::int64_t>(0, demand - p.core().hole_pages());
+                    return p.frontier_bytes_at(static_cast<std::int32_t>(std::min<std::int64_t>(end, p.core().spec().usable_pages())));
+                };
+                const std::size_t up_front = front(pool<0>(), d.of(layout_member_t<L, 0>::component));
+                const std::size_t down_front = front(pool<full_index>(), d.full);
+                if (up_front <= down_front) (void)fl.relocate_into(fl.band_lo(up_front), fl.band_hi(down_front), ctx);
+                if (fits(d, 0, false)) return {};
+            }
+        }
+        return shortfall_of(d);
+    });
 }
 
 template <class L, class B>

@@ -7,13 +7,23 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <utility>
 
 namespace unikv {
 
 template <class L, class B>
-detail::move_context<B> UnifiedAllocator<L, B>::make_context() {
-    return detail::move_context<B>(*backend_, region(), stream_, events_, forward_, move_src_, move_dst_);
+template <class F>
+decltype(auto) UnifiedAllocator<L, B>::with_moves(F&& f) {
+    detail::move_context<B> ctx(*backend_, region(), stream_, events_, forward_, move_src_, move_dst_);
+    if constexpr (std::is_void_v<std::invoke_result_t<F&, detail::move_context<B>&>>) {
+        f(ctx);
+        if (ctx.pages_moved > 0) publish_tables();
+    } else {
+        auto result = f(ctx);
+        if (ctx.pages_moved > 0) publish_tables();
+        return result;
+    }
 }
 
 template <class L, class B>
@@ -189,20 +199,21 @@ FlushResult UnifiedAllocator<L, B>::flush(FlushMode mode) {
     bool idle = true;
     for_each_pool([&](const auto& p, auto) { idle = idle && p.idle(); });
     if (idle) return total;
-    auto ctx = make_context();
     const bool open = gates_.open();
-    const auto run = [&](auto& p) {
-        const FlushResult r = p.flush(ctx, mode, !open || p.core().pending_load_pages() > 0,
-                                      options_.max_moves_per_opportunistic_flush);
-        total.blocked = total.blocked || r.blocked;
-        total.stopped_by_forward = total.stopped_by_forward || r.stopped_by_forward;
-    };
-    // The float first: its zero-copy absorption can make the ends' moves unnecessary.
-    if constexpr (has_float) run(pool<1>());
-    run(pool<full_index>());
-    run(pool<0>());
-    total.pages_moved = ctx.pages_moved;
-    total.bytes_moved = ctx.bytes_moved;
+    with_moves([&](auto& ctx) {
+        const auto run = [&](auto& p) {
+            const FlushResult r = p.flush(ctx, mode, !open || p.core().pending_load_pages() > 0,
+                                          options_.max_moves_per_opportunistic_flush);
+            total.blocked = total.blocked || r.blocked;
+            total.stopped_by_forward = total.stopped_by_forward || r.stopped_by_forward;
+        };
+        // The float first: its zero-copy absorption can make the ends' moves unnecessary.
+        if constexpr (has_float) run(pool<1>());
+        run(pool<full_index>());
+        run(pool<0>());
+        total.pages_moved = ctx.pages_moved;
+        total.bytes_moved = ctx.bytes_moved;
+    });
     return total;
 }
 
@@ -211,8 +222,9 @@ std::size_t UnifiedAllocator<L, B>::make_room(Side side, std::size_t min_bytes) 
     static_assert(has_float, "unikv: make_room needs a TriPool layout with a FloatPool in the middle");
     auto& fl = pool<1>();
     const bool blocked = !gates_.open() || fl.core().pending_load_pages() > 0;
-    auto ctx = make_context();
-    return fl.make_room(side, min_bytes, pool<0>().frontier_bytes(), pool<full_index>().frontier_bytes(), ctx, blocked);
+    return with_moves([&](auto& ctx) {
+        return fl.make_room(side, min_bytes, pool<0>().frontier_bytes(), pool<full_index>().frontier_bytes(), ctx, blocked);
+    });
 }
 
 template <class L, class B>
@@ -220,8 +232,7 @@ std::size_t UnifiedAllocator<L, B>::compact_holes(Side retreat_side) {
     static_assert(has_float, "unikv: compact_holes needs a TriPool layout with a FloatPool in the middle");
     auto& fl = pool<1>();
     const bool blocked = !gates_.open() || fl.core().pending_load_pages() > 0;
-    auto ctx = make_context();
-    return fl.compact_holes(retreat_side, ctx, blocked);
+    return with_moves([&](auto& ctx) { return fl.compact_holes(retreat_side, ctx, blocked); });
 }
 
 }  // namespace unikv
