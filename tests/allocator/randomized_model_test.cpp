@@ -722,6 +722,12 @@ public:
     [[nodiscard]] std::uint64_t content_checks() const { return content_checks_; }
     [[nodiscard]] std::uint64_t moved_bytes() const { return backend_.counters().bytes_copied; }
 
+    // Queued copies read and write the staging and transfer buffers declared below the streams: run them
+    // while those buffers live (a run that failed early leaves work queued).
+    ~Run() { backend_.run_all(); }
+    Run(const Run&) = delete;
+    Run& operator=(const Run&) = delete;
+
 private:
     std::mt19937_64 rng_;
     std::uint64_t ops_;
