@@ -19,6 +19,20 @@
 #define UNIKV_HOST_DEVICE
 #endif
 
+#if defined(__GNUC__)
+/// 1 when GCC/Clang vector types (`__attribute__((vector_size))`) are available to host code.
+#define UNIKV_HAS_VECTOR_TYPES 1
+#else
+#define UNIKV_HAS_VECTOR_TYPES 0
+#endif
+
+#if UNIKV_HAS_VECTOR_TYPES && defined(__x86_64__)
+/// 1 when host code may carry AVX2 variants (`target("avx2")`) picked at run time with `__builtin_cpu_supports`.
+#define UNIKV_HAS_AVX2_DISPATCH 1
+#else
+#define UNIKV_HAS_AVX2_DISPATCH 0
+#endif
+
 #if defined(UNIKV_ENABLE_ASSERTS) || !defined(NDEBUG)
 /// 1 when `UNIKV_ASSERT` checks internal invariants (debug builds, or `-DUNIKV_ENABLE_ASSERTS`).
 #define UNIKV_ASSERTS_ENABLED 1

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -42,8 +43,9 @@ std::vector<VirtualToken> make_input(const Fixture& f, std::int32_t page_size, s
         for (std::int32_t o = start; o < page_size && in.size() < tokens; ++o) in.emplace_back(v * page_size + o);
     }
     if (in.empty()) return in;
-    const std::size_t at = rng() % in.size();
     const std::int32_t num_virtual = f.table.num_virtual();
+    for (std::uint32_t hits = 1 + rng() % 3; hits > 0; --hits) {  // one to three damaged places
+    const std::size_t at = rng() % in.size();
     switch (damage) {
         case 1: in[at] = VirtualToken{in[at].value() + page_size}; break;                  // crosses into the next page
         case 2: in[at] = VirtualToken{3 * page_size + in[at].value() % page_size}; break;  // an unbound page
@@ -55,7 +57,10 @@ std::vector<VirtualToken> make_input(const Fixture& f, std::int32_t page_size, s
                  i < in.size() && i < at - at % static_cast<std::size_t>(page_size) + static_cast<std::size_t>(page_size); ++i)
                 in[i] = VirtualToken{3 * page_size + static_cast<std::int32_t>(i % static_cast<std::size_t>(page_size))};
             break;
+        case 8: in[at] = VirtualToken{rng() % 2 == 0 ? std::numeric_limits<std::int32_t>::min()
+                                                     : std::numeric_limits<std::int32_t>::max()}; break;
         default: break;
+    }
     }
     return in;
 }
@@ -70,11 +75,72 @@ std::vector<PhysicalToken> expected_of(const TranslationTable& t, const std::vec
     return out;
 }
 
+template <std::uint32_t PageSize>
+std::vector<std::vector<PhysicalToken>> through_lanes(const TranslationTable& t, const std::vector<VirtualToken>& in) {
+    std::vector<std::vector<PhysicalToken>> outs;
+#if UNIKV_HAS_VECTOR_TYPES
+    outs.emplace_back(in.size(), PhysicalToken{-7});
+    detail::translate_tokens_in_blocks(t, in, outs.back(), detail::translate_block_pow2_16<PageSize>);
+#endif
+#if UNIKV_HAS_AVX2_DISPATCH
+    if constexpr (PageSize >= 8) {
+        if (__builtin_cpu_supports("avx2")) {
+            outs.emplace_back(in.size(), PhysicalToken{-7});
+            detail::translate_tokens_in_blocks(t, in, outs.back(), detail::translate_block_pow2_32<PageSize>);
+        }
+    }
+#endif
+    return outs;
+}
+
+std::size_t lane_widths(std::int32_t page_size) {
+    std::size_t n = UNIKV_HAS_VECTOR_TYPES;
+#if UNIKV_HAS_AVX2_DISPATCH
+    if (page_size >= 8 && __builtin_cpu_supports("avx2")) ++n;
+#endif
+    (void)page_size;
+    return n;
+}
+
+std::vector<std::vector<PhysicalToken>> through_each_lane_width(const TranslationTable& t, const std::vector<VirtualToken>& in,
+                                                                std::int32_t page_size) {
+    switch (page_size) {
+        case 4: return through_lanes<4>(t, in);
+        case 8: return through_lanes<8>(t, in);
+        case 16: return through_lanes<16>(t, in);
+        case 32: return through_lanes<32>(t, in);
+        case 64: return through_lanes<64>(t, in);
+        case 128: return through_lanes<128>(t, in);
+        default: return through_lanes<256>(t, in);
+    }
+}
+
 }  // namespace
+
+TEST_CASE("translation writes min(in, out) ids and nothing past the shorter output") {
+    std::mt19937 rng(11);
+    for (const std::int32_t page_size : {1, 3, 16, 64}) {
+        Fixture f(40, page_size, rng);
+        const std::vector<VirtualToken> in = make_input(f, page_size, 8 * static_cast<std::size_t>(page_size) + 3, 0, rng);
+        const std::vector<PhysicalToken> expected = expected_of(f.table.translation(), in);
+        for (const std::size_t shorter : {std::size_t{0}, std::size_t{1}, in.size() / 2, in.size() - 1}) {
+            std::vector<PhysicalToken> out(in.size(), PhysicalToken{-7});
+            f.table.translate(in, std::span(out).first(shorter));
+            CHECK(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(shorter), expected.begin()));
+            CHECK(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(shorter), out.end(),
+                              [](PhysicalToken p) { return p == PhysicalToken{-7}; }));
+        }
+        std::vector<VirtualPage> pages(5, VirtualPage{2});
+        std::vector<PhysicalPage> page_out(5, PhysicalPage{-7});
+        f.table.translate(pages, std::span(page_out).first(2));
+        CHECK(page_out[2] == PhysicalPage{-7});
+        CHECK(page_out[1].value() == f.table.physical_of(2));
+    }
+}
 
 TEST_CASE("token translation matches the one-id definition on damaged and ragged inputs") {
     std::mt19937 rng(2026);
-    for (const std::int32_t page_size : {1, 2, 3, 4, 8, 16, 32, 64}) {
+    for (const std::int32_t page_size : {1, 2, 3, 4, 8, 16, 32, 64, 128, 256}) {
         CAPTURE(page_size);
         Fixture f(97, page_size, rng);
         const TranslationTable t = f.table.translation();
@@ -82,7 +148,7 @@ TEST_CASE("token translation matches the one-id definition on damaged and ragged
         for (const std::size_t tokens : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(page_size) - 1,
                                          static_cast<std::size_t>(page_size) + 1, block - 1, block, block + 1,
                                          3 * block + 5}) {
-            for (int damage = 0; damage <= 7; ++damage) {
+            for (int damage = 0; damage <= 8; ++damage) {
                 CAPTURE(tokens);
                 CAPTURE(damage);
                 const std::vector<VirtualToken> in = make_input(f, page_size, tokens, damage, rng);
@@ -92,16 +158,8 @@ TEST_CASE("token translation matches the one-id definition on damaged and ragged
                 CHECK(out == expected);
                 for (std::size_t i = 0; i < in.size(); ++i) REQUIRE(t.physical_token(in[i].value()) == expected[i].value());
                 if (page_size >= 4 && (page_size & (page_size - 1)) == 0) {
-                    // The portable 16-byte lanes, whatever the CPU picks at run time.
-                    std::vector<PhysicalToken> portable(in.size(), PhysicalToken{-7});
-                    switch (page_size) {
-                        case 4: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<4>); break;
-                        case 8: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<8>); break;
-                        case 16: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<16>); break;
-                        case 32: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<32>); break;
-                        default: detail::translate_tokens_in_blocks(t, in, portable, detail::translate_block_pow2_16<64>); break;
-                    }
-                    CHECK(portable == expected);
+                    // Every lane width, whatever the CPU picks at run time.
+                    CHECK(through_each_lane_width(t, in, page_size) == std::vector<std::vector<PhysicalToken>>(lane_widths(page_size), expected));
                 }
             }
         }

@@ -36,10 +36,11 @@ TEST_CASE("page copies preserve every byte of every page in random orders and en
         HostBackend backend({.mode = mode});
         auto stream = backend.make_stream();
         std::mt19937 rng(42);
-        // 65544-byte envelopes x 80 pages exceed the streaming threshold with envelopes that are neither
+        // The two largest envelope sizes copy more than the streaming threshold, 65544-byte ones neither
         // 16-byte multiples nor all 16-byte aligned, so the vector body, its tail and the fallback all run.
         for (std::size_t page_bytes : {1ul, 3ul, 64ul, 4096ul, 16384ul + 8, 65536ul + 8, 1ul << 20}) {
-            const std::int32_t pages = page_bytes >= (1u << 20) ? 6 : page_bytes > 65536 ? 80 : 40;
+            const std::int32_t pages =
+                page_bytes > 65536 ? static_cast<std::int32_t>(2 * detail::streaming_copy_threshold / page_bytes + 8) : 40;
             auto src = backend.allocate_device(pages * page_bytes);
             auto dst = backend.allocate_pinned(pages * page_bytes);
             paint(src.region(), static_cast<std::uint32_t>(page_bytes));
@@ -60,6 +61,27 @@ TEST_CASE("page copies preserve every byte of every page in random orders and en
             for (std::size_t i = n; i < dst_pages.size(); ++i) {
                 const std::size_t off = static_cast<std::size_t>(dst_pages[i]) * page_bytes;
                 CHECK(std::memcmp(dst.data() + off, before.data() + off, page_bytes) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("the streaming copy equals memcpy at every alignment and tail length") {
+    std::vector<std::byte> src(8192 + 64);
+    std::vector<std::byte> dst(8192 + 64);
+    region_ref s{src.data(), src.size()};
+    paint(s, 5);
+    for (std::size_t src_off : {0ul, 1ul, 8ul, 16ul}) {
+        for (std::size_t dst_off : {0ul, 3ul, 16ul}) {
+            for (std::size_t bytes : {0ul, 1ul, 15ul, 16ul, 63ul, 64ul, 65ul, 1000ul, 4096ul + 17, 8192ul}) {
+                std::fill(dst.begin(), dst.end(), std::byte{0xEE});
+                // Align the bases to 16 bytes, so offset 0 and 16 take the vector body.
+                std::byte* d = dst.data() + (16 - reinterpret_cast<std::uintptr_t>(dst.data()) % 16) % 16 + dst_off;
+                const std::byte* from = src.data() + (16 - reinterpret_cast<std::uintptr_t>(src.data()) % 16) % 16 + src_off;
+                detail::copy_streaming(d, from, bytes);
+                CHECK(std::memcmp(d, from, bytes) == 0);
+                CHECK(d[bytes] == std::byte{0xEE});  // nothing written past the end
+                CHECK((d == dst.data() || d[-1] == std::byte{0xEE}));
             }
         }
     }

@@ -173,14 +173,14 @@ inline void copy_streaming(std::byte* dst, const std::byte* src, std::size_t byt
     std::memcpy(dst, src, bytes);
 }
 
-/// Total bytes above which a batch of whole-envelope copies bypasses the cache (it would only evict it).
+/// Total bytes from which a batch of whole-envelope copies bypasses the cache (it would only evict it).
 /// Half a typical server L3: a smaller batch stays cached, where the next kernel reads it (an urgent flush of
 /// 8 MiB ran at 0.72x memcpy streamed and 0.80-0.85x cached on the CI machine kind, 32 MiB L3).
 inline constexpr std::size_t streaming_copy_threshold = std::size_t{16} << 20;
 
 /// Copies the selected bytes of each envelope `src_pages[i]` to `dst_pages[i]`, merging runs of consecutive
 /// pages (both sides ascending by one) into one copy for whole-envelope copies, with non-temporal stores for
-/// batches larger than `streaming_copy_threshold`. Reads the source when called.
+/// batches of at least `streaming_copy_threshold` bytes. Reads the source when called.
 /// Complexity: O(n) copy calls at most, O(bytes) work.
 inline void copy_pages_host(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
                             std::span<const std::int32_t> dst_pages, std::size_t page_bytes,

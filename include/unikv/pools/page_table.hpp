@@ -35,16 +35,16 @@ public:
     static constexpr std::int32_t mirror_chunk_entries = 64;
 
     /// Tables for virtual ids `[0, num_virtual)` and physical pages `[0, num_physical)` of `page_size`
-    /// tokens. Both start unbound except the sink; no chunk is dirty.
+    /// tokens. Both start unbound except the sink; no chunk is dirty. Throws `logic_error` unless both counts
+    /// and the page size are positive and every token id of either side fits int32 (so a negative id can
+    /// never divide down to a real page).
     PageTable(std::int32_t num_virtual, std::int32_t num_physical, PageSize page_size)
-        : v2p_(static_cast<std::size_t>(num_virtual) + 1, -1),
+        : v2p_(checked_entries(num_virtual, num_physical, page_size.tokens), -1),
           p2v_(static_cast<std::size_t>(num_physical) + 1, -1),
           dirty_bits_((chunks_of(v2p_.size()) + 63) / 64, 0),
           dirty_list_(chunks_of(v2p_.size()), 0),
           page_size_(page_size.tokens),
           page_shift_(page_shift_of(page_size.tokens)) {
-        UNIKV_EXPECTS(num_virtual >= 1 && num_physical >= 1 && page_size.tokens >= 1,
-                      "a page table needs the sink page and a positive page size");
         v2p_[0] = 0;
         p2v_[0] = 0;
     }
@@ -54,7 +54,9 @@ public:
     [[nodiscard]] std::int32_t page_size() const noexcept { return page_size_; }
 
     /// The physical page bound to virtual page `v`, or -1 (unbound, or `v` out of range). O(1).
-    [[nodiscard]] std::int32_t physical_of(std::int32_t v) const noexcept { return v2p_[clamp_v(v)]; }
+    [[nodiscard]] std::int32_t physical_of(std::int32_t v) const noexcept {
+        return translation().entry(static_cast<std::uint32_t>(v));
+    }
     /// The virtual page bound to physical page `p`, or -1. O(1).
     [[nodiscard]] std::int32_t virtual_of(std::int32_t p) const noexcept { return p2v_[clamp_p(p)]; }
 
@@ -104,13 +106,13 @@ public:
                 .page_shift = page_shift_};
     }
 
-    /// Gathers the physical page of each virtual page into `out` (same length). Unbound, negative and
-    /// out-of-range ids give page 0, the sink. Allocation-free; O(n).
+    /// Gathers the physical page of each virtual page into `out` (`min` of both lengths). Unbound, negative
+    /// and out-of-range ids give page 0, the sink. Allocation-free; O(n).
     void translate(std::span<const VirtualPage> in, std::span<PhysicalPage> out) const noexcept {
         translate_pages(translation(), in, out);
     }
 
-    /// Gathers the physical token of each virtual token into `out` (same length, not overlapping `in`):
+    /// Gathers the physical token of each virtual token into `out` (`min` of both lengths; not overlapping `in`):
     /// `phys(t) = v2p[t / page_size] * page_size + t % page_size`. Unbound, negative and out-of-range ids
     /// give token 0, the sink. Allocation-free; O(n), one lookup per page-sized run of ids from one page.
     void translate(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const noexcept {
@@ -168,8 +170,17 @@ private:
         dirty_list_[dirty_count_++] = static_cast<std::int32_t>(c);
     }
 
-    [[nodiscard]] std::size_t clamp_v(std::int32_t v) const noexcept {
-        return v >= 0 && static_cast<std::size_t>(v) < v2p_.size() - 1 ? static_cast<std::size_t>(v) : v2p_.size() - 1;
+    // v2p's size, once the arguments are checked (before any table is built).
+    static std::size_t checked_entries(std::int32_t num_virtual, std::int32_t num_physical, std::int32_t page_size) {
+        UNIKV_EXPECTS(num_virtual >= 1 && num_physical >= 1 && page_size >= 1,
+                      "a page table needs the sink page and a positive page size (virtual ", num_virtual,
+                      ", physical ", num_physical, ", page size ", page_size, ")");
+        constexpr std::int64_t token_limit = std::int64_t{1} << 31;
+        UNIKV_EXPECTS(std::int64_t{num_virtual} * page_size <= token_limit &&
+                          std::int64_t{num_physical} * page_size <= token_limit,
+                      "token ids of ", num_virtual, " virtual and ", num_physical, " physical pages of ", page_size,
+                      " tokens overflow int32");
+        return static_cast<std::size_t>(num_virtual) + 1;
     }
     [[nodiscard]] std::size_t clamp_p(std::int32_t p) const noexcept {
         return p >= 0 && static_cast<std::size_t>(p) < p2v_.size() - 1 ? static_cast<std::size_t>(p) : p2v_.size() - 1;

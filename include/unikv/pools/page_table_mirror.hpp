@@ -7,7 +7,8 @@
 /// A publish copies the table's dirty chunks (`PageTable::dirty_chunks`, 256 bytes each) into a pinned staging
 /// slab and queues one `copy_pages_async` from the slab to the device table, then records the slab's event.
 /// Backend copies read their source when they run, not when they are queued, so a slab is written again only
-/// once its event has fired (`query()`, never a wait); while every slab is in flight the pool grows by one.
+/// once its event has fired (`query()`, never a wait); while every slab is in flight the pool grows by one (two
+/// are allocated up front).
 /// Slabs hold the whole table, so any publish fits in one; their number is the most publishes ever in flight
 /// at once (a few: the stream runs at most a few scheduler steps behind the host).
 
@@ -15,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <numeric>
 #include <span>
 #include <utility>
@@ -46,6 +48,8 @@ class PageTableMirror {
 
 public:
     using stream_ref = typename B::stream_ref;
+    /// Staging slabs allocated up front, so the usual one or two publishes in flight never allocate.
+    static constexpr std::size_t initial_slabs = 2;
     /// Bytes of one mirror chunk, the unit of every refresh.
     static constexpr std::size_t chunk_bytes = PageTable::mirror_chunk_entries * sizeof(std::int32_t);
 
@@ -59,6 +63,7 @@ public:
           slab_ids_(static_cast<std::size_t>(table.mirror_chunks())) {
         std::iota(slab_ids_.begin(), slab_ids_.end(), 0);
         geometry_.v2p = reinterpret_cast<const std::int32_t*>(device_.region().data);
+        for (std::size_t k = 0; k < initial_slabs; ++k) slabs_.push_back(make_slab());  // never-recorded: free
         queue(table, slab_ids_, stream);
     }
     PageTableMirror(const PageTableMirror&) = delete;
@@ -85,7 +90,9 @@ public:
     ~PageTableMirror() { quiesce(); }
 
     /// Queues the chunks of `table` written since its last publish on `stream` (one copy and one event
-    /// record) and forgets them; returns false, queuing nothing, when none was. Work queued on `stream`
+    /// record) and forgets them; returns false, queuing nothing, when none was. A table feeds one mirror:
+    /// publishing consumes its dirty set. On a throw (no pinned memory for a new slab) nothing is queued and
+    /// the chunks stay dirty for the next publish. Work queued on `stream`
     /// afterwards reads the table as of this call. Precondition: `table` is the table this mirror was built
     /// from. Never blocks the host. O(1) when nothing is dirty, else O(dirty chunks * 64) plus the backend
     /// copy; allocates only when every staging slab is in flight.
@@ -135,20 +142,27 @@ private:
             }
         }
         const std::size_t at = slabs_.empty() ? 0 : next_;
-        slabs_.insert(slabs_.begin() + static_cast<std::ptrdiff_t>(at),
-                      slab{backend_->allocate_pinned(slab_ids_.size() * chunk_bytes), backend_->make_event()});
+        slabs_.insert(slabs_.begin() + static_cast<std::ptrdiff_t>(at), make_slab());
         next_ = (at + 1) % slabs_.size();
         return slabs_[at];
     }
 
-    // The slabs and the device table are read and written by queued copies: wait those still in flight.
+    slab make_slab() { return slab{backend_->allocate_pinned(slab_ids_.size() * chunk_bytes), backend_->make_event()}; }
+
+    // The slabs and the device table are read and written by queued copies: wait those still in flight. When
+    // a wait fails, a queued copy may still touch this memory, so it is leaked rather than freed under it.
     void quiesce() noexcept {
+        bool failed = false;
         for (slab& s : slabs_) {
             try {
                 if (!s.done.ref().query()) s.done.ref().synchronize();
-            } catch (...) {  // a destructor must not throw; a failed wait leaves nothing better to do
+            } catch (...) {
+                failed = true;
             }
         }
+        if (!failed) return;
+        for (slab& s : slabs_) (void)new (std::nothrow) decltype(s.buffer)(std::move(s.buffer));
+        (void)new (std::nothrow) decltype(device_)(std::move(device_));
     }
 
     B* backend_;

@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 #include <unikv/config.hpp>
+#include <unikv/error.hpp>
 #include <unikv/ids.hpp>
 
 namespace unikv {
@@ -37,7 +39,8 @@ struct TranslationTable {
     }
 
     /// `v2p[t / page_size] * page_size + t % page_size`, or 0 (the sink) for an unmapped token. O(1): a shift
-    /// and a mask for power-of-two pages, a division otherwise.
+    /// for power-of-two pages, a division otherwise. Negative ids reach the sentinel as long as every token id
+    /// fits int32 (`sentinel * page_size <= 2^31`, which `PageTable` checks).
     [[nodiscard]] UNIKV_HOST_DEVICE std::int32_t physical_token(std::int32_t t) const noexcept {
         const auto u = static_cast<std::uint32_t>(t);
         const std::uint32_t v = page_shift >= 0 ? u >> page_shift : u / page_size;
@@ -59,19 +62,23 @@ namespace detail {
 // Token ids mostly come as runs of a page (a request's rows), so translation works on groups of page_size
 // ids: one lookup per group, `id + delta` for its members, and a check folded into the same pass that every
 // member was in the group's first page. The check is accumulated over a block of groups and tested once;
-// a block that fails (ids across pages, negative ids, an unbound page, a ragged start) is redone id by id.
-// Groups of power-of-two pages run in GCC/Clang vector lanes: 16 bytes (SSE2, NEON) everywhere, and 32
-// bytes on x86-64 CPUs with AVX2, chosen at run time so engines need no special flags.
+// a block that fails (ids across pages, negative ids, a ragged start, and for power-of-two pages an unbound
+// page) is redone id by id. Power-of-two pages of 4 to 256 ids run in GCC/Clang vector lanes of 16 bytes (SSE2,
+// NEON), and from 8 ids in 32-byte lanes on x86-64 CPUs with AVX2, chosen at run time (no build flag).
 inline constexpr std::size_t translate_block_groups = 64;
 
+// The lane loops read and write ids as their int32 representation.
+static_assert(sizeof(VirtualToken) == sizeof(std::uint32_t) && std::is_trivially_copyable_v<VirtualToken>);
+static_assert(sizeof(PhysicalToken) == sizeof(std::uint32_t) && std::is_trivially_copyable_v<PhysicalToken>);
+
+#if UNIKV_HAS_VECTOR_TYPES
 using translate_lanes_16 = std::uint32_t __attribute__((vector_size(16)));
-#if defined(__x86_64__) && defined(__GNUC__)
-#define UNIKV_TRANSLATE_AVX2 1
+#endif
+#if UNIKV_HAS_AVX2_DISPATCH
 using translate_lanes_32 = std::uint32_t __attribute__((vector_size(32)));
-#else
-#define UNIKV_TRANSLATE_AVX2 0
 #endif
 
+#if UNIKV_HAS_VECTOR_TYPES
 template <std::uint32_t PageSize, class Lanes>
 [[gnu::always_inline]] inline bool translate_block_pow2(const TranslationTable& table, const std::byte* in,
                                                         std::byte* out, std::size_t groups) noexcept {
@@ -106,13 +113,14 @@ bool translate_block_pow2_16(const TranslationTable& table, const std::byte* in,
     return translate_block_pow2<PageSize, translate_lanes_16>(table, in, out, groups);
 }
 
-#if UNIKV_TRANSLATE_AVX2
+#if UNIKV_HAS_AVX2_DISPATCH
 template <std::uint32_t PageSize>
 __attribute__((target("avx2"))) bool translate_block_pow2_32(const TranslationTable& table, const std::byte* in,
                                                               std::byte* out, std::size_t groups) noexcept {
     return translate_block_pow2<PageSize, translate_lanes_32>(table, in, out, groups);
 }
 #endif
+#endif  // UNIKV_HAS_VECTOR_TYPES
 
 inline bool translate_block_any(const TranslationTable& table, const std::byte* in, std::byte* out,
                                 std::size_t groups) noexcept {
@@ -160,35 +168,45 @@ void translate_tokens_in_blocks(const TranslationTable& table, std::span<const V
 template <std::uint32_t PageSize>
 void translate_tokens_pow2(const TranslationTable& table, std::span<const VirtualToken> in,
                            std::span<PhysicalToken> out) noexcept {
-#if UNIKV_TRANSLATE_AVX2
-    if (__builtin_cpu_supports("avx2")) return translate_tokens_in_blocks(table, in, out, translate_block_pow2_32<PageSize>);
+#if UNIKV_HAS_AVX2_DISPATCH
+    if constexpr (PageSize >= 8) {  // a group fills whole 32-byte lanes
+        if (__builtin_cpu_supports("avx2")) return translate_tokens_in_blocks(table, in, out, translate_block_pow2_32<PageSize>);
+    }
 #endif
+#if UNIKV_HAS_VECTOR_TYPES
     translate_tokens_in_blocks(table, in, out, translate_block_pow2_16<PageSize>);
+#else
+    translate_tokens_in_blocks(table, in, out, translate_block_any);
+#endif
 }
 
 }  // namespace detail
 
-/// Writes the physical page of each virtual page of `in` to `out` (at least as long). Allocation-free; O(n).
-inline void translate_pages(const TranslationTable& table, std::span<const VirtualPage> in,
-                            std::span<PhysicalPage> out) noexcept {
-    for (std::size_t i = 0; i < in.size(); ++i) out[i] = PhysicalPage{table.physical_page(in[i].value())};
+/// Writes the physical page of each id of `in` (virtual pages, or Mamba state ids) to `out`; translates
+/// `min(in.size(), out.size())` ids. Allocation-free; O(n).
+template <class In, class Out>
+void translate_pages(const TranslationTable& table, std::span<const In> in, std::span<Out> out) noexcept {
+    const std::size_t n = in.size() < out.size() ? in.size() : out.size();
+    for (std::size_t i = 0; i < n; ++i) out[i] = Out{table.physical_page(in[i].value())};
 }
 
-/// Writes the physical token of each virtual token of `in` to `out` (at least as long; the two must not
-/// overlap). Allocation-free; O(n) with one table lookup per page-sized run of ids from one page, one per
-/// id otherwise.
+/// Writes the physical token of each virtual token of `in` to `out`; translates `min(in.size(),
+/// out.size())` ids. `in` and `out` must not overlap (a failed block re-reads `in`). Allocation-free; O(n)
+/// with one table lookup per page-sized run of ids from one page, one per id otherwise.
 inline void translate_tokens(const TranslationTable& table, std::span<const VirtualToken> in,
                              std::span<PhysicalToken> out) noexcept {
+    in = in.first(in.size() < out.size() ? in.size() : out.size());
+    UNIKV_ASSERT(in.empty() || static_cast<const void*>(in.data() + in.size()) <= static_cast<const void*>(out.data()) ||
+                 static_cast<const void*>(out.data() + in.size()) <= static_cast<const void*>(in.data()));
     switch (table.page_size) {
-        case 1: {
-            for (std::size_t i = 0; i < in.size(); ++i) out[i] = PhysicalToken{table.physical_page(in[i].value())};
-            return;
-        }
-        case 4: return detail::translate_tokens_in_blocks(table, in, out, detail::translate_block_pow2_16<4>);
+        case 1: return translate_pages(table, in, out);
+        case 4: return detail::translate_tokens_pow2<4>(table, in, out);
         case 8: return detail::translate_tokens_pow2<8>(table, in, out);
         case 16: return detail::translate_tokens_pow2<16>(table, in, out);
         case 32: return detail::translate_tokens_pow2<32>(table, in, out);
         case 64: return detail::translate_tokens_pow2<64>(table, in, out);
+        case 128: return detail::translate_tokens_pow2<128>(table, in, out);
+        case 256: return detail::translate_tokens_pow2<256>(table, in, out);
         default: return detail::translate_tokens_in_blocks(table, in, out, detail::translate_block_any);
     }
 }

@@ -8,9 +8,10 @@
 /// it.
 ///
 /// Threading: one thread drives an allocator. Synchronization: allocation, frees, tombstones, translation,
-/// reservations, binds and cancels never touch the stream (they only mark page-table chunks dirty);
-/// compaction only queues copies, stream waits and the refresh of the device page tables on it, and never
-/// blocks the host. Kernels that use translated ids take `device_tables()` right before they are queued on
+/// reservations, binds and cancels never touch the stream (they only mark page-table chunks dirty), except
+/// where they move or fill pages: an eager pool's free, an allocation whose shortfall ladder compacts, and
+/// handed-out pages under `HandoutFill::zero`. Compaction only queues copies, stream waits and the refresh
+/// of the device page tables on the stream, and never blocks the host. Kernels that use translated ids take `device_tables()` right before they are queued on
 /// `stream()` (or on a stream that waits it), so that they run after the moves queued before them.
 ///
 /// Misuse (double free, freeing a tombstone or an unallocated id, binding an unreserved page, cancelling a
@@ -235,8 +236,10 @@ public:
     /// call, and every move queued before it has run first (same stream). Calls that move pages (flush,
     /// make_room, compact_holes, eager frees, an allocation that compacts) publish on their own. The tables
     /// stay valid (same pointers) while the allocator lives; absent components have `v2p == nullptr`.
-    /// Never blocks the host. O(pools) with nothing to publish; else O(changed 64-entry chunks) plus one copy
-    /// per changed pool, and a new pinned staging slab only while all of a pool's slabs are in flight.
+    /// Never waits for the device. O(pools) with nothing to publish; else O(changed 64-entry chunks) plus one
+    /// copy per changed pool. Allocates a pinned staging slab only while more than two publishes of a pool
+    /// are in flight (on CUDA `cudaHostAlloc`, which is slow); `CudaBackend` copies themselves wait for a free
+    /// index slot when 32 copies are in flight (counted as a host synchronization).
     [[nodiscard]] DeviceTables device_tables();
 
     // ---- transfers ---------------------------------------------------------------------------------------

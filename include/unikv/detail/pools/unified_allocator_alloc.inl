@@ -387,11 +387,7 @@ template <class L, class B>
 void UnifiedAllocator<L, B>::translate_state(std::span<const StateId> in, std::span<PhysicalPage> out) const {
     static_assert(has_mamba, "unikv: translate_state needs a layout with a Mamba pool");
     UNIKV_EXPECTS(out.size() >= in.size(), "out holds ", out.size(), " ids for ", in.size(), " inputs");
-    const PageTable& table = pool<mamba_index>().core().table();
-    for (std::size_t i = 0; i < in.size(); ++i) {
-        const std::int32_t p = table.physical_of(in[i].value());
-        out[i] = PhysicalPage{p < 0 ? 0 : p};
-    }
+    translate_pages(pool<mamba_index>().core().table().translation(), in, out);
 }
 
 // ---- device page tables -----------------------------------------------------------------------------------

@@ -16,12 +16,22 @@ template <class L, class B>
 template <class F>
 decltype(auto) UnifiedAllocator<L, B>::with_moves(F&& f) {
     detail::move_context<B> ctx(*backend_, region(), stream_, events_, forward_, move_src_, move_dst_);
+    // The moves are done when `f` returns (pages released, copies queued), so publishing must not throw
+    // past them: a failed publish (no pinned memory for a staging slab) leaves the chunks dirty, and
+    // `device_tables()` publishes them again and reports the error to the caller that needs the tables.
+    const auto publish_moves = [&]() noexcept {
+        if (ctx.pages_moved == 0) return;
+        try {
+            publish_tables();
+        } catch (...) {
+        }
+    };
     if constexpr (std::is_void_v<std::invoke_result_t<F&, detail::move_context<B>&>>) {
         f(ctx);
-        if (ctx.pages_moved > 0) publish_tables();
+        publish_moves();
     } else {
         auto result = f(ctx);
-        if (ctx.pages_moved > 0) publish_tables();
+        publish_moves();
         return result;
     }
 }
