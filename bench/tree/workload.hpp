@@ -193,7 +193,8 @@ class MemcmpFloor {
 public:
     explicit MemcmpFloor(const std::vector<std::vector<TokenId>>& keys) : a_(keys), b_(keys) {}
     int operator()() noexcept {
-        const std::size_t i = next_++ % a_.size();
+        const std::size_t i = next_;
+        if (++next_ == a_.size()) next_ = 0;  // a wrap, not a modulo: a division would pad every floor call
         return std::memcmp(a_[i].data(), b_[i].data(), a_[i].size() * sizeof(TokenId));
     }
 

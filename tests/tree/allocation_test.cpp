@@ -1,6 +1,6 @@
 // The hot paths allocate nothing once the tree's scratch buffers have grown: repeated matches (no new splits),
-// locks and unlocks, and inserts of cached keys with the cached pages. Counted with a replaced global operator
-// new that only counts while a test asks it to.
+// load-back plans, locks and unlocks, and inserts of cached keys with the cached pages. Counted with a replaced
+// global operator new that only counts while a test asks it to.
 
 #include <doctest/doctest.h>
 
@@ -43,6 +43,7 @@ TEST_CASE("steady-state match, lock, unlock and cached insert do not allocate") 
     auto cycle = [&] {
         for (std::size_t i = 0; i < keys.size(); ++i) {
             const MatchResult m = tree.match_prefix({keys[i]});
+            CHECK(tree.load_back_plan(m.device_node).empty());  // a device hit: nothing to load
             LockReceipt r = tree.lock(m.device_node);
             tree.unlock(std::move(r));
             auto again = tree.insert({keys[i]}, {.pages = pages[i]});

@@ -270,6 +270,10 @@ private:
         expect(span_of(fast_, a.device_node) == span_of(ref_, b.device_node), "match device node differs");
         expect(span_of(fast_, a.best_node) == span_of(ref_, b.best_node), "match best node differs");
         expect(static_cast<std::int32_t>(a.device_pages.size()) * ps() == a.device_length, "page count != length");
+        expect(std::distance(a.device_pages.begin(), a.device_pages.end()) ==
+                   static_cast<std::ptrdiff_t>(a.device_pages.size()),
+               "page runs iterate a different count than their size");
+        expect(a.device_pages.runs().size() == b.device_pages.runs().size(), "page runs differ in count");
         if (a.device_length > 0) ++stats["match device hit"];
         if (a.host_hit_length > 0) ++stats["match host hit"];
         if (a.swa_host_hit_length > 0) ++stats["match swa host hit"];
@@ -281,7 +285,9 @@ private:
     void do_match() {
         last_op_ = "match";
         auto [key, ns] = some_key();
-        match_both(TokenKey{key, ns}, MatchOptions{chance(50) ? HostHits::include : HostHits::exclude});
+        const bool host = chance(50);
+        const auto m = match_both(TokenKey{key, ns}, MatchOptions{host ? HostHits::include : HostHits::exclude});
+        if (host) compare_load_back_plans(m.fast.best_node, m.ref.best_node);
     }
 
     void do_insert() {
@@ -372,18 +378,23 @@ private:
         expect(!a.empty() && !b.empty(), "a rejected receipt was consumed");
     }
 
-    // Completes every backup of an eviction on both trees, in action order (outcome: the first host page, 0 when
-    // the copy could not be made), and compares what each completion frees.
+    // Completes every backup of an eviction on both trees, in action order or (half the time) in a random order
+    // (outcome: the first host page, 0 when the copy could not be made), and compares what each completion frees.
     void finish_backups(const TreeActions& fa, const TreeActions& ra, const std::vector<int>& outcome,
                         const Protected& before) {
-        std::size_t k = 0;
-        for (std::size_t i = 0; i < fa.size(); ++i) {
+        std::vector<std::pair<std::size_t, int>> order;  // (action index, outcome)
+        for (std::size_t i = 0; i < fa.size(); ++i)
+            if (fa.list()[i].kind == ActionKind::backup) order.emplace_back(i, outcome[order.size()]);
+        if (order.size() > 1 && chance(50)) {
+            std::shuffle(order.begin(), order.end(), rng_);
+            ++stats["finish_backup out of order"];
+        }
+        for (const auto& [i, first_host] : order) {
             const TreeAction& x = fa.list()[i];
-            if (x.kind != ActionKind::backup) continue;
             const TreeAction& y = ra.list()[i];
             std::vector<HostPage> host;
             const int pages = x.component == Component::mamba ? 1 : static_cast<int>(x.count);
-            for (int j = 0; j < pages && outcome[k] > 0; ++j) host.emplace_back(outcome[k] + j);
+            for (int j = 0; j < pages && first_host > 0; ++j) host.emplace_back(first_host + j);
             last_op_ = "finish_backup";
             auto a = fast_.finish_backup(x.node, x.component, host);
             auto b = ref_.finish_backup(y.node, y.component, host);
@@ -396,7 +407,6 @@ private:
             if (!a.actions.empty()) ++stats["finish_backup freed a node"];
             a.actions.mark_drained();
             b.actions.mark_drained();
-            ++k;
         }
     }
 
@@ -496,6 +506,27 @@ private:
         }
         return {info.ns.value, tokens};
     }
+    // Both plans name the same nodes, components and host copies (or both reject the node).
+    void compare_load_back_plans(NodeRef a, NodeRef b) {
+        std::span<const LoadBackStep> pa, pb;
+        const bool ta = threw([&] { pa = fast_.load_back_plan(a); });
+        const bool tb = threw([&] { pb = ref_.load_back_plan(b); });
+        expect(ta == tb, "load_back_plan precondition differs");
+        if (ta) return;
+        expect(pa.size() == pb.size(), "load_back_plan lengths differ");
+        for (std::size_t i = 0; i < pa.size() && i < pb.size(); ++i) {
+            expect(pa[i].component == pb[i].component && pa[i].start == pb[i].start &&
+                       pa[i].length == pb[i].length &&
+                       std::equal(pa[i].host.begin(), pa[i].host.end(), pb[i].host.begin(), pb[i].host.end()),
+                   "load_back_plan steps differ");
+            expect(span_of(fast_, pa[i].node) == span_of(ref_, pb[i].node), "load_back_plan nodes differ");
+            const NodeInfo n = fast_.node_info(pa[i].node);
+            expect(!n.device[index_of(pa[i].component)] && !n.host[index_of(pa[i].component)].empty(),
+                   "load_back_plan names data that is on device, or has no host copy");
+        }
+        if (!pa.empty()) ++stats["load_back_plan with steps"];
+    }
+
     void do_load_back() {
         last_op_ = "commit_load_back";
         NodeRef target_fast, target_ref;
@@ -513,6 +544,7 @@ private:
                 if (key_of(ref_, n) == want) target_ref = n;
             expect(!target_ref.is_root(), "a node of RadixTree is missing from ReferenceTree");
         }
+        compare_load_back_plans(target_fast, target_ref);
         const auto pa = path_of(fast_, target_fast);
         const auto pb = path_of(ref_, target_ref);
         expect(pa.size() == pb.size(), "load-back path length differs");

@@ -458,3 +458,88 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         CHECK(tree.node_count() == 0);
     }
 }
+
+// X [0,4) with child C [4,8), page 1: one write-back FULL eviction backs up C, then X (a device leaf once C is
+// gone). X's copy fails: a match needs FULL on every node of its path, so C's host copy can never be matched
+// and goes with X, whichever backup finishes first.
+TEST_CASE_TEMPLATE("a failed FULL copy of an internal node drops the host-only nodes below it", Core, FastCore,
+                   RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {1}});
+    const auto key = run(1, 8);
+    auto x = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
+    auto c = tree.insert({key}, {.pages = vpages(1, 8)});
+    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
+                                                backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    SUBCASE("in action order") {
+        CHECK(finish(tree, c.node, F, hpages(100, 4)).empty());
+        auto last = tree.finish_backup(x.node, F, {});
+        CHECK(drain(last.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+        CHECK(last.host_freed_of(F) == 4);
+    }
+    SUBCASE("out of order: the child's copy lands after its parent's failed") {
+        CHECK(finish(tree, x.node, F).empty());  // C's backup is still in flight: C stays, so X stays
+        CHECK(tree.node_count() == 2);
+        auto last = tree.finish_backup(c.node, F, hpages(100, 4));
+        CHECK(drain(last.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+        CHECK(last.host_freed_of(F) == 4);
+    }
+    CHECK(tree.node_count() == 0);
+    CHECK(tree.host_size(F) == 0);
+    CHECK(tree.match_prefix({key}, {.host_hits = HostHits::include}).best_length == 0);
+}
+
+// The same, with a host lock on C: a locked host copy is never freed, so C (and X above it) stay until unlocked.
+TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {1}});
+    const auto key = run(1, 8);
+    auto x = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
+    auto c = tree.insert({key}, {.pages = vpages(1, 8)});
+    tree.set_host(c.node, F, hpages(100, 4));
+    LockReceipt keep = tree.lock(c.node, {.tier = Tier::host});
+    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) ==
+          std::vector<Act>{free_pages({5, 6, 7, 8}), backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    CHECK(finish(tree, x.node, F).empty());
+    CHECK(tree.node_count() == 2);
+    CHECK(tree.host_size(F) == 4);
+    tree.unlock(std::move(keep));
+}
+
+// One 8-token leaf, page 2, W = 3: backups of the tail's SWA window and Mamba state and of both parts' FULL rows,
+// completed in reverse order. A completion on a node with other backups in flight changes nothing structural;
+// the end state equals the in-order one.
+TEST_CASE_TEMPLATE("finish_backup completes in any order", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+    const auto key = run(1, 8);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
+    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
+                                                free_pages({1, 2, 3, 4}), free_states({5})});
+    const NodeRef upper = tree.node_info(ins.node).parent;
+    SUBCASE("every copy made") {
+        CHECK(finish(tree, ins.node, F, hpages(40, 2)).empty());
+        CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
+        CHECK(finish(tree, ins.node, M, hpages(20, 1)).empty());
+        CHECK(finish(tree, ins.node, S, hpages(10, 2)).empty());
+        CHECK(tree.node_count() == 2);
+        CHECK(tree.host_size(F) == 8);
+        CHECK(tree.host_size(S) == 4);
+        CHECK(tree.host_size(M) == 1);
+        const MatchResult h = tree.match_prefix({key}, {.host_hits = HostHits::include});
+        CHECK(h.best_node == ins.node);
+        CHECK(h.best_length == 8);
+    }
+    SUBCASE("the tail's FULL copy failed first: the tail goes with its last backup, then the upper part") {
+        CHECK(finish(tree, ins.node, F).empty());  // SWA and Mamba copies still in flight
+        CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
+        CHECK(finish(tree, ins.node, M, hpages(20, 1)).empty());
+        auto last = tree.finish_backup(ins.node, S, hpages(10, 2));
+        CHECK(drain(last.actions) ==
+              std::vector<Act>{free_host(S, {10, 11}), free_host(M, {20}), free_host(F, {30, 31})});
+        CHECK(tree.node_count() == 0);
+        CHECK(tree.host_size(F) == 0);
+        CHECK(tree.host_size(S) == 0);
+        CHECK(tree.host_size(M) == 0);
+    }
+}

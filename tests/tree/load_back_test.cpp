@@ -114,3 +114,76 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
     auto again = tree.evict(F, 8, {.write_back = WriteBack::on});
     CHECK(drain(again.actions) == std::vector<Act>{free_pages({13, 14}), free_states({6}), free_pages({11, 12})});
 }
+
+namespace {
+// A load-back step as (component, start, length, host pages), node checked separately.
+struct Step {
+    Component component;
+    std::int32_t start;
+    std::int32_t length;
+    std::vector<int> host;
+    friend bool operator==(const Step&, const Step&) = default;
+};
+std::vector<Step> steps(std::span<const LoadBackStep> plan) {
+    std::vector<Step> out;
+    for (const LoadBackStep& s : plan) out.push_back({s.component, s.start, s.length, ints(s.host)});
+    return out;
+}
+}  // namespace
+
+// The same 8-token leaf as above: the plan names every host copy the host hit needs, top-down, and shrinks as
+// commits land; a device hit needs none.
+TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, top-down", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+    const auto key = run(1, 8);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
+    CHECK(tree.load_back_plan(ins.node).empty());  // all on device
+    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    ev.actions.mark_drained();
+    const NodeRef upper = tree.node_info(ins.node).parent;
+    CHECK(finish(tree, ins.node, S, hpages(10, 2)).empty());
+    CHECK(finish(tree, ins.node, M, hpages(20, 1)).empty());
+    CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
+    CHECK(finish(tree, ins.node, F, hpages(40, 2)).empty());
+
+    const MatchResult h = tree.match_prefix({key}, {.host_hits = HostHits::include});
+    REQUIRE(h.best_node == ins.node);
+    const auto plan = tree.load_back_plan(h.best_node);
+    CHECK(steps(plan) == std::vector<Step>{{F, 0, 4, {30, 31}}, {F, 4, 4, {40, 41}}, {S, 4, 4, {10, 11}},
+                                           {M, 4, 4, {20}}});
+    REQUIRE(plan.size() == 4);
+    CHECK(plan[0].node == upper);
+    CHECK(plan[1].node == ins.node);
+    CHECK(plan[3].node == ins.node);
+    // The upper node alone cannot end a request: it has no SWA rows and no Mamba state in any tier.
+    CHECK_THROWS_AS((void)tree.load_back_plan(upper), unikv::logic_error);
+
+    LockReceipt load = tree.lock(h.best_node);
+    tree.commit_load_back(upper, F, {.pages = vpages(11, 2)});
+    tree.commit_load_back(ins.node, F, {.pages = vpages(13, 2)});
+    CHECK(steps(tree.load_back_plan(ins.node)) == std::vector<Step>{{S, 4, 4, {10, 11}}, {M, 4, 4, {20}}});
+    tree.commit_load_back(ins.node, S);
+    tree.commit_load_back(ins.node, M, {.state = StateId{6}});
+    CHECK(tree.load_back_plan(ins.node).empty());
+    CHECK(tree.load_back_plan(tree.node_info(upper).parent).empty());  // the root
+    tree.unlock(std::move(load));
+}
+
+// W = 4 over P [0,8) and C [8,24): only P's last window [4,8) was copied. A host hit at P loads SWA there only
+// (FULL is resident), as `swa_host_hit_length` says; C's own window is on device.
+TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boundary", Core, FastCore, RefCore) {
+    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+    const auto key = run(1, 24);
+    auto p = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
+    auto c = tree.insert({key}, {.pages = vpages(1, 24)});
+    auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
+    ev.actions.mark_drained();
+    CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
+
+    const MatchResult h = tree.match_prefix({std::span(key).first(8)}, {.host_hits = HostHits::include});
+    REQUIRE(h.best_node == p.node);
+    CHECK(h.swa_host_hit_length == 4);
+    const auto plan = tree.load_back_plan(h.best_node);
+    CHECK(steps(plan) == std::vector<Step>{{S, 4, 4, {200, 201, 202, 203}}});
+    CHECK(tree.load_back_plan(c.node).empty());  // C's 16 tokens cover its window on device
+}

@@ -155,7 +155,14 @@ TEST_CASE_TEMPLATE("Mamba needs a state on the boundary node", Core, FastCore, R
     CHECK(m.device_length == 6);
     CHECK(m.mamba_branching_length == 8);
     CHECK(ints(m.device_pages) == std::vector<int>{1, 2, 3, 4, 5, 6});
-    CHECK(tree.match_prefix({key}).device_length == 10);
+    const MatchResult whole = tree.match_prefix({key});
+    CHECK(whole.device_length == 10);
+    // The pages come as one run per node on the path, top-down (the match at 8 split [6,10)).
+    REQUIRE(whole.device_pages.runs().size() == 3);
+    CHECK(ints(whole.device_pages.runs()[0]) == std::vector<int>{1, 2, 3, 4, 5, 6});
+    CHECK(ints(whole.device_pages.runs()[1]) == std::vector<int>{7, 8});
+    CHECK(ints(whole.device_pages.runs()[2]) == std::vector<int>{9, 10});
+    CHECK(whole.device_pages.size() == 10);
 }
 
 TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Core, FastCore, RefCore) {

@@ -84,6 +84,12 @@ inline std::vector<int> ints(std::span<const VirtualPage> ids) {
     return out;
 }
 
+inline std::vector<int> ints(const PageRuns& pages) {
+    std::vector<int> out;
+    for (auto id : pages) out.push_back(id.value());
+    return out;
+}
+
 inline std::vector<int> ints(std::span<const HostPage> ids) {
     std::vector<int> out;
     for (auto id : ids) out.push_back(id.value());

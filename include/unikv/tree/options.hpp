@@ -66,7 +66,7 @@ struct LoadedValue {
 struct ReserveOptions {
     /// Nodes (root excluded) the arena, child table, free list and eviction heaps hold without growing.
     std::size_t nodes = 0;
-    /// Key length in tokens that `match_prefix` handles without growing its path and page scratch buffers.
+    /// Key length in tokens that `match_prefix` and `load_back_plan` handle without growing their scratch buffers.
     std::size_t key_tokens = 0;
 };
 

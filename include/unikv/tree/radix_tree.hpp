@@ -5,7 +5,8 @@
 ///
 /// Nodes live in one arena (a vector) and link by slot index; freed slots are reused (their buffers keep their
 /// capacity). A split copies only the upper part: the lower part drops its front in O(1) (`TrimVector`).
-/// Children are found through one tree-wide hash table keyed by (parent, first page). Eviction candidates sit
+/// Children are found through one tree-wide hash table keyed by (parent, first page), after a per-node hint (the
+/// child the last walk took), which spares chains of turns the hash and the probe. Eviction candidates sit
 /// in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
 /// an LRU refresh only writes the node's stamp, and the heap repairs stale entries when it is popped.
 /// Sizes are kept incrementally. Hot paths (`match_prefix`, `insert`, `lock`, `unlock`) take no locks and, once
@@ -16,7 +17,7 @@
 /// W + P above a node), e nodes evicted:
 /// | call            | cost                                                                    |
 /// |-----------------|-------------------------------------------------------------------------|
-/// | `match_prefix`  | O(K + D·min(P, 9) + K/P); an LRU refresh is O(1) per node (a stamp)       |
+/// | `match_prefix`  | O(K + D): one memcmp per node, O(1) per node otherwise (pages as runs)   |
 /// | `insert`        | the same, plus O(new tokens) to copy new nodes                          |
 /// | split           | O(upper part), which the key covers, so within the two rows above       |
 /// | `lock`/`unlock` | O(D + w) counter updates, O(log n) per node whose lock goes 0 <-> 1       |
@@ -90,8 +91,10 @@ public:
     /// data. Refreshes LRU: FULL on the path to the best node, SWA on the nodes within W + one page above it,
     /// Mamba on the best node.
     ///
-    /// A miss returns lengths 0 and the root. Precondition: no backup pending. Complexity: see the file table;
-    /// allocation-free once the scratch buffers have grown (a split allocates its new node).
+    /// A miss returns lengths 0 and the root. The pages come back as one run per node (`PageRuns`), not copied.
+    /// Precondition: no backup pending. O(K + D) for K key tokens over D nodes: the tokens are compared once, and
+    /// each node costs a hint check (or an edge hash and probe), a validator step, a run and a stamp. Takes no
+    /// lock; allocation-free once the scratch buffers have grown (a split allocates its new node).
     MatchResult match_prefix(TokenKey key, MatchOptions options = {});
 
     /// Caches `key` with the request's `values` and returns the node ending at the key's end.
@@ -167,9 +170,13 @@ public:
     void set_host(NodeRef node, Component component, std::span<const HostPage> host);
 
     /// Completes a `backup` action: records `host` as the copy (one host page per page of the node; one for
-    /// Mamba), or, when `host` is empty (no host room), drops the pending backup. Once the node has no backup
-    /// pending, a childless, unlocked node that can no longer end a match (for example a FULL leaf whose copy
-    /// failed) is deleted with the same clean-up as `evict`; the result holds what that frees (usually nothing).
+    /// Mamba), or, when `host` is empty (no host room), drops the pending backup. Backups complete in any order.
+    /// Once the node has no backup pending, a childless, unlocked node that can no longer end a match (for
+    /// example a FULL leaf whose copy failed) is deleted with the same clean-up as `evict`. When the node or an
+    /// ancestor has FULL data in no tier (its FULL copy failed), nothing below that node can be matched: every
+    /// node below it without a lock or a backup in flight is deleted, host copies freed, then that node itself
+    /// if it can go (O(s log s) for s nodes below; only after a failed FULL copy). The result holds what this
+    /// frees (usually nothing).
     /// Preconditions (`logic_error`, nothing changes): a backup of `component` is pending on `node`; `host` is
     /// empty or has the right size and valid pages.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
@@ -186,6 +193,16 @@ public:
     /// no backup pending; no device data and a host copy of `component` on the node; the value fields match
     /// the component. O(pages) for Full, O(log n) otherwise.
     void commit_load_back(NodeRef node, Component component, const LoadedValue& value = {});
+
+    /// The load-backs a request ending at `node` needs so that every component serves it from device: FULL on
+    /// each node of the path without FULL device data, SWA on the nodes of the last window before `node`'s end
+    /// (whole nodes, as `MatchResult::swa_host_hit_length` counts them) whose SWA rows are only on host, Mamba on
+    /// `node` when its state is only on host. Top-down, FULL before SWA before Mamba on a node: the order
+    /// `commit_load_back` takes them. Meant for the `best_node` of a host-hit match; empty for a device hit.
+    /// Points into a buffer the tree owns: valid until the next non-const call. Preconditions (`logic_error`): `node`
+    /// alive; no backup pending; every component accepts `node` in some tier. O(depth), allocation-free once the
+    /// buffer has grown to the path.
+    std::span<const LoadBackStep> load_back_plan(NodeRef node);
 
     /// Sets `node`'s retention class to `retention` (raising or lowering it) and raises its ancestors to at
     /// least `retention`: ancestors are shared prefixes (a pinned system prompt), so one request never lowers
@@ -227,31 +244,39 @@ private:
     static constexpr Id npos = detail::tree::NodeHeap::npos;
     static constexpr std::size_t F = 0, S = 1, M = 2;
     static constexpr std::size_t heap_count = 2 * component_count;  // device heaps 0..2, host heaps 3..5
-    static constexpr std::size_t edge_samples = 9;                    // tokens hashed from a long first page
+    static constexpr std::size_t edge_samples = 8;                    // tokens hashed from a first page
 
-    struct Node {
-        Id parent = root;
-        std::int32_t start = 0;
-        std::int32_t length = 0;
-        std::uint32_t generation = 0;
+    // Cache-line aligned, fields grouped by use: a walk step reads the first line, the validators, page runs and
+    // the LRU refresh the second; the rest is read by eviction, locks and events.
+    struct alignas(64) Node {
+        detail::tree::TrimVector<TokenId> tokens;
         KeyNamespace ns{};
+        Id parent = root;
+        std::int32_t length = 0;
+        Id last_child = npos;               // the child the last walk took (a hint: may be stale, or npos)
+        std::int32_t start = 0;
+        bool alive = false;
+        bool swa = false;                   // SWA rows bound to `pages`; false with pages = SWA tombstone
+        std::uint8_t retention = 0;
+
+        detail::tree::TrimVector<VirtualPage> pages;  // FULL device pages; empty = no FULL device data
+        std::array<std::uint64_t, component_count> stamp{};
+        StateId state{};                    // Mamba device state
+        HostPage state_host{};              // Mamba host copy
+        std::array<detail::tree::TrimVector<HostPage>, 2> host_pages;  // FULL and SWA host copies; empty = none
+
+        std::uint32_t generation = 0;
         std::uint64_t key_hash = 0;         // hash of (ns, first page): the edge key under `parent`
         std::uint64_t hash_end = 0;         // page-chained prefix hash at start + length (events only)
         std::uint32_t children = 0;
         std::uint32_t device_children = 0;  // children with FULL device data: 0 means a device leaf
-        detail::tree::TrimVector<TokenId> tokens;
-        detail::tree::TrimVector<VirtualPage> pages;  // FULL device pages; empty = no FULL device data
-        std::array<detail::tree::TrimVector<HostPage>, 2> host_pages;  // FULL and SWA host copies; empty = none
-        StateId state{};                    // Mamba device state
-        HostPage state_host{};              // Mamba host copy
+        Id first_child = npos;              // children as a doubly linked list (walks use the edge table;
+        Id next_sibling = npos;             // dropping a subtree enumerates it)
+        Id prev_sibling = npos;
         std::array<std::uint32_t, component_count> locks{};
         std::array<std::uint32_t, component_count> host_locks{};
-        std::array<std::uint64_t, component_count> stamp{};
         std::array<std::uint32_t, heap_count> heap_pos{npos, npos, npos, npos, npos, npos};  // npos: not a candidate
         std::array<bool, component_count> pending{};  // a write-back backup of the component is in flight
-        bool alive = false;
-        bool swa = false;                   // SWA rows bound to `pages`; false with pages = SWA tombstone
-        std::uint8_t retention = 0;
 
         [[nodiscard]] std::int32_t end() const noexcept { return start + length; }
     };
@@ -303,8 +328,14 @@ private:
     // ---- arena, edges, heaps, sizes ----
     [[nodiscard]] Id checked(NodeRef node, const char* what) const;
     [[nodiscard]] NodeRef ref(Id id) const noexcept { return NodeRef{id, nodes_[id].generation}; }
-    [[nodiscard]] std::uint64_t edge_hash(KeyNamespace ns, const TokenId* first_page) const noexcept;
-    [[nodiscard]] Id find_child(Id parent, KeyNamespace ns, const TokenId* page) const noexcept;
+    [[nodiscard]] std::uint64_t edge_hash(std::uint64_t ns_seed, const TokenId* first_page) const noexcept;
+    // One step of a walk: the child of `parent` that the key continues into, and its tokens equal to the key.
+    struct Step {
+        Id child;
+        std::int32_t same;
+    };
+    [[nodiscard]] Step descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed, const TokenId* key,
+                               std::int32_t available) noexcept;
     void expect_live() const;
     void take(RadixTree& other) noexcept;
     Id new_node();
@@ -313,8 +344,8 @@ private:
     Id split(Id id, std::int32_t at);
     void free_slot(Id id) noexcept;
     void sync(Id id);
-    void touch(Id id, std::size_t c) noexcept;
     void set_retention_of(Id id, std::uint8_t retention) noexcept;
+    [[nodiscard]] std::int32_t whole_pages_of(std::int32_t tokens) const noexcept;
     [[nodiscard]] std::int32_t common_length(const Node& n, const TokenId* key, std::int32_t available) const noexcept;
     void account(Id id, std::size_t c, std::int64_t sign) noexcept;
     void set_pages(Id id, std::span<const VirtualPage> pages);
@@ -340,8 +371,12 @@ private:
     void free_host_value(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
     void remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result);
     void unlink(Id id) noexcept;
+    void link_child(Id parent, Id id) noexcept;
+    void unlink_child(Id id) noexcept;
     void collect(Id id, detail::ActionsBuilder& out, EvictResult& result);
     void collect_empty(Id id) noexcept;
+    [[nodiscard]] Id unreachable_top(Id id) const noexcept;
+    void drop_unreachable(Id top, detail::ActionsBuilder& out, EvictResult& result);
 
     // ---- locks ----
     template <class Visit>
@@ -355,7 +390,7 @@ private:
 
     TreeConfig config_;
     std::uint64_t tree_id_ = detail::next_tree_id();
-    std::array<std::int32_t, edge_samples> edge_offsets_{};  // sampled positions of a long first page
+    std::array<std::int32_t, edge_samples> edge_offsets_{};  // sampled positions of a first page
     std::vector<Node> nodes_;
     std::vector<Id> free_slots_;
     std::size_t live_nodes_ = 0;
@@ -369,7 +404,8 @@ private:
     std::int64_t pending_backups_ = 0;
     // Scratch buffers owned by the tree so hot paths do not allocate once they have grown.
     std::vector<Id> path_;
-    std::vector<VirtualPage> match_pages_;
+    std::vector<std::span<const VirtualPage>> match_runs_;  // MatchResult::device_pages, one run per node
+    std::vector<LoadBackStep> plan_;                        // load_back_plan's result
 };
 
 }  // namespace unikv

@@ -73,6 +73,8 @@ public:
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
     /// See `RadixTree::commit_load_back`.
     void commit_load_back(NodeRef node, Component component, const LoadedValue& value = {});
+    /// See `RadixTree::load_back_plan`.
+    std::span<const LoadBackStep> load_back_plan(NodeRef node);
     /// See `RadixTree::set_retention`.
     void set_retention(NodeRef node, std::uint8_t retention);
     /// See `RadixTree::evictable_size`.
@@ -189,6 +191,8 @@ private:
     void unlink(Id id);
     void collect(Id id, detail::ActionsBuilder& out, EvictResult& result);
     void collect_empty(Id id);
+    [[nodiscard]] std::optional<Id> unreachable_top(Id id) const;
+    void drop_below(Id id, detail::ActionsBuilder& out, EvictResult& result);
     [[nodiscard]] std::vector<Id> path_to(Id id) const;
     void refresh(Id target);
 
@@ -227,7 +231,8 @@ private:
     std::vector<Node> nodes_;
     std::vector<Id> free_;
     std::vector<KvEvent> events_;
-    std::vector<VirtualPage> match_pages_;
+    std::vector<std::span<const VirtualPage>> match_runs_;  // MatchResult::device_pages
+    std::vector<LoadBackStep> plan_;                        // load_back_plan's result
     std::uint64_t clock_ = 0;
     std::int64_t pending_backups_ = 0;
 };

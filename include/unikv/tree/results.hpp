@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <vector>
 
@@ -15,6 +16,69 @@
 #include <unikv/tree/keys.hpp>
 
 namespace unikv {
+
+/// The FULL virtual pages of a matched prefix, viewed in place: one run per node on the path, top-down, so a
+/// match writes one entry per node instead of one id per page. Iterates as one sequence of pages; `runs()` gives
+/// the runs for bulk copies (into a request's page table). Points into the tree: valid until the next non-const
+/// call on it.
+class PageRuns {
+public:
+    /// A forward iterator over the pages of every run in order.
+    class iterator {
+    public:
+        using value_type = VirtualPage;
+        using difference_type = std::ptrdiff_t;
+        using reference = const VirtualPage&;
+        using pointer = const VirtualPage*;
+        using iterator_category = std::forward_iterator_tag;
+
+        iterator() = default;
+        reference operator*() const noexcept { return (*run_)[at_]; }
+        pointer operator->() const noexcept { return &(*run_)[at_]; }
+        iterator& operator++() noexcept {
+            if (++at_ == run_->size()) {
+                ++run_;
+                at_ = 0;
+            }
+            return *this;
+        }
+        iterator operator++(int) noexcept {
+            iterator old = *this;
+            ++*this;
+            return old;
+        }
+        friend bool operator==(const iterator&, const iterator&) = default;
+
+    private:
+        friend class PageRuns;
+        iterator(const std::span<const VirtualPage>* run, std::size_t at) noexcept : run_(run), at_(at) {}
+        const std::span<const VirtualPage>* run_ = nullptr;
+        std::size_t at_ = 0;  // index in *run_; runs are never empty, so the end is {one past the last run, 0}
+    };
+
+    /// No pages.
+    PageRuns() = default;
+    /// Views `runs` (each non-empty), `pages` pages in all. For the tree cores.
+    PageRuns(std::span<const std::span<const VirtualPage>> runs, std::size_t pages) noexcept
+        : runs_(runs), size_(pages) {}
+
+    /// The runs, top-down, each non-empty.
+    [[nodiscard]] std::span<const std::span<const VirtualPage>> runs() const noexcept { return runs_; }
+    /// Number of pages.
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    /// True when no page matched.
+    [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+    /// First page.
+    [[nodiscard]] iterator begin() const noexcept { return {runs_.data(), 0}; }
+    /// Past the last page.
+    [[nodiscard]] iterator end() const noexcept { return {runs_.data() + runs_.size(), 0}; }
+
+private:
+    std::span<const std::span<const VirtualPage>> runs_{};
+    std::size_t size_ = 0;
+};
+
+static_assert(std::forward_iterator<PageRuns::iterator>);
 
 /// What `match_prefix` found. Lengths are in tokens and are whole pages. A miss is a result with lengths 0 and
 /// the root as nodes, never an error.
@@ -42,9 +106,9 @@ struct [[nodiscard]] MatchResult {
     /// Deepest device boundary if the Mamba validator were ignored, when it lies beyond `device_length`; else 0.
     /// The engine checkpoints its state here so later requests find one.
     std::int32_t mamba_branching_length = 0;
-    /// FULL virtual pages of `[0, device_length)`. Points into the tree's scratch buffer: valid until the next
+    /// FULL virtual pages of `[0, device_length)`, one run per node (see `PageRuns`): valid until the next
     /// non-const call on the tree.
-    std::span<const VirtualPage> device_pages{};
+    PageRuns device_pages{};
 };
 
 /// What `insert` did.
@@ -70,6 +134,22 @@ struct [[nodiscard]] EvictResult {
     [[nodiscard]] std::int64_t freed(Component c) const noexcept { return device_freed[index_of(c)]; }
     /// Host units of `c` freed.
     [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[index_of(c)]; }
+};
+
+/// One load-back a request needs (see `RadixTree::load_back_plan`): copy `host`, the host copy of `component` on
+/// `node`, to device, then record it with `commit_load_back(node, component, ...)`.
+struct LoadBackStep {
+    /// The node to load.
+    NodeRef node{};
+    /// What to load.
+    Component component = Component::full;
+    /// First token of the node.
+    std::int32_t start = 0;
+    /// Tokens of the node.
+    std::int32_t length = 0;
+    /// The host copy: one host page per page (Full, Swa), one (Mamba). Points into the tree: valid until the next
+    /// non-const call on it.
+    std::span<const HostPage> host{};
 };
 
 /// A copy of one node's state, for tests, debugging and tools (cold path: allocates).

@@ -77,6 +77,12 @@ inline constexpr bool has_commit_load_back_v = requires(T& t, NodeRef n, Compone
     t.commit_load_back(n, c, v);
 };
 
+/// `load_back_plan(node)` lists the load-backs a request ending at `node` needs.
+template <class T>
+inline constexpr bool has_load_back_plan_v = requires(T& t, NodeRef n) {
+    { t.load_back_plan(n) } -> std::same_as<std::span<const LoadBackStep>>;
+};
+
 /// `evictable_size`, `protected_size` and `host_size` report per-component units.
 template <class T>
 inline constexpr bool has_sizes_v = requires(const T& t, Component c) {
@@ -113,9 +119,9 @@ inline constexpr bool is_move_only_owner_v =
 template <class T>
 inline constexpr bool is_tree_core_v =
     has_tree_config_v<T> && has_match_prefix_v<T> && has_insert_v<T> && has_lock_v<T> && has_unlock_v<T> &&
-    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_commit_load_back_v<T> && has_sizes_v<T> &&
-    has_set_retention_v<T> &&
-    has_take_events_v<T> && has_inspection_v<T> && is_move_only_owner_v<T>;
+    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_commit_load_back_v<T> &&
+    has_load_back_plan_v<T> && has_sizes_v<T> && has_set_retention_v<T> && has_take_events_v<T> &&
+    has_inspection_v<T> && is_move_only_owner_v<T>;
 
 /// A tree core: a policy a cache can hold to decide what is cached, matched and evicted.
 template <class T>
@@ -134,6 +140,8 @@ consteval bool check_tree_core() {
     static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host` and `EvictResult finish_backup(...)`");
     static_assert(has_commit_load_back_v<T>,
                   "unikv: tree core needs `commit_load_back(NodeRef, Component, const LoadedValue&)`");
+    static_assert(has_load_back_plan_v<T>,
+                  "unikv: tree core needs `std::span<const LoadBackStep> load_back_plan(NodeRef)`");
     static_assert(has_sizes_v<T>, "unikv: tree core needs `evictable_size`, `protected_size`, `host_size`");
     static_assert(has_set_retention_v<T>, "unikv: tree core needs `set_retention(NodeRef, uint8_t)`");
     static_assert(has_take_events_v<T>, "unikv: tree core needs `std::vector<KvEvent> take_events()`");

@@ -4,6 +4,7 @@
 // factor <= 1/2. A lookup probes every entry with the same (parent, hash) and lets the caller verify the tokens,
 // so hash collisions are harmless. No allocation except when the table grows.
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -84,8 +85,10 @@ private:
     };
 
     [[nodiscard]] std::size_t mask() const noexcept { return slots_.size() - 1; }
+    // Fibonacci hashing: `hash` is already mixed, and one multiply spreads the parent over the top bits too, so a
+    // lookup needs no second full mix.
     [[nodiscard]] std::size_t home(std::uint32_t parent, std::uint64_t hash) const noexcept {
-        return static_cast<std::size_t>(mix64(hash ^ (std::uint64_t{parent} * hash_multiplier))) & mask();
+        return static_cast<std::size_t>(((hash + parent) * hash_multiplier) >> shift_);
     }
     [[nodiscard]] std::size_t locate(std::uint32_t parent, std::uint64_t hash, std::uint32_t child) const noexcept {
         std::size_t i = home(parent, hash);
@@ -104,6 +107,7 @@ private:
     void rehash(std::size_t count) {
         std::vector<Slot> old(count);
         old.swap(slots_);
+        shift_ = 64 - std::countr_zero(count);
         for (const Slot& s : old)
             if (s.child != npos) place(s);
     }
@@ -112,6 +116,7 @@ private:
 
     std::vector<Slot> slots_;
     std::size_t size_ = 0;
+    int shift_ = 63;  // 64 - log2(slot count); only read once slots exist
 };
 
 }  // namespace unikv::detail::tree

@@ -20,10 +20,10 @@ RadixTree<Cs...>::RadixTree(TreeConfig config) : config_(config) {
     nodes_.emplace_back();
     nodes_[root].alive = true;
     edges_.reserve(0);
-    const std::int32_t ps = config.page_size.tokens;
-    for (std::size_t i = 0; i + 1 < edge_samples; ++i)
-        edge_offsets_[i] = static_cast<std::int32_t>(i) * ps / static_cast<std::int32_t>(edge_samples - 1);
-    edge_offsets_[edge_samples - 1] = ps - 1;
+    // Evenly spaced from the first token to the last; a page of up to 8 tokens has each of its tokens sampled.
+    const std::int32_t last = config.page_size.tokens - 1;
+    for (std::size_t i = 0; i < edge_samples; ++i)
+        edge_offsets_[i] = static_cast<std::int32_t>(i) * last / static_cast<std::int32_t>(edge_samples - 1);
 }
 
 // The default member initializers give an empty tree with a fresh id; `take` then moves `other` in. Nothing here
@@ -58,7 +58,8 @@ void RadixTree<Cs...>::take(RadixTree& other) noexcept {
     clock_ = other.clock_;
     pending_backups_ = std::exchange(other.pending_backups_, 0);
     path_ = std::move(other.path_);
-    match_pages_ = std::move(other.match_pages_);
+    match_runs_ = std::move(other.match_runs_);
+    plan_ = std::move(other.plan_);
     // Moved-from vectors are empty with std::allocator; make it explicit, the checks rely on it.
     other.nodes_.clear();
     other.free_slots_.clear();
@@ -81,7 +82,8 @@ void RadixTree<Cs...>::reserve(ReserveOptions sizes) {
     edges_.reserve(slots);
     const auto pages = sizes.key_tokens / static_cast<std::size_t>(config_.page_size.tokens);
     path_.reserve(std::min(slots, pages + 1));
-    if (match_pages_.size() < pages) match_pages_.resize(pages);
+    match_runs_.reserve(path_.capacity());
+    plan_.reserve(2 * path_.capacity() + 1);  // FULL and SWA per node, one Mamba state
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -147,25 +149,42 @@ auto RadixTree<Cs...>::checked(NodeRef node, const char* what) const -> Id {
     return node.index();
 }
 
-// The edge key of a child: its namespace and first page. Pages longer than 9 tokens are sampled (8 evenly spaced
-// tokens and the last one): siblings differ from their divergence point on, so the last token almost always separates them, and
-// a collision only costs a token comparison in the child table.
+// The edge key of a child: its namespace (`ns_seed`, hashed once per call) and first page, from 8 sampled tokens
+// (`edge_offsets_`, first and last included): siblings differ from their divergence point on, so the last token
+// almost always separates them, and a collision only costs a token comparison in the child table. The samples go
+// through four independent multiplies, not one serial chain, so the hash costs a few cycles of latency.
 template <class... Cs>
-std::uint64_t RadixTree<Cs...>::edge_hash(KeyNamespace ns, const TokenId* first_page) const noexcept {
-    const std::uint64_t seed = detail::tree::namespace_seed(ns);
-    if (config_.page_size.tokens <= static_cast<std::int32_t>(edge_samples))
-        return detail::tree::hash_tokens(seed, first_page, static_cast<std::size_t>(config_.page_size.tokens));
-    std::array<TokenId, edge_samples> sample;
-    for (std::size_t i = 0; i < edge_samples; ++i) sample[i] = first_page[edge_offsets_[i]];
-    return detail::tree::hash_tokens(seed, sample.data(), edge_samples);
+std::uint64_t RadixTree<Cs...>::edge_hash(std::uint64_t ns_seed, const TokenId* first_page) const noexcept {
+    constexpr std::array<std::uint64_t, edge_samples / 2> lane_keys{0x243F6A8885A308D3ull, 0x13198A2E03707344ull,
+                                                                    0xA4093822299F31D0ull, 0x082EFA98EC4E6C89ull};
+    std::uint64_t h = ns_seed;
+    for (std::size_t i = 0; i < edge_samples; i += 2) {
+        const std::uint64_t w = std::uint64_t{static_cast<std::uint32_t>(first_page[edge_offsets_[i]])} |
+                                std::uint64_t{static_cast<std::uint32_t>(first_page[edge_offsets_[i + 1]])} << 32;
+        h += (w ^ lane_keys[i / 2]) * detail::tree::hash_multiplier;
+    }
+    return detail::tree::mix64(h);
 }
 
+// The child the key continues into. The parent's `last_child` is tried first: histories are chains of turns and
+// hot prefixes are walked again, so it usually saves the hash and the table probe. A hint is used only when it
+// is still a live child of `parent` (any child whose first page equals the key's is the one). Each candidate's
+// whole node is compared with the key once; one that does not share the first page is a miss (or a collision).
 template <class... Cs>
-auto RadixTree<Cs...>::find_child(Id parent, KeyNamespace ns, const TokenId* page) const noexcept -> Id {
-    const auto bytes = static_cast<std::size_t>(config_.page_size.tokens) * sizeof(TokenId);
-    return edges_.find(parent, edge_hash(ns, page), [&](Id c) {
-        return nodes_[c].ns == ns && std::memcmp(nodes_[c].tokens.data(), page, bytes) == 0;
-    });
+auto RadixTree<Cs...>::descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed, const TokenId* key,
+                               std::int32_t available) noexcept -> Step {
+    std::int32_t same = 0;
+    const auto continues = [&](Id c) {
+        // The first token rules out most wrong candidates without a memcmp call.
+        if (nodes_[c].tokens[0] != key[0] || !(nodes_[c].ns == ns)) return false;
+        same = common_length(nodes_[c], key, available);
+        return same > 0;
+    };
+    const Id hint = nodes_[parent].last_child;
+    if (hint != npos && nodes_[hint].alive && nodes_[hint].parent == parent && continues(hint)) return {hint, same};
+    const Id child = edges_.find(parent, edge_hash(ns_seed, key), continues);
+    if (child != npos) nodes_[parent].last_child = child;
+    return {child, same};
 }
 
 template <class... Cs>
@@ -205,6 +224,8 @@ void RadixTree<Cs...>::free_slot(Id id) noexcept {
     n.retention = 0;
     n.children = 0;
     n.device_children = 0;
+    n.first_child = n.next_sibling = n.prev_sibling = npos;
+    n.last_child = npos;
     n.alive = false;
     n.generation = generation;
     free_slots_.push_back(id);
@@ -221,14 +242,14 @@ auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, 
     n.start = start;
     n.length = static_cast<std::int32_t>(tokens.size());
     n.tokens.assign(tokens.begin(), tokens.end());
-    n.key_hash = edge_hash(ns, n.tokens.data());
+    n.key_hash = edge_hash(detail::tree::namespace_seed(ns), n.tokens.data());
     if (config_.events == EventMode::record) {
         const std::uint64_t base = parent == root ? detail::tree::namespace_seed(ns) : nodes_[parent].hash_end;
         n.hash_end = detail::tree::chain_pages(base, tokens, config_.page_size.tokens);
     }
     for (auto& s : n.stamp) s = ++clock_;
     edges_.insert(parent, n.key_hash, id);
-    ++nodes_[parent].children;
+    link_child(parent, id);
     set_pages(id, pages);
     emit(EventKind::stored, F, Tier::device, id);
     if (swa == SwaRows::live) {
@@ -261,7 +282,7 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     low.tokens.drop_front(static_cast<std::size_t>(at));
     low.start += at;
     low.length -= at;
-    low.key_hash = edge_hash(low.ns, low.tokens.data());
+    low.key_hash = edge_hash(detail::tree::namespace_seed(low.ns), low.tokens.data());
     UNIKV_ASSERT(!any_pending(low));
     if (!low.pages.empty()) {
         up.pages.assign(low.pages.begin(), low.pages.begin() + at_pages);
@@ -280,6 +301,17 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     up.host_locks[S] = low.host_locks[S];
     up.stamp = low.stamp;
     up.retention = low.retention;
+    // The upper part takes the lower part's place among its siblings; the lower part is its only child.
+    up.prev_sibling = low.prev_sibling;
+    up.next_sibling = low.next_sibling;
+    if (up.prev_sibling != npos) {
+        nodes_[up.prev_sibling].next_sibling = p;
+    } else {
+        nodes_[up.parent].first_child = p;
+    }
+    if (up.next_sibling != npos) nodes_[up.next_sibling].prev_sibling = p;
+    low.prev_sibling = low.next_sibling = npos;
+    up.first_child = id;
     up.children = 1;
     up.device_children = low.pages.empty() ? 0 : 1;
     if (config_.events == EventMode::record) {
@@ -288,10 +320,34 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     }
     edges_.replace(up.parent, up.key_hash, id, p);
     edges_.insert(p, low.key_hash, id);
+    if (nodes_[up.parent].last_child == id) nodes_[up.parent].last_child = p;
+    up.last_child = id;
     low.parent = p;
     sync(p);
     sync(id);
     return p;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::link_child(Id parent, Id id) noexcept {
+    Node& n = nodes_[id];
+    n.prev_sibling = npos;
+    n.next_sibling = nodes_[parent].first_child;
+    if (n.next_sibling != npos) nodes_[n.next_sibling].prev_sibling = id;
+    nodes_[parent].first_child = id;
+    ++nodes_[parent].children;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::unlink_child(Id id) noexcept {
+    const Node& n = nodes_[id];
+    if (n.prev_sibling != npos) {
+        nodes_[n.prev_sibling].next_sibling = n.next_sibling;
+    } else {
+        nodes_[n.parent].first_child = n.next_sibling;
+    }
+    if (n.next_sibling != npos) nodes_[n.next_sibling].prev_sibling = n.prev_sibling;
+    --nodes_[n.parent].children;
 }
 
 // Makes heap membership agree with the candidate rules for `id` (call after anything they read changed).
@@ -310,12 +366,6 @@ void RadixTree<Cs...>::sync(Id id) {
             heaps_[h].erase(id, ctx);
         }
     }
-}
-
-// Marks `id` most recently used for `c`. O(1): the heaps catch up lazily (see node_heap.hpp).
-template <class... Cs>
-void RadixTree<Cs...>::touch(Id id, std::size_t c) noexcept {
-    nodes_[id].stamp[c] = ++clock_;
 }
 
 // Adds (sign +1) or removes (-1) `id`'s device units of `c` to the evictable or protected total.
@@ -351,18 +401,21 @@ void RadixTree<Cs...>::path_to(Id id, std::vector<Id>& out) const {
 
 // LRU refresh for a request that uses `path` (root excluded, the target last): FULL on the whole path, SWA on
 // the nodes within one window plus one page above the target, Mamba on the target. Upper nodes get the older
-// stamps.
+// stamps. A stamp write is O(1): the heaps catch up lazily (see node_heap.hpp). The clock is kept in a local: as a
+// member it would be reloaded after every stamp store (both are uint64_t, so they may alias).
 template <class... Cs>
 void RadixTree<Cs...>::refresh(std::span<const Id> path) {
     if (path.empty()) return;
-    for (Id x : path) touch(x, F);
+    std::uint64_t clock = clock_;
+    for (Id x : path) nodes_[x].stamp[F] = ++clock;
     if constexpr (components::has_swa) {
         const std::int64_t limit = std::int64_t{config_.swa_window} + config_.page_size.tokens;
         std::size_t first = path.size();
         for (std::int64_t covered = 0; first > 0 && covered < limit;) covered += nodes_[path[--first]].length;
-        for (std::size_t i = first; i < path.size(); ++i) touch(path[i], S);
+        for (std::size_t i = first; i < path.size(); ++i) nodes_[path[i]].stamp[S] = ++clock;
     }
-    if constexpr (components::has_mamba) touch(path.back(), M);
+    if constexpr (components::has_mamba) nodes_[path.back()].stamp[M] = ++clock;
+    clock_ = clock;
 }
 
 template <class... Cs>
@@ -433,7 +486,8 @@ std::string RadixTree<Cs...>::check_invariants() const {
         if (n.length <= 0 || n.length % ps != 0 || n.tokens.size() != static_cast<std::size_t>(n.length))
             return fail("length is not a positive whole number of pages");
         if (n.parent != root && !(n.ns == p.ns)) return fail("namespace differs from the parent's");
-        if (n.key_hash != edge_hash(n.ns, n.tokens.data())) return fail("stale edge hash");
+        if (n.key_hash != edge_hash(detail::tree::namespace_seed(n.ns), n.tokens.data()))
+            return fail("stale edge hash");
         if (!edges_.has(n.parent, n.key_hash, id)) return fail("missing edge from the parent");
         if (!n.pages.empty() && n.pages.size() * static_cast<std::size_t>(ps) != n.tokens.size())
             return fail("page count does not match the length");
@@ -469,6 +523,12 @@ std::string RadixTree<Cs...>::check_invariants() const {
     }
     for (Id id = 0; id < nodes_.size(); ++id) {
         if (!nodes_[id].alive) continue;
+        std::uint32_t listed = 0;
+        for (Id c = nodes_[id].first_child, prev = npos; c != npos; prev = c, c = nodes_[c].next_sibling, ++listed) {
+            if (listed > children[id] || !nodes_[c].alive || nodes_[c].parent != id || nodes_[c].prev_sibling != prev)
+                return detail::concat("node ", id, ": child list is broken");
+        }
+        if (listed != children[id]) return detail::concat("node ", id, ": child list misses children");
         if (nodes_[id].children != children[id]) return detail::concat("node ", id, ": child count is stale");
         if (nodes_[id].device_children != device_children[id])
             return detail::concat("node ", id, ": device child count is stale");

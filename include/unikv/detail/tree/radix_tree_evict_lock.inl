@@ -1,6 +1,9 @@
 #pragma once
 // RadixTree: eviction (device and host), garbage collection of dead leaves, host values, retention, locks.
 
+#include <algorithm>
+#include <vector>
+
 namespace unikv {
 
 // Frees all device data of `id` (FULL pages with their SWA rows, the Mamba state).
@@ -155,7 +158,7 @@ void RadixTree<Cs...>::unlink(Id id) noexcept {
     }
     const Id parent = n.parent;
     edges_.erase(parent, n.key_hash, id);
-    --nodes_[parent].children;
+    unlink_child(id);
     free_slot(id);
     sync(parent);
 }
@@ -180,6 +183,56 @@ void RadixTree<Cs...>::collect_empty(Id id) noexcept {
         const Id parent = nodes_[id].parent;
         unlink(id);
         id = parent;
+    }
+}
+
+// The highest node from `id` up with FULL data in no tier (its FULL copy failed): a match needs FULL on every node
+// of its path, so nothing below it can be matched (an insert of its tokens would adopt it again). npos if none.
+template <class... Cs>
+auto RadixTree<Cs...>::unreachable_top(Id id) const noexcept -> Id {
+    Id top = npos;
+    for (Id x = id; x != root; x = nodes_[x].parent)
+        if (!keeps(nodes_[x], F)) top = x;
+    return top;
+}
+
+// Removes every node below `top` that can go, freeing its host copies (descendants of a node without FULL data
+// hold no device data: it is prefix-closed). A node with a lock or a backup in flight stays, and so do its
+// ancestors; its own `finish_backup` runs this again. Post-order, siblings in token order, so both cores free in
+// the same order. Cold path (a FULL copy failed): O(s log s) for s nodes below `top`, and the traversal's scratch.
+template <class... Cs>
+void RadixTree<Cs...>::drop_unreachable(Id top, detail::ActionsBuilder& out, EvictResult& result) {
+    const auto ps = static_cast<std::ptrdiff_t>(config_.page_size.tokens);
+    const auto by_first_page = [&](Id a, Id b) {
+        const TokenId* x = nodes_[a].tokens.data();
+        const TokenId* y = nodes_[b].tokens.data();
+        return std::lexicographical_compare(x, x + ps, y, y + ps);
+    };
+    // Each frame's children, sorted, sit in order[begin, end) until the frame is popped.
+    struct Frame {
+        Id node;
+        std::size_t begin, next, end;
+    };
+    std::vector<Id> order;
+    std::vector<Frame> stack;
+    const auto push = [&](Id id) {
+        const std::size_t begin = order.size();
+        for (Id c = nodes_[id].first_child; c != npos; c = nodes_[c].next_sibling) order.push_back(c);
+        std::sort(order.begin() + static_cast<std::ptrdiff_t>(begin), order.end(), by_first_page);
+        stack.push_back({id, begin, begin, order.size()});
+    };
+    push(top);
+    while (!stack.empty()) {
+        if (stack.back().next < stack.back().end) {
+            push(order[stack.back().next++]);
+            continue;
+        }
+        const Frame f = stack.back();
+        stack.pop_back();
+        order.resize(f.begin);
+        const Node& n = nodes_[f.node];
+        if (f.node != top && n.children == 0 && device_unlocked(n) && host_unlocked(n))
+            remove_node(f.node, out, result);
     }
 }
 
@@ -282,7 +335,14 @@ EvictResult RadixTree<Cs...>::finish_backup(NodeRef node, Component component, s
     sync(id);
     EvictResult result;
     detail::ActionsBuilder out{result.actions};
-    if (!any_pending(nodes_[id])) collect(id, out, result);
+    if (any_pending(nodes_[id])) return result;
+    const Id top = unreachable_top(id);
+    if (top == npos || any_pending(nodes_[top])) {
+        collect(id, out, result);
+    } else {
+        drop_unreachable(top, out, result);
+        collect(top, out, result);
+    }
     return result;
 }
 
@@ -319,6 +379,40 @@ void RadixTree<Cs...>::commit_load_back(NodeRef node, Component component, const
         emit(EventKind::stored, c, Tier::device, id);
     }
     sync(id);
+}
+
+template <class... Cs>
+std::span<const LoadBackStep> RadixTree<Cs...>::load_back_plan(NodeRef node) {
+    const Id target = checked(node, "load_back_plan");
+    expect_no_pending();
+    path_to(target, path_);
+    const char* const unservable = "load_back_plan: a component cannot serve the node from any tier";
+    // Path indices from `window_from` on lie in the last SWA window before the node's end (whole nodes).
+    std::size_t window_from = path_.size();
+    if constexpr (components::has_swa) {
+        for (std::int64_t covered = 0; window_from > 0 && covered < config_.swa_window;) {
+            const Node& n = nodes_[path_[--window_from]];
+            UNIKV_EXPECTS(n.swa || has_host(n, S), unservable);
+            covered += n.length;
+        }
+    }
+    plan_.clear();
+    for (std::size_t i = 0; i < path_.size(); ++i) {
+        const Node& n = nodes_[path_[i]];
+        const auto step = [&](std::size_t c, std::span<const HostPage> host) {
+            plan_.push_back({ref(path_[i]), static_cast<Component>(c), n.start, n.length, host});
+        };
+        if (n.pages.empty()) {
+            UNIKV_EXPECTS(has_host(n, F), unservable);
+            step(F, n.host_pages[F]);
+        }
+        if (components::has_swa && i >= window_from && !n.swa) step(S, n.host_pages[S]);
+        if (components::has_mamba && path_[i] == target && !n.state.is_valid()) {
+            UNIKV_EXPECTS(has_host(n, M), unservable);
+            step(M, std::span<const HostPage>(&n.state_host, 1));
+        }
+    }
+    return plan_;
 }
 
 template <class... Cs>

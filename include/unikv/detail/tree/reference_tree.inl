@@ -158,6 +158,32 @@ void ReferenceTree<Cs...>::collect_empty(Id id) {
     }
 }
 
+// The highest node from `id` up with FULL data in no tier: nothing below it can be matched.
+template <class... Cs>
+auto ReferenceTree<Cs...>::unreachable_top(Id id) const -> std::optional<Id> {
+    std::optional<Id> top;
+    for (Id x = id; x != root; x = nodes_[x].parent)
+        if (!keeps(nodes_[x], F)) top = x;
+    return top;
+}
+
+// Removes, children first and siblings in token order, every node below `id` that is childless, unlocked and has
+// no backup in flight.
+template <class... Cs>
+void ReferenceTree<Cs...>::drop_below(Id id, detail::ActionsBuilder& out, EvictResult& result) {
+    std::vector<Id> kids = nodes_[id].children;
+    const auto ps = config_.page_size.tokens;
+    std::sort(kids.begin(), kids.end(), [&](Id a, Id b) {
+        return std::lexicographical_compare(nodes_[a].tokens.begin(), nodes_[a].tokens.begin() + ps,
+                                            nodes_[b].tokens.begin(), nodes_[b].tokens.begin() + ps);
+    });
+    for (Id k : kids) {
+        drop_below(k, out, result);
+        if (nodes_[k].children.empty() && device_unlocked(nodes_[k]) && host_clear(nodes_[k]))
+            remove_node(k, out, result);
+    }
+}
+
 template <class... Cs>
 void ReferenceTree<Cs...>::refresh(Id target) {
     if (target == root) return;
@@ -253,9 +279,9 @@ MatchResult ReferenceTree<Cs...>::match_prefix(TokenKey key, MatchOptions option
             seen += n.length();
         }
     }
-    match_pages_.clear();
-    for (Id x : path_to(device_node)) match_pages_.insert(match_pages_.end(), nodes_[x].pages.begin(), nodes_[x].pages.end());
-    r.device_pages = match_pages_;
+    match_runs_.clear();
+    for (Id x : path_to(device_node)) match_runs_.emplace_back(nodes_[x].pages);
+    r.device_pages = PageRuns(match_runs_, static_cast<std::size_t>(r.device_length / ps));
     refresh(best);
     return r;
 }
@@ -590,7 +616,14 @@ EvictResult ReferenceTree<Cs...>::finish_backup(NodeRef node, Component componen
     --pending_backups_;
     EvictResult result;
     detail::ActionsBuilder out{result.actions};
-    if (no_pending(nodes_[id])) collect(id, out, result);
+    if (!no_pending(nodes_[id])) return result;
+    const auto top = unreachable_top(id);
+    if (top && no_pending(nodes_[*top])) {
+        drop_below(*top, out, result);
+        collect(*top, out, result);
+    } else {
+        collect(id, out, result);
+    }
     return result;
 }
 
@@ -622,6 +655,34 @@ void ReferenceTree<Cs...>::commit_load_back(NodeRef node, Component component, c
         }
     }
     emit(EventKind::stored, c, Tier::device, id);
+}
+
+template <class... Cs>
+std::span<const LoadBackStep> ReferenceTree<Cs...>::load_back_plan(NodeRef node) {
+    const Id target = id_of(node, "load_back_plan");
+    UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
+    const auto path = path_to(target);
+    std::vector<bool> in_window(path.size(), false);
+    if constexpr (components::has_swa) {
+        std::int64_t covered = 0;
+        for (std::size_t i = path.size(); i > 0 && covered < config_.swa_window; --i) {
+            const Node& n = nodes_[path[i - 1]];
+            UNIKV_EXPECTS(has_device(n, S) || has_host(n, S), "an SWA window node has no SWA data in any tier");
+            in_window[i - 1] = true;
+            covered += n.length();
+        }
+    }
+    plan_.clear();
+    for (std::size_t i = 0; i < path.size(); ++i) {
+        const Node& n = nodes_[path[i]];
+        for (std::size_t c = 0; c < component_count; ++c) {
+            const bool needed = c == F || (c == S && in_window[i]) || (c == M && path[i] == target);
+            if (!in_set(c) || !needed || has_device(n, c)) continue;
+            UNIKV_EXPECTS(has_host(n, c), "a component needed on the path has no data in any tier");
+            plan_.push_back({ref(path[i]), static_cast<Component>(c), n.start, n.length(), n.host[c]});
+        }
+    }
+    return plan_;
 }
 
 template <class... Cs>
