@@ -25,6 +25,15 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// Over-aligned types (the tree's 64-byte nodes) allocate through these: count them too.
+void* operator new(std::size_t n, std::align_val_t a) {
+    if (counting) ++allocations;
+    const auto align = static_cast<std::size_t>(a);
+    if (void* p = std::aligned_alloc(align, (n + align - 1) / align * align)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 using namespace unikv;
 using namespace unikv::test;

@@ -527,6 +527,35 @@ private:
         if (!pa.empty()) ++stats["load_back_plan with steps"];
     }
 
+    // Loads every step of the plan for a host-hit match's best node on both trees, in plan order; then a
+    // device-only match must reach the whole host-hit length: the plan was complete.
+    void execute_plan(const TokenKey& key, NodeRef best, std::int32_t best_length) {
+        std::vector<LoadBackStep> plan;
+        if (threw([&] { const auto p = fast_.load_back_plan(best); plan.assign(p.begin(), p.end()); })) return;
+        for (const LoadBackStep& step : plan) {
+            const auto want = key_of(fast_, step.node);
+            NodeRef in_ref;
+            for (NodeRef n : ref_.nodes())
+                if (key_of(ref_, n) == want) in_ref = n;
+            expect(!in_ref.is_root(), "a planned node is missing from ReferenceTree");
+            std::vector<VirtualPage> pages;
+            LoadedValue v;
+            if (step.component == Component::full) {
+                for (int j = 0; j < step.length / ps(); ++j) pages.emplace_back(next_page_ + j);
+                v.pages = pages;
+            }
+            if (step.component == Component::mamba) v.state = StateId{next_state_};
+            const bool ta = threw([&] { fast_.commit_load_back(step.node, step.component, v); });
+            const bool tb = threw([&] { ref_.commit_load_back(in_ref, step.component, v); });
+            expect(!ta && !tb, "a planned load-back step was rejected");
+            next_page_ += static_cast<std::int32_t>(pages.size());
+            if (step.component == Component::mamba) ++next_state_;
+        }
+        const auto m = match_both(key, {});
+        expect(m.fast.device_length == best_length, "after loading its plan, a device-only match stops short");
+        if (!plan.empty()) ++stats["load_back_plan executed"];
+    }
+
     void do_load_back() {
         last_op_ = "commit_load_back";
         NodeRef target_fast, target_ref;
@@ -535,6 +564,7 @@ private:
             const auto m = match_both(TokenKey{key, ns}, MatchOptions{HostHits::include});
             target_fast = m.fast.best_node;
             target_ref = m.ref.best_node;
+            if (chance(50)) return execute_plan(TokenKey{key, ns}, m.fast.best_node, m.fast.best_length);
         } else {  // any node, so that partly loaded and host-only paths get reached often
             const auto all = fast_.nodes();
             if (all.empty()) return;

@@ -489,7 +489,8 @@ TEST_CASE_TEMPLATE("a failed FULL copy of an internal node drops the host-only n
     CHECK(tree.match_prefix({key}, {.host_hits = HostHits::include}).best_length == 0);
 }
 
-// The same, with a host lock on C: a locked host copy is never freed, so C (and X above it) stay until unlocked.
+// The same, with a host lock on C: a locked host copy is never freed, so C (and X above it) stay; unlocking does
+// not drop them (nothing revisits the subtree), host eviction does.
 TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, FastCore, RefCore) {
     typename Core::template tree<Full> tree({.page_size = {1}});
     const auto key = run(1, 8);
@@ -504,6 +505,11 @@ TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, Fa
     CHECK(tree.node_count() == 2);
     CHECK(tree.host_size(F) == 4);
     tree.unlock(std::move(keep));
+    CHECK(tree.node_count() == 2);
+    auto gone = tree.evict_host(F, 4);
+    CHECK(drain(gone.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+    CHECK(tree.node_count() == 0);
+    CHECK(tree.host_size(F) == 0);
 }
 
 // One 8-token leaf, page 2, W = 3: backups of the tail's SWA window and Mamba state and of both parts' FULL rows,
