@@ -202,7 +202,7 @@ public:
     /// Points into a buffer the tree owns: valid until the next non-const call. Preconditions (`logic_error`): `node`
     /// alive; no backup pending; every component accepts `node` in some tier. O(depth), allocation-free once the
     /// buffer has grown to the path.
-    std::span<const LoadBackStep> load_back_plan(NodeRef node);
+    [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node);
 
     /// Sets `node`'s retention class to `retention` (raising or lowering it) and raises its ancestors to at
     /// least `retention`: ancestors are shared prefixes (a pinned system prompt), so one request never lowers
@@ -406,6 +406,7 @@ private:
     std::vector<Id> path_;
     std::vector<std::span<const VirtualPage>> match_runs_;  // MatchResult::device_pages, one run per node
     std::vector<LoadBackStep> plan_;                        // load_back_plan's result
+    HostPage plan_state_host_;                              // the Mamba step's host page (node storage may move)
 };
 
 }  // namespace unikv

@@ -74,7 +74,7 @@ public:
     /// See `RadixTree::commit_load_back`.
     void commit_load_back(NodeRef node, Component component, const LoadedValue& value = {});
     /// See `RadixTree::load_back_plan`.
-    std::span<const LoadBackStep> load_back_plan(NodeRef node);
+    [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node);
     /// See `RadixTree::set_retention`.
     void set_retention(NodeRef node, std::uint8_t retention);
     /// See `RadixTree::evictable_size`.

@@ -148,7 +148,8 @@ struct LoadBackStep {
     /// Tokens of the node.
     std::int32_t length = 0;
     /// The host copy: one host page per page (Full, Swa), one (Mamba). Points into the tree: valid until the next
-    /// non-const call on it.
+    /// non-const call on it other than `commit_load_back` (so a caller can load the plan step by step). Lock the
+    /// node (device and host tiers) while the copies run, so no eviction drops the host pages being read.
     std::span<const HostPage> host{};
 };
 

@@ -208,18 +208,21 @@ void RadixTree<Cs...>::drop_unreachable(Id top, detail::ActionsBuilder& out, Evi
         const TokenId* y = nodes_[b].tokens.data();
         return std::lexicographical_compare(x, x + ps, y, y + ps);
     };
-    // Each frame's children, sorted, sit in order[begin, end) until the frame is popped.
+    // Each frame's children, sorted, sit in order[begin, end) until the frame is popped. The walk only collects
+    // (a failed allocation changes nothing); the removals follow, children before their parents.
     struct Frame {
         Id node;
         std::size_t begin, next, end;
+        bool children_go;  // every child popped so far is removed
     };
     std::vector<Id> order;
     std::vector<Frame> stack;
+    std::vector<Id> doomed;
     const auto push = [&](Id id) {
         const std::size_t begin = order.size();
         for (Id c = nodes_[id].first_child; c != npos; c = nodes_[c].next_sibling) order.push_back(c);
         std::sort(order.begin() + static_cast<std::ptrdiff_t>(begin), order.end(), by_first_page);
-        stack.push_back({id, begin, begin, order.size()});
+        stack.push_back({id, begin, begin, order.size(), true});
     };
     push(top);
     while (!stack.empty()) {
@@ -231,9 +234,11 @@ void RadixTree<Cs...>::drop_unreachable(Id top, detail::ActionsBuilder& out, Evi
         stack.pop_back();
         order.resize(f.begin);
         const Node& n = nodes_[f.node];
-        if (f.node != top && n.children == 0 && device_unlocked(n) && host_unlocked(n))
-            remove_node(f.node, out, result);
+        const bool goes = f.node != top && f.children_go && device_unlocked(n) && host_unlocked(n);
+        if (goes) doomed.push_back(f.node);
+        if (!stack.empty()) stack.back().children_go = stack.back().children_go && goes;
     }
+    for (Id id : doomed) remove_node(id, out, result);
 }
 
 template <class... Cs>
@@ -409,7 +414,8 @@ std::span<const LoadBackStep> RadixTree<Cs...>::load_back_plan(NodeRef node) {
         if (components::has_swa && i >= window_from && !n.swa) step(S, n.host_pages[S]);
         if (components::has_mamba && path_[i] == target && !n.state.is_valid()) {
             UNIKV_EXPECTS(has_host(n, M), unservable);
-            step(M, std::span<const HostPage>(&n.state_host, 1));
+            plan_state_host_ = n.state_host;  // held by the tree, not the node: node storage may move
+            step(M, std::span<const HostPage>(&plan_state_host_, 1));
         }
     }
     return plan_;
