@@ -2,7 +2,8 @@
 // One open-addressing table for every parent -> child edge of a tree: key (parent slot, hash of the child's first
 // page and namespace), value the child slot. Linear probing with backward-shift deletion (no tombstones), load
 // factor <= 1/2. A lookup probes every entry with the same (parent, hash) and lets the caller verify the tokens,
-// so hash collisions are harmless. No allocation except when the table grows.
+// so hash collisions are harmless for correctness (they only cost comparisons). No allocation except when the
+// table grows.
 
 #include <bit>
 #include <cstddef>

@@ -151,19 +151,23 @@ auto RadixTree<Cs...>::checked(NodeRef node, const char* what) const -> Id {
 
 // The edge key of a child: its namespace (`ns_seed`, hashed once per call) and first page, from 8 sampled tokens
 // (`edge_offsets_`, first and last included): siblings differ from their divergence point on, so the last token
-// almost always separates them, and a collision only costs a token comparison in the child table. The samples go
-// through four independent multiplies, not one serial chain, so the hash costs a few cycles of latency.
+// almost always separates them, and a collision only costs a token comparison in the child table (never a wrong
+// child). Pairs of packed samples are combined by two independent 128-bit fold-multiplies, so the hash costs a few
+// cycles of latency and, being non-linear, offers no easy way to build colliding pages.
 template <class... Cs>
 std::uint64_t RadixTree<Cs...>::edge_hash(std::uint64_t ns_seed, const TokenId* first_page) const noexcept {
-    constexpr std::array<std::uint64_t, edge_samples / 2> lane_keys{0x243F6A8885A308D3ull, 0x13198A2E03707344ull,
-                                                                    0xA4093822299F31D0ull, 0x082EFA98EC4E6C89ull};
-    std::uint64_t h = ns_seed;
+    static_assert(edge_samples == 8, "the hash folds four words of two samples each");
+    constexpr std::array<std::uint64_t, 4> lane_keys{0x243F6A8885A308D3ull, 0x13198A2E03707344ull,
+                                                     0xA4093822299F31D0ull, 0x082EFA98EC4E6C89ull};
+    std::array<std::uint64_t, 4> w{};
     for (std::size_t i = 0; i < edge_samples; i += 2) {
-        const std::uint64_t w = std::uint64_t{static_cast<std::uint32_t>(first_page[edge_offsets_[i]])} |
-                                std::uint64_t{static_cast<std::uint32_t>(first_page[edge_offsets_[i + 1]])} << 32;
-        h += (w ^ lane_keys[i / 2]) * detail::tree::hash_multiplier;
+        w[i / 2] = (std::uint64_t{static_cast<std::uint32_t>(first_page[edge_offsets_[i]])} |
+                    std::uint64_t{static_cast<std::uint32_t>(first_page[edge_offsets_[i + 1]])} << 32) ^
+                   lane_keys[i / 2];
     }
-    return detail::tree::mix64(h);
+    const std::uint64_t a = detail::tree::fold_multiply(w[0], w[1] ^ ns_seed);
+    const std::uint64_t b = detail::tree::fold_multiply(w[2], w[3]);
+    return detail::tree::mix64(a ^ ((b << 23) | (b >> 41)));
 }
 
 // The child the key continues into. The parent's `last_child` is tried first: histories are chains of turns and
