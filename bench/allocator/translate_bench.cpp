@@ -1,7 +1,9 @@
 // Translation (virtual token ids to physical ones through v2p) against memcpy of the same number of id
-// bytes, both measured in this binary over the same iterations. Token ids come as requests do: whole pages
-// in a random page order, tokens in order within a page. Counters: Gtokens/s, and x_memcpy = our speed /
-// memcpy speed (goal: >= 0.5).
+// bytes, both measured in this binary over the same iterations. Token ids come as requests do: rows of `row`
+// consecutive virtual pages (a request's pages, allocated together: the allocator hands a freed row back in
+// its order) in a random row order, tokens in order within a page; `row` 1 is a random page order, the worst
+// case (at page size 1, a plain gather). Counters: Gtokens/s, and x_memcpy = our speed / memcpy speed (goal:
+// >= 0.5).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -23,6 +25,7 @@ template <class L>
 void translate(benchmark::State& state) {
     const auto tokens = static_cast<std::size_t>(state.range(0));
     const std::int32_t page_size = static_cast<std::int32_t>(state.range(1));
+    const auto row = static_cast<std::size_t>(state.range(2));
     HostBackend backend;
     auto stream = backend.make_stream();
     const std::int32_t pages = 16384;
@@ -38,10 +41,12 @@ void translate(benchmark::State& state) {
     std::vector<VirtualPage> live(static_cast<std::size_t>(pages / 2));
     if (!alloc.alloc(live)) state.SkipWithError("setup allocation failed");
     std::mt19937 rng(7);
-    std::shuffle(live.begin(), live.end(), rng);
+    std::vector<std::size_t> rows(live.size() / row);  // row r is live[r * row, (r + 1) * row)
+    for (std::size_t r = 0; r < rows.size(); ++r) rows[r] = r;
+    std::shuffle(rows.begin(), rows.end(), rng);
     std::vector<VirtualToken> in;
     for (std::size_t i = 0; in.size() < tokens; ++i) {
-        const VirtualPage v = live[i % live.size()];
+        const VirtualPage v = live[rows[(i / row) % rows.size()] * row + i % row];
         for (std::int32_t o = 0; o < page_size && in.size() < tokens; ++o) in.emplace_back(v.value() * page_size + o);
     }
     std::vector<PhysicalToken> out(tokens);
@@ -78,8 +83,9 @@ void translate(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK_TEMPLATE(translate, SwaFullLayout)
-    ->ArgsProduct({{1024, 16384, 262144}, {16, 1, 3}})
-    ->ArgNames({"tokens", "page_size"})
+    ->ArgsProduct({{1024, 16384, 262144}, {16, 1, 3}, {1}})
+    ->ArgsProduct({{1024, 16384, 262144}, {1}, {256}})
+    ->ArgNames({"tokens", "page_size", "row"})
     ->UseManualTime()
     ->MinTime(0.05);
 

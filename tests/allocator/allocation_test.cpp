@@ -300,3 +300,21 @@ TEST_CASE("an allocator moves with its reservations, and handed-out pages can be
     CHECK(moved.unconsumed_reservations() == 1);
     CHECK(moved.verify_byte_accounting().empty());
 }
+
+TEST_CASE_TEMPLATE("a freed row comes back in its order: rows of consecutive ids stay ascending", L, SwaFullLayout,
+                   TriPoolLayout, EagerMambaFullLayout) {
+    Fixture<L> f(small_config(64 * 128));
+    auto head = f.alloc_kv(3);
+    auto row = f.alloc_kv(6);
+    for (std::size_t i = 1; i < row.size(); ++i) REQUIRE(row[i].value() == row[0].value() + static_cast<std::int32_t>(i));
+    f.alloc.free(row);
+    auto again = f.alloc_kv(6);
+    CHECK(again == row);
+    if constexpr (Fixture<L>::Alloc::has_mamba) {
+        auto states = f.alloc_states(4);
+        f.alloc.free_state(states);
+        CHECK(f.alloc_states(4) == states);
+    }
+    CHECK(f.kv_holds(head));
+    CHECK(f.broken().empty());
+}

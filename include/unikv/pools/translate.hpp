@@ -120,6 +120,51 @@ __attribute__((target("avx2"))) bool translate_block_pow2_32(const TranslationTa
     return translate_block_pow2<PageSize, translate_lanes_32>(table, in, out, groups);
 }
 #endif
+// Page size 1: a translation is one table read per id. Rows of consecutive virtual ids (a request's tokens
+// allocated together) read consecutive table entries, so a block whose ids are `first, first + 1, ...` copies
+// `v2p[first, first + n)` lane by lane (unbound entries to 0); any other block fails at its first check.
+template <class Lanes>
+[[gnu::always_inline]] inline bool translate_block_unit_run(const TranslationTable& table, const std::byte* in,
+                                                            std::byte* out, std::size_t n) noexcept {
+    constexpr std::size_t lane_ids = sizeof(Lanes) / sizeof(std::uint32_t);
+    std::uint32_t first, last;
+    std::memcpy(&first, in, sizeof first);
+    std::memcpy(&last, in + (n - 1) * sizeof last, sizeof last);
+    // Unsigned: a descending, wrapped or negative run fails here, and `last < sentinel` bounds every read.
+    if (n % lane_ids != 0 || last - first != n - 1 || last >= table.sentinel) return false;
+    Lanes expected;
+    for (std::size_t k = 0; k < lane_ids; ++k) expected[k] = first + static_cast<std::uint32_t>(k);
+    Lanes outside{};
+    for (std::size_t k = 0; k < n * sizeof(std::uint32_t); k += sizeof(Lanes)) {
+        Lanes x;
+        std::memcpy(&x, in + k, sizeof x);
+        outside |= x ^ expected;
+        expected += static_cast<std::uint32_t>(lane_ids);
+    }
+    std::uint32_t any = 0;
+    for (std::size_t lane = 0; lane < lane_ids; ++lane) any |= outside[lane];
+    if (any != 0) return false;
+    const auto* entries = reinterpret_cast<const std::byte*>(table.v2p + first);
+    for (std::size_t k = 0; k < n * sizeof(std::uint32_t); k += sizeof(Lanes)) {
+        Lanes p;
+        std::memcpy(&p, entries + k, sizeof p);
+        p &= (p >> 31) - 1u;  // -1 (unbound) becomes 0, the sink
+        std::memcpy(out + k, &p, sizeof p);
+    }
+    return true;
+}
+
+inline bool translate_block_unit_run_16(const TranslationTable& table, const std::byte* in, std::byte* out,
+                                        std::size_t n) noexcept {
+    return translate_block_unit_run<translate_lanes_16>(table, in, out, n);
+}
+
+#if UNIKV_HAS_AVX2_DISPATCH
+__attribute__((target("avx2"))) inline bool translate_block_unit_run_32(const TranslationTable& table, const std::byte* in,
+                                                                         std::byte* out, std::size_t n) noexcept {
+    return translate_block_unit_run<translate_lanes_32>(table, in, out, n);
+}
+#endif
 #endif  // UNIKV_HAS_VECTOR_TYPES
 
 inline bool translate_block_any(const TranslationTable& table, const std::byte* in, std::byte* out,
@@ -180,6 +225,18 @@ void translate_tokens_pow2(const TranslationTable& table, std::span<const Virtua
 #endif
 }
 
+inline void translate_tokens_unit(const TranslationTable& table, std::span<const VirtualToken> in,
+                                  std::span<PhysicalToken> out) noexcept {
+#if UNIKV_HAS_AVX2_DISPATCH
+    if (__builtin_cpu_supports("avx2")) return translate_tokens_in_blocks(table, in, out, translate_block_unit_run_32);
+#endif
+#if UNIKV_HAS_VECTOR_TYPES
+    translate_tokens_in_blocks(table, in, out, translate_block_unit_run_16);
+#else
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = PhysicalToken{table.physical_token(in[i].value())};
+#endif
+}
+
 }  // namespace detail
 
 /// Writes the physical page of each id of `in` (virtual pages, or Mamba state ids) to `out`; translates
@@ -199,7 +256,7 @@ inline void translate_tokens(const TranslationTable& table, std::span<const Virt
     UNIKV_ASSERT(in.empty() || static_cast<const void*>(in.data() + in.size()) <= static_cast<const void*>(out.data()) ||
                  static_cast<const void*>(out.data() + in.size()) <= static_cast<const void*>(in.data()));
     switch (table.page_size) {
-        case 1: return translate_pages(table, in, out);
+        case 1: return detail::translate_tokens_unit(table, in, out);
         case 4: return detail::translate_tokens_pow2<4>(table, in, out);
         case 8: return detail::translate_tokens_pow2<8>(table, in, out);
         case 16: return detail::translate_tokens_pow2<16>(table, in, out);

@@ -274,8 +274,10 @@ template <class L, class B>
 void UnifiedAllocator<L, B>::free(std::span<const VirtualPage> pages) {
     check_virtual_pages(pages, "free", false, false, true);
     auto& full = pool<full_index>();
-    for (const VirtualPage page : pages) {
-        const std::int32_t v = page.value();
+    // Last to first: ids and holes are stacks, so the next allocation takes a freed row back in its order (a
+    // request's rows stay ascending runs, which translation copies in bulk).
+    for (auto it = pages.rbegin(); it != pages.rend(); ++it) {
+        const std::int32_t v = it->value();
         marks_[static_cast<std::size_t>(v)] = 0;
         if constexpr (has_swa) {
             auto& swa = pool<swa_index>();
@@ -294,7 +296,7 @@ void UnifiedAllocator<L, B>::free_swa(std::span<const VirtualPage> pages) {
     static_assert(has_swa, "unikv: free_swa needs a layout with a Swa pool");
     check_virtual_pages(pages, "free_swa", true, false);
     auto& swa = pool<swa_index>();
-    for (const VirtualPage page : pages) swa.release_page(swa.core().release_bound(page.value()));
+    for (auto it = pages.rbegin(); it != pages.rend(); ++it) swa.release_page(swa.core().release_bound(it->value()));
     if constexpr (has_eager_) {
         if (!pages.empty()) with_moves([&](auto& ctx) { swa.after_release(ctx); });
     }
@@ -304,9 +306,9 @@ template <class L, class B>
 void UnifiedAllocator<L, B>::free_full(std::span<const VirtualPage> pages) {
     check_virtual_pages(pages, "free_full", false, true);
     auto& full = pool<full_index>();
-    for (const VirtualPage page : pages) {
-        full.release_page(full.core().release_bound(page.value()));
-        full.core().push_id(page.value());
+    for (auto it = pages.rbegin(); it != pages.rend(); ++it) {  // last to first, as in `free`
+        full.release_page(full.core().release_bound(it->value()));
+        full.core().push_id(it->value());
     }
     if constexpr (has_eager_) {
         if (!pages.empty()) with_moves([&](auto& ctx) { full.after_release(ctx); });
@@ -345,10 +347,10 @@ void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states) {
         marks_[static_cast<std::size_t>(v)] = 1;
         ++marked;
     }
-    for (const StateId id : states) {
-        marks_[static_cast<std::size_t>(id.value())] = 0;
-        mamba.release_page(mamba.core().release_bound(id.value()));
-        mamba.core().push_id(id.value());
+    for (auto it = states.rbegin(); it != states.rend(); ++it) {  // last to first, as in `free`
+        marks_[static_cast<std::size_t>(it->value())] = 0;
+        mamba.release_page(mamba.core().release_bound(it->value()));
+        mamba.core().push_id(it->value());
     }
     if constexpr (has_eager_) {
         if (!states.empty()) with_moves([&](auto& ctx) { mamba.after_release(ctx); });
