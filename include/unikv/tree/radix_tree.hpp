@@ -175,8 +175,9 @@ public:
     /// example a FULL leaf whose copy failed) is deleted with the same clean-up as `evict`. When the node or an
     /// ancestor has FULL data in no tier (its FULL copy failed), nothing below that node can be matched: every
     /// node below it without a lock or a backup in flight is deleted, host copies freed, then that node itself
-    /// if it can go (O(s log s) for s nodes below; only after a failed FULL copy). The result holds what this
-    /// frees (usually nothing).
+    /// if it can go (O(s log s) for s nodes below; only after a failed FULL copy). While that FULL-less node
+    /// still has a backup of its own in flight, the drop waits for its `finish_backup`. O(depth + log n) to find
+    /// such a node, plus the drop. The result holds what this frees (usually nothing).
     /// Preconditions (`logic_error`, nothing changes): a backup of `component` is pending on `node`; `host` is
     /// empty or has the right size and valid pages.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);

@@ -405,21 +405,26 @@ void RadixTree<Cs...>::path_to(Id id, std::vector<Id>& out) const {
 
 // LRU refresh for a request that uses `path` (root excluded, the target last): FULL on the whole path, SWA on
 // the nodes within one window plus one page above the target, Mamba on the target. Upper nodes get the older
-// stamps. A stamp write is O(1): the heaps catch up lazily (see node_heap.hpp). The clock is kept in a local: as a
-// member it would be reloaded after every stamp store (both are uint64_t, so they may alias).
+// stamps. Each component's heap orders only its own stamps, so a node's SWA and Mamba stamps reuse its FULL stamp
+// and one bottom-up pass writes all three. A stamp write is O(1): the heaps catch up lazily (see node_heap.hpp).
 template <class... Cs>
 void RadixTree<Cs...>::refresh(std::span<const Id> path) {
     if (path.empty()) return;
-    std::uint64_t clock = clock_;
-    for (Id x : path) nodes_[x].stamp[F] = ++clock;
-    if constexpr (components::has_swa) {
-        const std::int64_t limit = std::int64_t{config_.swa_window} + config_.page_size.tokens;
-        std::size_t first = path.size();
-        for (std::int64_t covered = 0; first > 0 && covered < limit;) covered += nodes_[path[--first]].length;
-        for (std::size_t i = first; i < path.size(); ++i) nodes_[path[i]].stamp[S] = ++clock;
+    const std::uint64_t clock = clock_;
+    clock_ += path.size();
+    if constexpr (components::has_mamba) nodes_[path.back()].stamp[M] = clock_;
+    [[maybe_unused]] const std::int64_t limit = std::int64_t{config_.swa_window} + config_.page_size.tokens;
+    [[maybe_unused]] std::int64_t covered = 0;
+    for (std::size_t i = path.size(); i-- > 0;) {
+        Node& n = nodes_[path[i]];
+        n.stamp[F] = clock + i + 1;
+        if constexpr (components::has_swa) {
+            if (covered < limit) {
+                n.stamp[S] = n.stamp[F];
+                covered += n.length;
+            }
+        }
     }
-    if constexpr (components::has_mamba) nodes_[path.back()].stamp[M] = ++clock;
-    clock_ = clock;
 }
 
 template <class... Cs>
