@@ -281,4 +281,41 @@ inline std::vector<VirtualPage> slice(const std::vector<VirtualPage>& v, std::si
     return {v.begin() + static_cast<std::ptrdiff_t>(first), v.begin() + static_cast<std::ptrdiff_t>(first + n)};
 }
 
+/// Runs one of every hot-path call on a fixture holding the 4-page rows `a` and `b`: free, alloc, alloc_extend,
+/// translate, capacity queries, and where the layout has them tombstone, reserve, bind, cancel, and state alloc,
+/// translate and free. None may touch the backend (the callers check the counters).
+template <class L>
+void run_hot_paths(Fixture<L>& f, std::span<const VirtualPage> a, std::span<const VirtualPage> b) {
+    using A = typename Fixture<L>::Alloc;
+    f.alloc.free(a.first(2));
+    std::vector<VirtualPage> c(3);
+    REQUIRE(f.alloc.alloc(c));
+    std::vector<VirtualToken> tokens{VirtualToken{b[0].value() * f.page_size()}, VirtualToken{-3}};
+    std::vector<PhysicalToken> rows(2);
+    f.alloc.translate_full(tokens, rows);
+    (void)f.alloc.available_size();
+    (void)f.alloc.schedulable_available_size();
+    CHECK_FALSE(f.alloc.moves_blocked());
+    if constexpr (A::has_swa) {
+        f.alloc.translate_swa(tokens, rows);
+        f.alloc.free_swa(b.first(2));
+        ReserveResult r = f.alloc.alloc_physical(Component::swa, 2);
+        REQUIRE(r);
+        f.alloc.bind_swa(b.first(2), r.reservation);
+        f.alloc.cancel(std::move(r.reservation));
+    }
+    if constexpr (A::has_mamba) {
+        std::vector<StateId> s(3);
+        REQUIRE(f.alloc.alloc_state(s));
+        std::vector<PhysicalPage> slots(3);
+        f.alloc.translate_state(s, slots);
+        f.alloc.free_state(s);
+    }
+    std::vector<std::int32_t> seq{6, 9};
+    std::vector<std::int32_t> prefix{0, 0};
+    std::vector<VirtualToken> last{VirtualToken{}, VirtualToken{}};
+    std::vector<VirtualToken> out(15);
+    REQUIRE(f.alloc.alloc_extend({.prefix_lens = prefix, .seq_lens = seq, .last_locs = last}, out));
+}
+
 }  // namespace alloc_test

@@ -79,40 +79,11 @@ TEST_CASE_TEMPLATE("data follows the virtual id through frees, flushes and reuse
 
 TEST_CASE_TEMPLATE("alloc, free, tombstone, translate, reserve, bind and cancel never touch the backend", L,
                    SwaFullLayout, MambaFullLayout, TriPoolLayout) {
-    using A = typename Fixture<L>::Alloc;
     Fixture<L> f(small_config(arena_bytes));
     auto a = f.alloc_kv(4);
     auto b = f.alloc_kv(4);
     const BackendCounters before = f.backend.counters();
-    f.alloc.free(std::span(a).first(2));
-    std::vector<VirtualPage> c(3);
-    REQUIRE(f.alloc.alloc(c));
-    std::vector<VirtualToken> tokens{VirtualToken{b[0].value() * 4}, VirtualToken{-3}};
-    std::vector<PhysicalToken> rows(2);
-    f.alloc.translate_full(tokens, rows);
-    (void)f.alloc.available_size();
-    (void)f.alloc.schedulable_available_size();
-    CHECK_FALSE(f.alloc.moves_blocked());
-    if constexpr (A::has_swa) {
-        f.alloc.translate_swa(tokens, rows);
-        f.alloc.free_swa(std::span(b).first(2));
-        ReserveResult r = f.alloc.alloc_physical(Component::swa, 2);
-        REQUIRE(r);
-        f.alloc.bind_swa(std::span(b).first(2), r.reservation);
-        f.alloc.cancel(std::move(r.reservation));
-    }
-    if constexpr (A::has_mamba) {
-        std::vector<StateId> s(3);
-        REQUIRE(f.alloc.alloc_state(s));
-        std::vector<PhysicalPage> slots(3);
-        f.alloc.translate_state(s, slots);
-        f.alloc.free_state(s);
-    }
-    std::vector<std::int32_t> seq{6, 9};
-    std::vector<std::int32_t> prefix{0, 0};
-    std::vector<VirtualToken> last{VirtualToken{}, VirtualToken{}};
-    std::vector<VirtualToken> out(15);
-    REQUIRE(f.alloc.alloc_extend({.prefix_lens = prefix, .seq_lens = seq, .last_locs = last}, out));
+    run_hot_paths(f, a, b);
     CHECK(same_counters(before, f.backend.counters()));
     CHECK(f.broken().empty());
 }

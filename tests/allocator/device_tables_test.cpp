@@ -257,31 +257,13 @@ TEST_CASE("publishes queued before any copy runs reach the mirror in order, each
 
 TEST_CASE_TEMPLATE("hot paths and device_tables never synchronize; hot paths only mark chunks dirty", L, SwaFullLayout,
                    MambaFullLayout, TriPoolLayout) {
-    using A = typename Fixture<L>::Alloc;
     Fixture<L> f(small_config(64 * 128));
     auto a = f.alloc_kv(4);
     auto b = f.alloc_kv(4);
     (void)f.alloc.device_tables();
     REQUIRE(f.drain());
     const BackendCounters before = f.backend.counters();
-    f.alloc.free(std::span(a).first(2));
-    std::vector<VirtualPage> c(3);
-    REQUIRE(f.alloc.alloc(c));
-    std::vector<VirtualToken> tokens{VirtualToken{b[0].value() * 4}};
-    std::vector<PhysicalToken> rows(1);
-    f.alloc.translate_full(tokens, rows);
-    if constexpr (A::has_swa) {
-        f.alloc.free_swa(std::span(b).first(2));
-        ReserveResult r = f.alloc.alloc_physical(Component::swa, 2);
-        REQUIRE(r);
-        f.alloc.bind_swa(std::span(b).first(2), r.reservation);
-        f.alloc.cancel(std::move(r.reservation));
-    }
-    if constexpr (A::has_mamba) {
-        std::vector<StateId> s(3);
-        REQUIRE(f.alloc.alloc_state(s));
-        f.alloc.free_state(std::span(s).first(1));
-    }
+    run_hot_paths(f, a, b);
     CHECK(same_counters(before, f.backend.counters()));
     const DeviceTables d = f.alloc.device_tables();
     CHECK(f.backend.counters().host_synchronizations == 0);

@@ -519,10 +519,7 @@ TEST_CASE_TEMPLATE("finish_backup completes in any order", Core, FastCore, RefCo
     typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
-    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
-                                                free_pages({1, 2, 3, 4}), free_states({5})});
-    const NodeRef upper = tree.node_info(ins.node).parent;
+    const NodeRef upper = write_back_leaf(tree, ins.node);
     SUBCASE("every copy made") {
         CHECK(finish(tree, ins.node, F, hpages(40, 2)).empty());
         CHECK(finish(tree, upper, F, hpages(30, 2)).empty());

@@ -66,14 +66,8 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
     typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
-    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
-                                                free_pages({1, 2, 3, 4}), free_states({5})});
-    const NodeRef upper = tree.node_info(ins.node).parent;
-    CHECK(finish(tree, ins.node, S, hpages(10, 2)).empty());
-    CHECK(finish(tree, ins.node, M, hpages(20, 1)).empty());
-    CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
-    CHECK(finish(tree, ins.node, F, hpages(40, 2)).empty());
+    const NodeRef upper = write_back_leaf(tree, ins.node);
+    finish_leaf_backups(tree, ins.node, upper);
 
     const MatchResult h = tree.match_prefix({key}, {.host_hits = HostHits::include});
     CHECK(h.device_length == 0);
@@ -138,13 +132,8 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
     CHECK(tree.load_back_plan(ins.node).empty());  // all on device
-    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
-    ev.actions.mark_drained();
-    const NodeRef upper = tree.node_info(ins.node).parent;
-    CHECK(finish(tree, ins.node, S, hpages(10, 2)).empty());
-    CHECK(finish(tree, ins.node, M, hpages(20, 1)).empty());
-    CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
-    CHECK(finish(tree, ins.node, F, hpages(40, 2)).empty());
+    const NodeRef upper = write_back_leaf(tree, ins.node);
+    finish_leaf_backups(tree, ins.node, upper);
 
     const MatchResult h = tree.match_prefix({key}, {.host_hits = HostHits::include});
     REQUIRE(h.best_node == ins.node);

@@ -145,4 +145,24 @@ std::vector<Act> finish(Tree& tree, NodeRef node, Component c, const std::vector
 
 inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages * page_size; }
 
+/// The 8-token leaf several tests share (pages 1-4, state 5; page 2, W = 3), evicted with write-back: checks the
+/// backups it queues (the tail's SWA window and Mamba state, both parts' FULL rows) and returns the upper part.
+template <class Tree>
+NodeRef write_back_leaf(Tree& tree, NodeRef leaf) {
+    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
+                                                free_pages({1, 2, 3, 4}), free_states({5})});
+    return tree.node_info(leaf).parent;
+}
+
+/// Records every copy `write_back_leaf` asked for, in action order: SWA at host page 10, Mamba at 20, FULL at 30
+/// (upper part) and 40 (leaf). The leaf is then host-only in every component.
+template <class Tree>
+void finish_leaf_backups(Tree& tree, NodeRef leaf, NodeRef upper) {
+    CHECK(finish(tree, leaf, S, hpages(10, 2)).empty());
+    CHECK(finish(tree, leaf, M, hpages(20, 1)).empty());
+    CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
+    CHECK(finish(tree, leaf, F, hpages(40, 2)).empty());
+}
+
 }  // namespace unikv::test
