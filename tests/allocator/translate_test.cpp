@@ -205,3 +205,13 @@ TEST_CASE("page translation maps unbound, negative and out-of-range ids to the s
         CHECK(f.table.virtual_of(out[i].value()) == in[i].value());
     }
 }
+
+TEST_CASE("a page table refuses bad sizes and token ids that overflow int32, before building anything") {
+    CHECK_THROWS_AS(PageTable(0, 4, PageSize{16}), unikv::logic_error);
+    CHECK_THROWS_AS(PageTable(-5, 4, PageSize{16}), unikv::logic_error);  // not a length_error from the vectors
+    CHECK_THROWS_AS(PageTable(4, 4, PageSize{0}), unikv::logic_error);
+    CHECK_THROWS_AS(PageTable((1 << 27) + 1, 4, PageSize{16}), unikv::logic_error);  // token 2^31 overflows
+    CHECK_THROWS_AS(PageTable(4, (1 << 27) + 1, PageSize{16}), unikv::logic_error);
+    const PageTable ok(1 << 10, 1 << 10, PageSize{16});
+    CHECK(ok.translation().physical_token(-1) == 0);  // a negative id reaches the sentinel, hence the sink
+}

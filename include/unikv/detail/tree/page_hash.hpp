@@ -26,17 +26,9 @@ inline constexpr std::uint64_t hash_multiplier = 0x9E3779B97F4A7C15ull;
 /// The two halves of the 128-bit product of `a` and `b`, xor-ed (wyhash's "mum"): a non-linear combination of
 /// two words, so that differences in one word cannot be traded against differences in another.
 [[nodiscard]] inline std::uint64_t fold_multiply(std::uint64_t a, std::uint64_t b) noexcept {
-#if defined(__SIZEOF_INT128__)
-    __extension__ typedef unsigned __int128 wide;
+    __extension__ typedef unsigned __int128 wide;  // GCC and Clang on 64-bit targets, the library's hosts
     const wide p = static_cast<wide>(a) * b;
     return static_cast<std::uint64_t>(p) ^ static_cast<std::uint64_t>(p >> 64);
-#else
-    const std::uint64_t a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32, b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
-    const std::uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo, lo_hi = a_lo * b_hi, hi_hi = a_hi * b_hi;
-    const std::uint64_t cross = (lo_lo >> 32) + (hi_lo & 0xFFFFFFFFu) + lo_hi;
-    const std::uint64_t high = hi_hi + (hi_lo >> 32) + (cross >> 32);
-    return ((cross << 32) | (lo_lo & 0xFFFFFFFFu)) ^ high;
-#endif
 }
 
 /// Hash of `n` tokens, seeded.
