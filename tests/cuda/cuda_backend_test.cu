@@ -118,3 +118,35 @@ TEST_CASE("more index lists than the staging ring holds still copy correctly") {
         CHECK(std::memcmp(got.data() + dp[i] * page_bytes, bytes.data() + sp[i] * page_bytes, page_bytes) == 0);
     }
 }
+
+TEST_CASE("sliced copies whose runs span several warp units, 16-byte aligned or not, copy exactly the slice") {
+    CudaBackend backend;
+    auto s = backend.make_stream();
+    constexpr std::size_t page_bytes = 3 * 20000;
+    constexpr std::int32_t pages = 24;
+    for (const EnvelopeSlice slice : {EnvelopeSlice{.offset = 48, .bytes = 2 * 4096 + 40, .stride = 20000, .count = 3},
+                                      EnvelopeSlice{.offset = 41, .bytes = 4096 + 7, .stride = 19999, .count = 3},
+                                      EnvelopeSlice::whole(page_bytes)}) {
+        auto src = backend.allocate_device(pages * page_bytes);
+        auto dst = backend.allocate_device(pages * page_bytes);
+        const auto bytes = pattern(src.size(), 5);
+        upload(src, bytes);
+        detail::cuda::check(cudaMemset(dst.data(), 0, dst.size()), "cudaMemset");
+        std::vector<std::int32_t> sp(pages / 2), dp(pages / 2);
+        for (std::int32_t i = 0; i < pages / 2; ++i) {
+            sp[static_cast<std::size_t>(i)] = 2 * i + 1;
+            dp[static_cast<std::size_t>(i)] = pages - 2 - 2 * i;
+        }
+        backend.copy_page_slices_async(src.region(), sp, dst.region(), dp, page_bytes, slice, s);
+        s.ref().synchronize();
+        std::vector<std::byte> want(dst.size(), std::byte{0});
+        for (std::size_t i = 0; i < sp.size(); ++i) {
+            for (std::size_t r = 0; r < slice.count; ++r) {
+                const std::size_t off = slice.offset + r * slice.stride;
+                std::memcpy(want.data() + static_cast<std::size_t>(dp[i]) * page_bytes + off,
+                            bytes.data() + static_cast<std::size_t>(sp[i]) * page_bytes + off, slice.bytes);
+            }
+        }
+        CHECK(download(dst) == want);
+    }
+}

@@ -37,36 +37,57 @@ inline void check(cudaError_t status, const char* call) {
     }
 }
 
-// The block copies `len` bytes: 16-byte vectors when both ends are 16-byte aligned (the tail bytewise),
-// bytes otherwise.
-__device__ inline void copy_run(std::byte* dst, const std::byte* src, std::size_t len) {
+// The warp copies `len` bytes: 16-byte vectors, eight in flight per lane (a whole 4 KiB unit in one round
+// trip), when both ends are 16-byte aligned (the tail bytewise); bytes otherwise.
+__device__ inline void warp_copy(std::byte* __restrict__ dst, const std::byte* __restrict__ src, std::size_t len,
+                                 unsigned lane) {
+    constexpr std::size_t depth = 8;
     std::size_t done = 0;
     if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15) == 0) {
         auto* d = reinterpret_cast<uint4*>(dst);
         const auto* s = reinterpret_cast<const uint4*>(src);
-        for (std::size_t i = threadIdx.x; i < len / 16; i += blockDim.x) d[i] = s[i];
-        done = len / 16 * 16;
+        const std::size_t vectors = len / 16;
+        std::size_t i = lane;
+        for (; i + 32 * (depth - 1) < vectors; i += 32 * depth) {
+            uint4 v[depth];
+#pragma unroll
+            for (std::size_t k = 0; k < depth; ++k) v[k] = s[i + 32 * k];
+#pragma unroll
+            for (std::size_t k = 0; k < depth; ++k) d[i + 32 * k] = v[k];
+        }
+        for (; i < vectors; i += 32) d[i] = s[i];
+        done = vectors * 16;
     }
-    for (std::size_t i = done + threadIdx.x; i < len; i += blockDim.x) dst[i] = src[i];
+    for (std::size_t i = done + lane; i < len; i += 32) dst[i] = src[i];
 }
 
-// One block per page pair (grid-stride over pairs): the block copies the slice's runs of that envelope.
-// Thread 0 reads the pair's indices (from mapped pinned memory) once and shares them with the block.
+// Bytes one warp copies per work unit: a 4 KiB envelope is one unit, a 1 MiB one spreads over 256 warps.
+inline constexpr std::size_t copy_unit_bytes = 4096;
+
+[[nodiscard]] constexpr std::size_t copy_units(std::size_t pairs, const EnvelopeSlice& slice) noexcept {
+    return pairs * slice.count * ((slice.bytes + copy_unit_bytes - 1) / copy_unit_bytes);
+}
+
+// One warp per unit (grid-stride over units): a unit is up to `copy_unit_bytes` of one run of the slice of
+// one page pair. The page indices come from device memory (staged there by a copy queued just before).
 template <int Unused = 0>
 __global__ void copy_pages_kernel(const std::byte* src, const std::int32_t* src_pages, std::byte* dst,
                                   const std::int32_t* dst_pages, std::size_t n, std::size_t page_bytes,
                                   EnvelopeSlice slice) {
-    __shared__ std::int32_t pair[2];
-    for (std::size_t i = blockIdx.x; i < n; i += gridDim.x) {
-        if (threadIdx.x == 0) {
-            pair[0] = src_pages[i];
-            pair[1] = dst_pages[i];
-        }
-        __syncthreads();
-        const std::byte* s = src + static_cast<std::size_t>(pair[0]) * page_bytes + slice.offset;
-        std::byte* d = dst + static_cast<std::size_t>(pair[1]) * page_bytes + slice.offset;
-        __syncthreads();  // every thread has read `pair` before thread 0 overwrites it
-        for (std::size_t r = 0; r < slice.count; ++r) copy_run(d + r * slice.stride, s + r * slice.stride, slice.bytes);
+    const std::size_t units_per_run = (slice.bytes + copy_unit_bytes - 1) / copy_unit_bytes;
+    const std::size_t units_per_page = units_per_run * slice.count;
+    const std::size_t units = n * units_per_page;
+    const unsigned lane = threadIdx.x % 32;
+    const std::size_t warps = static_cast<std::size_t>(gridDim.x) * (blockDim.x / 32);
+    for (std::size_t u = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32; u < units;
+         u += warps) {
+        const std::size_t pair = u / units_per_page;
+        const std::size_t run = u % units_per_page / units_per_run;
+        const std::size_t first = u % units_per_run * copy_unit_bytes;
+        const std::size_t offset = slice.offset + run * slice.stride + first;
+        warp_copy(dst + static_cast<std::size_t>(dst_pages[pair]) * page_bytes + offset,
+                  src + static_cast<std::size_t>(src_pages[pair]) * page_bytes + offset,
+                  slice.bytes - first < copy_unit_bytes ? slice.bytes - first : copy_unit_bytes, lane);
     }
 }
 
@@ -86,9 +107,10 @@ struct atomic_counters {
     std::atomic<std::uint64_t> bytes_copied{0};
 };
 
-/// Pinned, device-mapped slots that carry page-index lists to the kernels. A slot is reused only after the
-/// event recorded behind its last kernel completed; waiting for it is the one host synchronization a copy
-/// can cause, and only when all slots are still in flight.
+/// Pinned host slots that carry page-index lists to the kernels: each list is copied into the slot's twin in
+/// device memory right before its kernel (kernels never read host memory over the bus). A slot is reused only
+/// after the event recorded behind its last kernel completed; waiting for it is the one host synchronization
+/// a copy can cause, and only when all slots are still in flight.
 class index_staging {
 public:
     static constexpr std::size_t slots = 32;
@@ -96,9 +118,10 @@ public:
 
     explicit index_staging(atomic_counters& counters) : counters_(counters) {
         check(cudaHostAlloc(reinterpret_cast<void**>(&host_), slots * slot_indices * sizeof(std::int32_t),
-                            cudaHostAllocMapped | cudaHostAllocPortable),
+                            cudaHostAllocPortable),
               "cudaHostAlloc(index staging)");
-        check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0), "cudaHostGetDevicePointer");
+        check(cudaMalloc(reinterpret_cast<void**>(&device_), slots * slot_indices * sizeof(std::int32_t)),
+              "cudaMalloc(index staging)");
         for (cudaEvent_t& e : done_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     }
     index_staging(const index_staging&) = delete;
@@ -109,6 +132,7 @@ public:
             cudaEventDestroy(e);
         }
         cudaFreeHost(host_);
+        cudaFree(device_);
     }
 
     /// Stages `a` (and `b`, if not empty) into a free slot; calls `launch(dev_a, dev_b, count)` per chunk
@@ -128,10 +152,13 @@ public:
                 check(status, "cudaEventQuery(index staging)");
             }
             std::int32_t* h = host_ + slot * slot_indices;
-            const std::int32_t* d = device_ + slot * slot_indices;
+            std::int32_t* d = device_ + slot * slot_indices;
+            const std::size_t lists = b.empty() ? 1 : 2;
             std::memcpy(h, a.data() + first, count * sizeof(std::int32_t));
-            if (!b.empty()) std::memcpy(h + per_chunk, b.data() + first, count * sizeof(std::int32_t));
-            launch(d, d + per_chunk, count);
+            if (!b.empty()) std::memcpy(h + count, b.data() + first, count * sizeof(std::int32_t));
+            check(cudaMemcpyAsync(d, h, lists * count * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream),
+                  "cudaMemcpyAsync(index staging)");
+            launch(d, d + count, count);
             check(cudaGetLastError(), "kernel launch");
             check(cudaEventRecord(done_[slot], stream), "cudaEventRecord(index staging)");
         }
@@ -371,13 +398,15 @@ private:
         state_->counters.bytes_copied.fetch_add(src_pages.size() * slice.bytes * slice.count, std::memory_order_relaxed);
         state_->staging.stage(src_pages, dst_pages, s.stream_,
                               [&](const std::int32_t* sp, const std::int32_t* dp, std::size_t n) {
-                                  detail::cuda::copy_pages_kernel<<<grid_for(n), 256, 0, s.stream_>>>(
+                                  const std::size_t units = detail::cuda::copy_units(n, slice);  // a warp each
+                                  detail::cuda::copy_pages_kernel<<<grid_for((units + 7) / 8), 256, 0, s.stream_>>>(
                                       src.data, sp, dst.data, dp, n, page_bytes, slice);
                               });
     }
 
-    [[nodiscard]] unsigned grid_for(std::size_t pairs) const noexcept {
-        return static_cast<unsigned>(std::min<std::size_t>(pairs, static_cast<std::size_t>(state_->sm_count) * 8));
+    /// Blocks for `wanted` blocks of work: at most one full wave (8 blocks of 256 threads per SM), grid-stride beyond.
+    [[nodiscard]] unsigned grid_for(std::size_t wanted) const noexcept {
+        return static_cast<unsigned>(std::min<std::size_t>(wanted, static_cast<std::size_t>(state_->sm_count) * 8));
     }
     std::unique_ptr<detail::cuda::state> state_;
 };

@@ -23,15 +23,32 @@
 namespace unikv {
 namespace detail::cuda {
 
-// One thread per id, grid-stride. `In` and `Out` are strong ids of one int32 each.
+template <class In, class Out>
+__device__ inline Out translate_one(const TranslationTable& table, std::int32_t v) {
+    if constexpr (std::is_same_v<In, VirtualToken>) return Out{table.physical_token(v)};
+    else return Out{table.physical_page(v)};
+}
+
+// Grid-stride; `In` and `Out` are strong ids of one int32 each. When both arrays are 16-byte aligned each
+// thread moves four ids per step as one int4 load and store (the tail one by one), so the id traffic runs
+// at copy speed; otherwise one id per step.
 template <class In, class Out>
 __global__ void translate_kernel(TranslationTable table, const In* in, Out* out, std::size_t n) {
-    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-        const std::int32_t v = in[i].value();
-        if constexpr (std::is_same_v<In, VirtualToken>) out[i] = Out{table.physical_token(v)};
-        else out[i] = Out{table.physical_page(v)};
+    static_assert(sizeof(In) == 4 && sizeof(Out) == 4);
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+    std::size_t scalar_from = 0;
+    if (((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) & 15) == 0) {
+        const auto* in4 = reinterpret_cast<const int4*>(in);
+        auto* out4 = reinterpret_cast<int4*>(out);
+        for (std::size_t i = first; i < n / 4; i += stride) {
+            const int4 v = in4[i];
+            out4[i] = int4{translate_one<In, Out>(table, v.x).value(), translate_one<In, Out>(table, v.y).value(),
+                           translate_one<In, Out>(table, v.z).value(), translate_one<In, Out>(table, v.w).value()};
+        }
+        scalar_from = n / 4 * 4;
     }
+    for (std::size_t i = scalar_from + first; i < n; i += stride) out[i] = translate_one<In, Out>(table, in[i].value());
 }
 
 template <class In, class Out>
@@ -42,7 +59,7 @@ void launch_translate(const char* call, const TranslationTable& table, std::span
     if (in.empty()) return;
     constexpr unsigned threads = 256;
     constexpr std::size_t max_blocks = 4096;  // grid-stride beyond this
-    const auto blocks = static_cast<unsigned>(std::min(max_blocks, (in.size() + threads - 1) / threads));
+    const auto blocks = static_cast<unsigned>(std::min(max_blocks, (in.size() / 4 + threads) / threads));
     translate_kernel<In, Out><<<blocks, threads, 0, stream.native()>>>(table, in.data(), out.data(), in.size());
     check(cudaGetLastError(), call);
 }

@@ -1,0 +1,61 @@
+#pragma once
+// Timing of the CUDA benchmarks: CUDA events around the measured call and around its floor, queued behind a
+// spin kernel that keeps the GPU busy while the host prepares the call, so the events time device work alone;
+// the host time of the measured call is taken separately with a steady clock.
+#include <chrono>
+
+#include <unikv/backend/cuda_backend.cuh>
+
+namespace bench_cuda {
+
+// Spins one thread for about `ns` nanoseconds (a template, so the header defines it once per program).
+template <int Unused = 0>
+__global__ void spin_kernel(unsigned long long ns) {
+    for (unsigned long long slept = 0; slept < ns; slept += 1000) __nanosleep(1000);
+}
+
+struct Timing {
+    double ours_ms = 0;   ///< device time of the measured call
+    double floor_ms = 0;  ///< device time of its floor
+    double host_ms = 0;   ///< host time spent queueing the measured call
+};
+
+class EventTimer {
+public:
+    EventTimer() {
+        for (cudaEvent_t& e : events_) unikv::detail::cuda::check(cudaEventCreate(&e), "cudaEventCreate");
+    }
+    EventTimer(const EventTimer&) = delete;
+    EventTimer& operator=(const EventTimer&) = delete;
+    ~EventTimer() {
+        for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    }
+
+    /// Queues a spin of `busy_us`, then `ours()` and `floor()` on `stream` between events; waits for them.
+    template <class Ours, class Floor>
+    Timing measure(cudaStream_t stream, unsigned busy_us, Ours&& ours, Floor&& floor) {
+        using unikv::detail::cuda::check;
+        spin_kernel<><<<1, 1, 0, stream>>>(busy_us * 1000ull);
+        check(cudaGetLastError(), "spin_kernel");
+        check(cudaEventRecord(events_[0], stream), "cudaEventRecord");
+        const auto host_start = std::chrono::steady_clock::now();
+        ours();
+        const auto host_end = std::chrono::steady_clock::now();
+        check(cudaEventRecord(events_[1], stream), "cudaEventRecord");
+        floor();
+        check(cudaEventRecord(events_[2], stream), "cudaEventRecord");
+        check(cudaEventSynchronize(events_[2]), "cudaEventSynchronize");
+        return {elapsed_ms(0, 1), elapsed_ms(1, 2),
+                std::chrono::duration<double, std::milli>(host_end - host_start).count()};
+    }
+
+private:
+    [[nodiscard]] double elapsed_ms(int from, int to) const {
+        float ms = 0;
+        unikv::detail::cuda::check(cudaEventElapsedTime(&ms, events_[from], events_[to]), "cudaEventElapsedTime");
+        return ms;
+    }
+    cudaEvent_t events_[3]{};
+};
+
+}  // namespace bench_cuda
