@@ -35,6 +35,7 @@
 
 #include <unikv/detail/tree/child_table.hpp>
 #include <unikv/detail/tree/node_heap.hpp>
+#include <unikv/detail/tree/token_equal.hpp>
 #include <unikv/detail/tree/trim_vector.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
