@@ -331,6 +331,14 @@ private:
     [[nodiscard]] Id checked(NodeRef node, const char* what) const;
     [[nodiscard]] NodeRef ref(Id id) const noexcept { return NodeRef{id, nodes_[id].generation}; }
     [[nodiscard]] std::uint64_t edge_hash(std::uint64_t ns_seed, const TokenId* first_page) const noexcept;
+    // The edge key of `n` under its parent: the hash of its namespace and first page.
+    [[nodiscard]] std::uint64_t key_hash_of(const Node& n) const noexcept {
+        return edge_hash(detail::tree::namespace_seed(n.ns), n.tokens.data());
+    }
+    // The page-chained prefix hash where `n` starts: its parent's end, or the namespace seed under the root.
+    [[nodiscard]] std::uint64_t hash_start_of(const Node& n) const noexcept {
+        return n.parent == root ? detail::tree::namespace_seed(n.ns) : nodes_[n.parent].hash_end;
+    }
     // One step of a walk: the child of `parent` that the key continues into, and its tokens equal to the key.
     struct Step {
         Id child;

@@ -246,11 +246,9 @@ auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, 
     n.start = start;
     n.length = static_cast<std::int32_t>(tokens.size());
     n.tokens.assign(tokens.begin(), tokens.end());
-    n.key_hash = edge_hash(detail::tree::namespace_seed(ns), n.tokens.data());
-    if (config_.events == EventMode::record) {
-        const std::uint64_t base = parent == root ? detail::tree::namespace_seed(ns) : nodes_[parent].hash_end;
-        n.hash_end = detail::tree::chain_pages(base, tokens, config_.page_size.tokens);
-    }
+    n.key_hash = key_hash_of(n);
+    if (config_.events == EventMode::record)
+        n.hash_end = detail::tree::chain_pages(hash_start_of(n), tokens, config_.page_size.tokens);
     for (auto& s : n.stamp) s = ++clock_;
     edges_.insert(parent, n.key_hash, id);
     link_child(parent, id);
@@ -286,7 +284,7 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     low.tokens.drop_front(static_cast<std::size_t>(at));
     low.start += at;
     low.length -= at;
-    low.key_hash = edge_hash(detail::tree::namespace_seed(low.ns), low.tokens.data());
+    low.key_hash = key_hash_of(low);
     UNIKV_ASSERT(!any_pending(low));
     if (!low.pages.empty()) {
         up.pages.assign(low.pages.begin(), low.pages.begin() + at_pages);
@@ -318,10 +316,8 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     up.first_child = id;
     up.children = 1;
     up.device_children = low.pages.empty() ? 0 : 1;
-    if (config_.events == EventMode::record) {
-        const std::uint64_t base = up.parent == root ? detail::tree::namespace_seed(up.ns) : nodes_[up.parent].hash_end;
-        up.hash_end = detail::tree::chain_pages(base, up.tokens, config_.page_size.tokens);
-    }
+    if (config_.events == EventMode::record)
+        up.hash_end = detail::tree::chain_pages(hash_start_of(up), up.tokens, config_.page_size.tokens);
     edges_.replace(up.parent, up.key_hash, id, p);
     edges_.insert(p, low.key_hash, id);
     if (nodes_[up.parent].last_child == id) nodes_[up.parent].last_child = p;
@@ -431,8 +427,7 @@ template <class... Cs>
 void RadixTree<Cs...>::emit(EventKind kind, std::size_t c, Tier tier, Id id) {
     if (config_.events != EventMode::record) return;
     const Node& n = nodes_[id];
-    const std::uint64_t parent_hash = n.parent == root ? detail::tree::namespace_seed(n.ns) : nodes_[n.parent].hash_end;
-    events_.push_back(KvEvent{kind, static_cast<Component>(c), tier, n.ns, n.start, n.length, parent_hash, n.hash_end});
+    events_.push_back(KvEvent{kind, static_cast<Component>(c), tier, n.ns, n.start, n.length, hash_start_of(n), n.hash_end});
 }
 
 template <class... Cs>
@@ -495,8 +490,7 @@ std::string RadixTree<Cs...>::check_invariants() const {
         if (n.length <= 0 || n.length % ps != 0 || n.tokens.size() != static_cast<std::size_t>(n.length))
             return fail("length is not a positive whole number of pages");
         if (n.parent != root && !(n.ns == p.ns)) return fail("namespace differs from the parent's");
-        if (n.key_hash != edge_hash(detail::tree::namespace_seed(n.ns), n.tokens.data()))
-            return fail("stale edge hash");
+        if (n.key_hash != key_hash_of(n)) return fail("stale edge hash");
         if (!edges_.has(n.parent, n.key_hash, id)) return fail("missing edge from the parent");
         if (!n.pages.empty() && n.pages.size() * static_cast<std::size_t>(ps) != n.tokens.size())
             return fail("page count does not match the length");
@@ -525,10 +519,8 @@ std::string RadixTree<Cs...>::check_invariants() const {
                 if (pos != npos && pos >= heaps_[h].size()) return fail("heap position is out of range");
             }
         }
-        if (config_.events == EventMode::record) {
-            const std::uint64_t base = n.parent == root ? detail::tree::namespace_seed(n.ns) : p.hash_end;
-            if (n.hash_end != detail::tree::chain_pages(base, n.tokens, ps)) return fail("stale prefix hash");
-        }
+        if (config_.events == EventMode::record && n.hash_end != detail::tree::chain_pages(hash_start_of(n), n.tokens, ps))
+            return fail("stale prefix hash");
     }
     for (Id id = 0; id < nodes_.size(); ++id) {
         if (!nodes_[id].alive) continue;
