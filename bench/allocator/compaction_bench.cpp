@@ -10,21 +10,12 @@
 #include <vector>
 
 #include <unikv/backend/host_backend.hpp>
-#include <unikv/pools/layouts.hpp>
-#include <unikv/pools/unified_allocator.hpp>
+
+#include "compaction_scenarios.hpp"
 
 namespace {
 
 using namespace unikv;
-
-// One FULL/SWA token of an 8-layer model with 8 KV heads of 128 dims in bf16: 32 KiB; 16-token pages: 512 KiB.
-ArenaConfig big_pages(std::size_t arena_bytes) {
-    const AttentionShape layer{.layers = 8, .kv_heads = 8, .head_dim = 128, .dtype_bytes = 2};
-    return {.model = {.full = layer, .swa = layer, .swa_window_tokens = 128,
-                      .mamba = {.layers = 8, .conv_state_bytes = 16384, .temporal_state_bytes = 16384}},
-            .page_sizes = {.full = {16}, .swa = {16}, .mamba = {1}},
-            .arena_bytes = arena_bytes};
-}
 
 struct MemcpyFloor {
     explicit MemcpyFloor(std::size_t bytes) : a(backend.allocate_device(bytes)), b(backend.allocate_device(bytes)) {
@@ -73,61 +64,26 @@ void measure(benchmark::State& state, HostBackend& backend, HostBackend::Stream&
     state.SetBytesProcessed(static_cast<std::int64_t>(moved));
 }
 
-// SWA lazy end: fill `pages` pages, free every other one, then an urgent flush packs the survivors.
 void flush_urgent(benchmark::State& state) {
-    const auto pages = static_cast<std::size_t>(state.range(0));
-    constexpr std::size_t envelope = 16 * 32768;
     HostBackend backend;
     auto stream = backend.make_stream();
-    UnifiedAllocator<SwaFullLayout, HostBackend> alloc(backend, big_pages((2 * pages + 8) * envelope), stream);
-    std::memset(alloc.region().data, 7, alloc.region().size);
-    MemcpyFloor floor(pages * envelope);
-    std::vector<VirtualPage> live(pages);
-    std::vector<VirtualPage> odd;
-    std::vector<VirtualPage> rest;
+    bench_compaction::UrgentFlush<HostBackend> s(backend, stream, static_cast<std::size_t>(state.range(0)));
+    std::memset(s.alloc.region().data, 7, s.alloc.region().size);
+    MemcpyFloor floor(s.live.size() * bench_compaction::envelope_bytes);
     measure(
-        state, backend, stream, floor,
-        [&] {
-            if (!alloc.alloc(live)) state.SkipWithError("setup allocation failed");
-            odd.clear();
-            rest.clear();
-            for (std::size_t i = 0; i < live.size(); ++i) (i % 2 == 0 ? odd : rest).push_back(live[i]);
-            alloc.free_swa(odd);
-        },
-        [&] { (void)alloc.flush(FlushMode::urgent); },
-        [&] {
-            alloc.free_full(odd);
-            alloc.free(rest);
-            (void)alloc.flush(FlushMode::urgent);
-        });
+        state, backend, stream, floor, [&] { if (!s.setup()) state.SkipWithError("setup allocation failed"); },
+        [&] { s.act(); }, [&] { s.cleanup(); });
 }
 
-// Tri-pool float: `pages` SWA pages, then make_room on the low side asks for more than the float's low gap
-// plus half its span, so half of the live pages move (boundary relocation) each time.
 void make_room_low(benchmark::State& state) {
-    const auto pages = static_cast<std::size_t>(state.range(0));
-    constexpr std::size_t envelope = 16 * 32768;
     HostBackend backend;
     auto stream = backend.make_stream();
-    UnifiedAllocator<TriPoolLayout, HostBackend> alloc(backend, big_pages((4 * pages + 16) * envelope), stream);
-    std::memset(alloc.region().data, 7, alloc.region().size);
-    MemcpyFloor floor(pages * envelope);
-    std::vector<VirtualPage> live(pages);
-    std::size_t want = 0;
+    bench_compaction::MakeRoomLow<HostBackend> s(backend, stream, static_cast<std::size_t>(state.range(0)));
+    std::memset(s.alloc.region().data, 7, s.alloc.region().size);
+    MemcpyFloor floor(s.live.size() * bench_compaction::envelope_bytes);
     measure(
-        state, backend, stream, floor,
-        [&] {
-            if (!alloc.alloc(live)) state.SkipWithError("setup allocation failed");
-            const auto [lo, hi] = alloc.byte_span(Component::swa);
-            want = lo - alloc.byte_span(Component::mamba).second + (hi - lo) / 2;
-        },
-        [&] {
-            if (alloc.make_room(Side::low, want) < want) state.SkipWithError("make_room did not open the room");
-        },
-        [&] {
-            alloc.free(live);
-            (void)alloc.flush(FlushMode::urgent);
-        });
+        state, backend, stream, floor, [&] { if (!s.setup()) state.SkipWithError("setup allocation failed"); },
+        [&] { if (!s.act()) state.SkipWithError("make_room did not open the room"); }, [&] { s.cleanup(); });
 }
 
 }  // namespace
