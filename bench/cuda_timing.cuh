@@ -8,10 +8,15 @@
 
 namespace bench_cuda {
 
-// Spins one thread for about `ns` nanoseconds (a template, so the header defines it once per program).
+// Spins one thread until the GPU's global timer has advanced `ns` nanoseconds.
 template <int Unused = 0>
 __global__ void spin_kernel(unsigned long long ns) {
-    for (unsigned long long slept = 0; slept < ns; slept += 1000) __nanosleep(1000);
+    unsigned long long start = 0, now = 0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (now - start < ns);
 }
 
 struct Timing {
@@ -22,7 +27,8 @@ struct Timing {
 
 class EventTimer {
 public:
-    EventTimer() {
+    /// `busy_us`: the first spin; it doubles whenever it proves too short.
+    explicit EventTimer(unsigned busy_us) : busy_ns_(busy_us * 1000ull) {
         for (cudaEvent_t& e : events_) unikv::detail::cuda::check(cudaEventCreate(&e), "cudaEventCreate");
     }
     EventTimer(const EventTimer&) = delete;
@@ -31,16 +37,22 @@ public:
         for (cudaEvent_t e : events_) cudaEventDestroy(e);
     }
 
-    /// Queues a spin of `busy_us`, then `ours()` and `floor()` on `stream` between events; waits for them.
+    /// Queues a spin, then `ours()` and `floor()` on `stream` between events; waits for them. When the spin had
+    /// ended before `ours()` returned (the host's queueing would then be in the device time), the sample is
+    /// counted in `late()` and the spin doubles for the next call.
     template <class Ours, class Floor>
-    Timing measure(cudaStream_t stream, unsigned busy_us, Ours&& ours, Floor&& floor) {
+    Timing measure(cudaStream_t stream, Ours&& ours, Floor&& floor) {
         using unikv::detail::cuda::check;
-        spin_kernel<><<<1, 1, 0, stream>>>(busy_us * 1000ull);
+        spin_kernel<><<<1, 1, 0, stream>>>(busy_ns_);
         check(cudaGetLastError(), "spin_kernel");
         check(cudaEventRecord(events_[0], stream), "cudaEventRecord");
         const auto host_start = std::chrono::steady_clock::now();
         ours();
         const auto host_end = std::chrono::steady_clock::now();
+        if (cudaEventQuery(events_[0]) != cudaErrorNotReady) {
+            ++late_;
+            busy_ns_ *= 2;
+        }
         check(cudaEventRecord(events_[1], stream), "cudaEventRecord");
         floor();
         check(cudaEventRecord(events_[2], stream), "cudaEventRecord");
@@ -48,6 +60,8 @@ public:
         return {elapsed_ms(0, 1), elapsed_ms(1, 2),
                 std::chrono::duration<double, std::milli>(host_end - host_start).count()};
     }
+    /// Samples whose host queueing outlasted the spin (their device time includes some host time).
+    [[nodiscard]] int late() const noexcept { return late_; }
 
 private:
     [[nodiscard]] double elapsed_ms(int from, int to) const {
@@ -56,6 +70,8 @@ private:
         return ms;
     }
     cudaEvent_t events_[3]{};
+    unsigned long long busy_ns_;
+    int late_ = 0;
 };
 
 }  // namespace bench_cuda

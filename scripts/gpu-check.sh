@@ -6,7 +6,7 @@
 #                               (add "/.gpu/" to .git/info/exclude and carry .gpu to the GPU machine)
 #   scripts/gpu-check.sh run    on the GPU machine, from the repository root: runs the tests (plain, then under
 #                               compute-sanitizer memcheck when present) and the benchmarks; results in
-#                               ${OUT:-build/gpu-check}. About a minute on an H200.
+#                               ${OUT:-build/gpu-check} (a JSON file per benchmark). About a minute on an H200.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -30,12 +30,11 @@ run)
   status=0
   timeout 120 .gpu/test_cuda --duration=true 2>&1 | tee "$out/test_cuda.txt" || status=1
   if command -v compute-sanitizer >/dev/null; then
-    timeout 180 compute-sanitizer --tool memcheck --leak-check full .gpu/test_cuda 2>&1 | tail -6 \
+    timeout 180 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 .gpu/test_cuda 2>&1 | tail -6 \
       | tee "$out/memcheck.txt" || status=1
   fi
   for b in .gpu/bench_cuda_*; do
-    timeout 150 "$b" --benchmark_out="$out/$(basename "$b").json" --benchmark_out_format=json 2>&1 \
-      | tee "$out/$(basename "$b").txt" || status=1
+    timeout 150 "$b" --benchmark_out="$out/$(basename "$b").json" --benchmark_out_format=json || status=1
   done
   exit $status ;;
 *)

@@ -1,7 +1,7 @@
 #pragma once
 // The compaction scenarios of the host and CUDA compaction benchmarks, on any backend: each has an untimed
-// `setup()`, the timed `act()` (its copies queued on the allocator's stream), and an untimed `cleanup()` that
-// returns the allocator to its starting state.
+// `setup()`, the timed `act()` (its copies queued on the allocator's stream; false when it did not do its job),
+// and an untimed `cleanup()` that returns the allocator to its starting state.
 
 #include <cstddef>
 #include <vector>
@@ -36,7 +36,7 @@ struct UrgentFlush {
         alloc.free_swa(odd);
         return true;
     }
-    void act() { (void)alloc.flush(FlushMode::urgent); }
+    bool act() { return alloc.flush(FlushMode::urgent).pages_moved > 0; }
     void cleanup() {
         alloc.free_full(odd);
         alloc.free(rest);
@@ -62,7 +62,6 @@ struct MakeRoomLow {
         want = lo - alloc.byte_span(Component::mamba).second + (hi - lo) / 2;
         return true;
     }
-    // False when make_room did not open the room.
     bool act() { return alloc.make_room(Side::low, want) >= want; }
     void cleanup() {
         alloc.free(live);

@@ -32,6 +32,7 @@ std::vector<Out> device_translate(CudaBackend& backend, CudaBackend::stream_ref 
     auto buf_out = backend.allocate_device((in.size() + shift) * sizeof(Out));
     In* const dev_in = reinterpret_cast<In*>(buf_in.data()) + shift;
     detail::cuda::check(cudaMemcpy(dev_in, in.data(), in.size() * sizeof(In), cudaMemcpyDefault), "cudaMemcpy");
+    detail::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // the pageable upload has landed
     const std::span<const In> din(dev_in, in.size());
     const std::span<Out> dout(reinterpret_cast<Out*>(buf_out.data()) + shift, in.size());
     const auto before = backend.counters().host_synchronizations;

@@ -159,8 +159,11 @@ public:
             check(cudaMemcpyAsync(d, h, lists * count * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream),
                   "cudaMemcpyAsync(index staging)");
             launch(d, d + count, count);
-            check(cudaGetLastError(), "kernel launch");
+            // Recorded before the launch is checked: the slot's copy is queued either way, and the slot may be
+            // reused only behind it.
+            const cudaError_t launched = cudaGetLastError();
             check(cudaEventRecord(done_[slot], stream), "cudaEventRecord(index staging)");
+            check(launched, "kernel launch");
         }
     }
 
