@@ -100,6 +100,30 @@ TEST_CASE("device sliced copy, in-arena move, fill, and stream ordering through 
                     unikv::logic_error);
 }
 
+TEST_CASE("a thousand small copies queue without a host wait, and each lands where it was sent") {
+    CudaBackend backend;
+    auto s = backend.make_stream();
+    constexpr std::size_t page_bytes = 64;
+    constexpr std::int32_t copies = 1000;
+    auto src = backend.allocate_device(2 * copies * page_bytes);
+    auto dst = backend.allocate_device(2 * copies * page_bytes);
+    const auto bytes = pattern(src.size(), 13);
+    upload(src, bytes);
+    const auto before = backend.counters().host_synchronizations;
+    for (std::int32_t i = 0; i < copies; ++i) {  // per-layer loads look like this: many short lists
+        const std::vector<std::int32_t> sp{2 * i, 2 * i + 1}, dp{2 * copies - 1 - 2 * i, 2 * copies - 2 - 2 * i};
+        backend.copy_pages_async(src.region(), sp, dst.region(), dp, page_bytes, s);
+    }
+    CHECK(backend.counters().host_synchronizations == before);
+    s.ref().synchronize();
+    const auto got = download(dst);
+    for (std::int32_t p = 0; p < 2 * copies; ++p) {
+        const auto from = static_cast<std::size_t>(p) * page_bytes;
+        const auto to = static_cast<std::size_t>(2 * copies - 1 - p) * page_bytes;
+        REQUIRE(std::memcmp(got.data() + to, bytes.data() + from, page_bytes) == 0);
+    }
+}
+
 TEST_CASE("more index lists than the staging ring holds still copy correctly") {
     CudaBackend backend;
     auto s = backend.make_stream();
@@ -112,7 +136,8 @@ TEST_CASE("more index lists than the staging ring holds still copy correctly") {
     std::vector<std::int32_t> sp(pages), dp(pages);
     std::iota(sp.begin(), sp.end(), 0);
     std::reverse_copy(sp.begin(), sp.end(), dp.begin());
-    // 7 chunks per call x 6 calls = 42 chunks: the 32 staging slots wrap, so slots are reused behind events.
+    // 2 x 100000 indices per call x 6 calls = 1.2M indices: more than the 1M-index ring, so it wraps and reuses
+    // ranges behind their events.
     for (int round = 0; round < 6; ++round) backend.copy_pages_async(src.region(), sp, dst.region(), dp, page_bytes, s);
     s.ref().synchronize();
     const auto got = download(dst);

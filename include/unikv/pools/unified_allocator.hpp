@@ -238,8 +238,8 @@ public:
     /// stay valid (same pointers) while the allocator lives; absent components have `v2p == nullptr`.
     /// Never waits for the device. O(pools) with nothing to publish; else O(changed 64-entry chunks) plus one
     /// copy per changed pool. Allocates a pinned staging slab only while more than two publishes of a pool
-    /// are in flight (on CUDA `cudaHostAlloc`, which is slow); `CudaBackend` copies themselves wait for a free
-    /// index slot when 32 copies are in flight (counted as a host synchronization).
+    /// are in flight (on CUDA `cudaHostAlloc`, which is slow); `CudaBackend` copies themselves wait (a counted
+    /// host synchronization) only when its index ring is full of copies still in flight.
     [[nodiscard]] DeviceTables device_tables();
 
     // ---- transfers ---------------------------------------------------------------------------------------
