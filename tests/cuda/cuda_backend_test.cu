@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <unikv/backend/cuda_backend.cuh>
@@ -121,6 +123,39 @@ TEST_CASE("a thousand small copies queue without a host wait, and each lands whe
         const auto from = static_cast<std::size_t>(p) * page_bytes;
         const auto to = static_cast<std::size_t>(2 * copies - 1 - p) * page_bytes;
         REQUIRE(std::memcmp(got.data() + to, bytes.data() + from, page_bytes) == 0);
+    }
+}
+
+TEST_CASE("two host threads queue short copies on their own streams at once; each copy lands") {
+    CudaBackend backend;
+    constexpr std::size_t page_bytes = 48;  // not a multiple of 16: the bytewise path too
+    constexpr std::int32_t copies = 400;    // per thread; both together stay under the ring's 1024 lists
+    auto src = backend.allocate_device(4 * copies * page_bytes);
+    auto dst = backend.allocate_device(4 * copies * page_bytes);
+    const auto bytes = pattern(src.size(), 17);
+    upload(src, bytes);
+    auto streams = std::array{backend.make_stream(), backend.make_stream()};
+    auto queue = [&](std::int32_t thread) {  // thread t owns pages [2 * copies * t, 2 * copies * (t + 1))
+        const std::int32_t base = 2 * copies * thread;
+        for (std::int32_t i = 0; i < copies; ++i) {
+            const std::vector<std::int32_t> sp{base + 2 * i, base + 2 * i + 1};
+            const std::vector<std::int32_t> dp{base + 2 * copies - 1 - 2 * i, base + 2 * copies - 2 - 2 * i};
+            backend.copy_pages_async(src.region(), sp, dst.region(), dp, page_bytes, streams[static_cast<std::size_t>(thread)]);
+        }
+    };
+    const auto before = backend.counters().host_synchronizations;
+    std::thread other(queue, 1);
+    queue(0);
+    other.join();
+    CHECK(backend.counters().host_synchronizations == before);
+    for (auto& s : streams) s.ref().synchronize();
+    const auto got = download(dst);
+    for (std::int32_t t = 0; t < 2; ++t) {
+        for (std::int32_t p = 0; p < 2 * copies; ++p) {
+            const auto from = static_cast<std::size_t>(2 * copies * t + p) * page_bytes;
+            const auto to = static_cast<std::size_t>(2 * copies * t + 2 * copies - 1 - p) * page_bytes;
+            REQUIRE(std::memcmp(got.data() + to, bytes.data() + from, page_bytes) == 0);
+        }
     }
 }
 
