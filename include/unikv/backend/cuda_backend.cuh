@@ -123,10 +123,16 @@ public:
     explicit index_staging(atomic_counters& counters) : counters_(counters) {
         check(cudaHostAlloc(reinterpret_cast<void**>(&host_), capacity * sizeof(std::int32_t), cudaHostAllocPortable),
               "cudaHostAlloc(index staging)");
-        check(cudaMalloc(reinterpret_cast<void**>(&device_), capacity * sizeof(std::int32_t)),
-              "cudaMalloc(index staging)");
-        records_.reserve(2 * max_records);  // live records plus released ones not yet compacted away
-        spare_events_.reserve(max_records);
+        try {
+            check(cudaMalloc(reinterpret_cast<void**>(&device_), capacity * sizeof(std::int32_t)),
+                  "cudaMalloc(index staging)");
+            records_.reserve(2 * max_records);      // live records plus released ones not yet compacted away
+            spare_events_.reserve(max_records + 1);  // every event: the live records' and the one in hand
+        } catch (...) {
+            cudaFreeHost(host_);
+            cudaFree(device_);  // a no-op on nullptr
+            throw;
+        }
     }
     index_staging(const index_staging&) = delete;
     index_staging& operator=(const index_staging&) = delete;
@@ -144,6 +150,7 @@ public:
     /// chunk with device pointers, then records the chunk's event on `stream`. O(list length) host copies.
     template <class Launch>
     void stage(std::span<const std::int32_t> a, std::span<const std::int32_t> b, cudaStream_t stream, Launch launch) {
+        UNIKV_ASSERT(b.empty() || b.size() == a.size());
         const std::size_t lists = b.empty() ? 1 : 2;
         const std::size_t per_chunk = max_chunk / lists;
         std::lock_guard lk(m_);
@@ -157,8 +164,8 @@ public:
                 spare_events_.push_back(done);
                 throw;
             }
-            // From here the range is recorded as in flight whatever fails (an event never recorded counts as
-            // fired), so it is released in order and never reused too early.
+            // From here the range is recorded as in flight whatever fails, and released in order, never too early:
+            // a failed copy queues nothing (an event never recorded counts as fired), a failed record waits below.
             records_.push_back({head_, done});
             std::int32_t* h = host_ + at;
             std::int32_t* d = device_ + at;
@@ -166,9 +173,17 @@ public:
             if (!b.empty()) std::memcpy(h + count, b.data() + first, count * sizeof(std::int32_t));
             check(cudaMemcpyAsync(d, h, lists * count * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream),
                   "cudaMemcpyAsync(index staging)");
+            (void)cudaGetLastError();  // an earlier, already reported error must not be taken for this launch's
             launch(d, d + count, count);
             const cudaError_t launched = cudaGetLastError();
-            check(cudaEventRecord(done, stream), "cudaEventRecord(index staging)");
+            const cudaError_t recorded = cudaEventRecord(done, stream);
+            if (recorded != cudaSuccess) {
+                // The copy (and maybe the kernel) is queued but `done` does not follow it, so it would count as
+                // fired: wait for the stream before the range can be reused (a counted synchronization).
+                counters_.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
+                (void)cudaStreamSynchronize(stream);
+                check(recorded, "cudaEventRecord(index staging)");
+            }
             check(launched, "kernel launch");
         }
     }
