@@ -1,7 +1,10 @@
 #pragma once
 // Timing of the CUDA benchmarks: CUDA events around the measured call and around its floor, queued behind a
 // spin kernel that keeps the GPU busy while the host prepares the call, so the events time device work alone;
-// the host time of the measured call is taken separately with a steady clock.
+// the host time of the measured call is taken separately with a steady clock. The timer keeps the totals and
+// writes the counters every CUDA benchmark reports.
+#include <benchmark/benchmark.h>
+
 #include <chrono>
 
 #include <unikv/backend/cuda_backend.cuh>
@@ -57,11 +60,24 @@ public:
         floor();
         check(cudaEventRecord(events_[2], stream), "cudaEventRecord");
         check(cudaEventSynchronize(events_[2]), "cudaEventSynchronize");
-        return {elapsed_ms(0, 1), elapsed_ms(1, 2),
-                std::chrono::duration<double, std::milli>(host_end - host_start).count()};
+        const Timing t{elapsed_ms(0, 1), elapsed_ms(1, 2),
+                       std::chrono::duration<double, std::milli>(host_end - host_start).count()};
+        total_.ours_ms += t.ours_ms;
+        total_.floor_ms += t.floor_ms;
+        total_.host_ms += t.host_ms;
+        ++samples_;
+        return t;
     }
-    /// Samples whose host queueing outlasted the spin (their device time includes some host time).
-    [[nodiscard]] int late() const noexcept { return late_; }
+
+    /// Writes the counters of every sample so far: `rate` (`units` over our device time, in G per second),
+    /// x_floor (the floor's device time / ours), late (samples whose queueing outlasted the spin, so their
+    /// device time includes some host time) and host_us (host time per call).
+    void report(benchmark::State& state, const char* rate, double units) const {
+        state.counters[rate] = units / (total_.ours_ms / 1e3) / 1e9;
+        state.counters["x_floor"] = total_.floor_ms / total_.ours_ms;
+        state.counters["late"] = late_;
+        state.counters["host_us"] = samples_ > 0 ? total_.host_ms * 1e3 / samples_ : 0;
+    }
 
 private:
     [[nodiscard]] double elapsed_ms(int from, int to) const {
@@ -72,6 +88,8 @@ private:
     cudaEvent_t events_[3]{};
     unsigned long long busy_ns_;
     int late_ = 0;
+    Timing total_{};
+    int samples_ = 0;
 };
 
 }  // namespace bench_cuda

@@ -26,7 +26,7 @@ void compaction(benchmark::State& state) {
     auto floor_src = backend.allocate_device(2 * s.live.size() * bench_compaction::envelope_bytes);
     auto floor_dst = backend.allocate_device(floor_src.size());
     bench_cuda::EventTimer timer(2000);
-    double ours = 0, floor = 0, host = 0, moved = 0;
+    double moved = 0;
     for (auto _ : state) {
         if (!s.setup()) {
             state.SkipWithError("setup allocation failed");
@@ -47,17 +47,10 @@ void compaction(benchmark::State& state) {
             return;
         }
         state.SetIterationTime(t.ours_ms / 1e3);
-        ours += t.ours_ms;
-        floor += t.floor_ms;
-        host += t.host_ms;
         moved += static_cast<double>(backend.counters().bytes_copied - before);
         s.cleanup();
     }
-    const auto n = static_cast<double>(state.iterations());
-    state.counters["GB/s"] = moved / (ours / 1e3) / 1e9;
-    state.counters["x_floor"] = floor / ours;
-    state.counters["late"] = timer.late();  // samples whose queueing outlasted the spin
-    state.counters["host_us"] = host * 1e3 / n;
+    timer.report(state, "GB/s", moved);
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // table, against a floor measured in this binary over the same ids: a device-to-device cudaMemcpyAsync of
 // the id array (translation reads the ids and writes as many, plus one table read per id). Device time from
 // CUDA events with the launch hidden behind a spin (cuda_timing.cuh); counters: Gtok/s and x_floor (our device
-// throughput / the floor's), late (samples whose launch outlasted the spin).
+// throughput / the floor's), late (samples whose launch outlasted the spin), host_us (host time per launch).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -47,7 +47,6 @@ void BM_cuda_translate_tokens(benchmark::State& state) {
     const std::span<const VirtualToken> din(reinterpret_cast<const VirtualToken*>(in.data()), tokens);
     const std::span<PhysicalToken> dout(reinterpret_cast<PhysicalToken*>(out.data()), tokens);
     bench_cuda::EventTimer timer(50);
-    double ours = 0, floor = 0;
     for (auto _ : state) {
         const bench_cuda::Timing t = timer.measure(
             stream.ref().native(), [&] { translate_tokens_async(t_table, din, dout, stream); },
@@ -56,8 +55,6 @@ void BM_cuda_translate_tokens(benchmark::State& state) {
                       "cudaMemcpyAsync");
             });
         state.SetIterationTime(t.ours_ms / 1e3);
-        ours += t.ours_ms;
-        floor += t.floor_ms;
     }
     // One spot check that the timed kernel translated: the last token's physical id.
     PhysicalToken last;
@@ -65,9 +62,7 @@ void BM_cuda_translate_tokens(benchmark::State& state) {
     const std::int32_t v = ids.back().value();
     const std::int32_t want = v2p[static_cast<std::size_t>(v / page_size)] * page_size + v % page_size;
     if (last.value() != want) state.SkipWithError("device translation returned a wrong id");
-    state.counters["Gtok/s"] = static_cast<double>(tokens) * static_cast<double>(state.iterations()) / (ours / 1e3) / 1e9;
-    state.counters["x_floor"] = floor / ours;
-    state.counters["late"] = timer.late();  // samples whose queueing outlasted the spin
+    timer.report(state, "Gtok/s", static_cast<double>(tokens) * static_cast<double>(state.iterations()));
 }
 
 }  // namespace

@@ -37,7 +37,6 @@ void BM_cuda_copy_pages(benchmark::State& state, Direction direction) {
     std::shuffle(sp.begin(), sp.end(), rng);
     std::shuffle(dp.begin(), dp.end(), rng);
     bench_cuda::EventTimer timer(1000);
-    double ours = 0, floor = 0, host = 0;
     for (auto _ : state) {
         const bench_cuda::Timing t = timer.measure(
             stream.ref().native(),
@@ -48,15 +47,8 @@ void BM_cuda_copy_pages(benchmark::State& state, Direction direction) {
                       "cudaMemcpyAsync");
             });
         state.SetIterationTime(t.ours_ms / 1e3);
-        ours += t.ours_ms;
-        floor += t.floor_ms;
-        host += t.host_ms;
     }
-    const auto n = static_cast<double>(state.iterations());
-    state.counters["GB/s"] = static_cast<double>(total_bytes) * n / (ours / 1e3) / 1e9;
-    state.counters["x_floor"] = floor / ours;
-    state.counters["late"] = timer.late();  // samples whose queueing outlasted the spin
-    state.counters["host_us"] = host * 1e3 / n;
+    timer.report(state, "GB/s", static_cast<double>(total_bytes) * static_cast<double>(state.iterations()));
 }
 
 void envelope_sizes(benchmark::internal::Benchmark* b) {

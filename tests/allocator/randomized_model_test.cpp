@@ -14,9 +14,9 @@
 // physical pages resolved only while the host-transfer gate is installed.
 
 #include "alloc_support.hpp"
+#include "fuzz_env.hpp"
 
 #include <cstdio>
-#include <cstdlib>
 #include <deque>
 #include <optional>
 #include <random>
@@ -26,11 +26,7 @@ using namespace alloc_test;
 
 namespace {
 
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return fallback;
-    return std::strtoull(v, nullptr, 10);
-}
+using unikv::test::env_or;
 
 constexpr std::uint32_t loaded_version = 15;  // rows written by a host-to-device load
 constexpr std::int32_t page_size = 2;

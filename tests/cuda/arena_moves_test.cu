@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -17,14 +16,13 @@
 #include <unikv/pools/layouts.hpp>
 #include <unikv/pools/unified_allocator.hpp>
 
+#include "fuzz_env.hpp"
+
 using namespace unikv;
 
 namespace {
 
-std::uint64_t env_or(const char* name, std::uint64_t fallback) {
-    const char* v = std::getenv(name);
-    return v != nullptr ? std::strtoull(v, nullptr, 10) : fallback;
-}
+using unikv::test::env_or;
 
 __host__ __device__ constexpr std::uint32_t marker(int component, std::int32_t id, std::int32_t row,
                                                    std::uint32_t version) {

@@ -27,17 +27,14 @@
 #include <utility>
 #include <vector>
 
+#include "fuzz_env.hpp"
 #include "tree_test_support.hpp"
 
 namespace {
 
 using namespace unikv;
 using unikv::test::canon;
-
-std::int64_t env_or(const char* name, std::int64_t fallback) {
-    const char* v = std::getenv(name);
-    return v && *v ? std::strtoll(v, nullptr, 10) : fallback;
-}
+using unikv::test::env_or;
 
 struct Divergence : std::runtime_error {
     using std::runtime_error::runtime_error;
@@ -659,7 +656,7 @@ void report(const char* name, Differential<Cs...>& d, std::int64_t ops) {
 
 template <class... Cs>
 void differential(const char* name, TreeConfig config, std::int64_t ops) {
-    const auto seed = static_cast<std::uint64_t>(env_or("UNIKV_TREE_FUZZ_SEED", 20240611));
+    const std::uint64_t seed = env_or("UNIKV_TREE_FUZZ_SEED", 20240611);
     INFO("configuration ", std::string(name), ", seed ", seed, ", ", ops, " operations");
     CountDrops quiet;
     {
@@ -678,7 +675,7 @@ void differential(const char* name, TreeConfig config, std::int64_t ops) {
 constexpr int configurations = 7;
 
 std::int64_t ops_per_configuration() {
-    return std::max<std::int64_t>(1, env_or("UNIKV_TREE_FUZZ_OPS", 105'000) / configurations);
+    return std::max<std::int64_t>(1, static_cast<std::int64_t>(env_or("UNIKV_TREE_FUZZ_OPS", 105'000)) / configurations);
 }
 
 }  // namespace

@@ -11,8 +11,9 @@
 /// reservations, binds and cancels never touch the stream (they only mark page-table chunks dirty), except
 /// where they move or fill pages: an eager pool's free, an allocation whose shortfall ladder compacts, and
 /// handed-out pages under `HandoutFill::zero`. Compaction only queues copies, stream waits and the refresh
-/// of the device page tables on the stream, and never blocks the host. Kernels that use translated ids take `device_tables()` right before they are queued on
-/// `stream()` (or on a stream that waits it), so that they run after the moves queued before them.
+/// of the device page tables on the stream, and never blocks the host. Kernels that use translated ids take
+/// `device_tables()` right before they are queued on `stream()` (or on a stream that waits it), so that they
+/// run after the moves queued before them.
 ///
 /// Misuse (double free, freeing a tombstone or an unallocated id, binding an unreserved page, cancelling a
 /// submitted reservation, a component the layout lacks) throws `logic_error` naming the call and the id

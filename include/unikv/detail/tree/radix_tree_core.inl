@@ -179,7 +179,7 @@ auto RadixTree<Cs...>::descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed
                                std::int32_t available) noexcept -> Step {
     std::int32_t same = 0;
     const auto continues = [&](Id c) {
-        // The first token rules out most wrong candidates without a memcmp call.
+        // The first token rules out most wrong candidates without a compare call.
         if (nodes_[c].tokens[0] != key[0] || !(nodes_[c].ns == ns)) return false;
         same = common_length(nodes_[c], key, available);
         return same > 0;
