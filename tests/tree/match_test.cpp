@@ -64,6 +64,52 @@ TEST_CASE_TEMPLATE("equal tokens under different namespaces never share nodes", 
     CHECK(tree.evictable_size(F) == 12);
 }
 
+// RadixTree files the children recent walks took in their parent, under the first and last token of their first
+// page; a hint must never decide a match. Here six children of one prompt, two of them sharing those two tokens,
+// are walked in orders that defeat any four-entry cache, and a child is evicted and replaced by a sibling with the
+// same two tokens (likely in the freed slot), so stale hints point at a live child that is not the key's.
+TEST_CASE_TEMPLATE("walks alternating among many children, with look-alike first pages, take the right child", Core,
+                   FastCore, RefCore) {
+    typename Core::template tree<Full> tree({.page_size = {4}});
+    const auto prompt = run(1, 8);
+    // First pages: children 0 and 1 share their first and last token, so do 2 and 3; 4 and 5 differ.
+    const std::vector<std::vector<TokenId>> first_pages{toks({50, 60, 61, 51}), toks({50, 70, 71, 51}),
+                                                        toks({52, 1, 1, 53}),   toks({52, 2, 2, 53}),
+                                                        toks({54, 3, 4, 55}),   toks({56, 5, 6, 57})};
+    std::vector<std::vector<TokenId>> keys;
+    for (std::size_t c = 0; c < first_pages.size(); ++c) {
+        keys.push_back(cat(cat(prompt, first_pages[c]), run(1000 + 10 * static_cast<int>(c), 4)));
+        const auto pages = cat_pages(vpages(1, 2), vpages(100 * static_cast<int>(c + 1), 2));
+        auto r = tree.insert({keys.back()}, {.pages = pages});
+        drain(r.actions);
+    }
+    const auto expected = [](std::size_t c) {
+        return std::vector<int>{1, 2, 100 * static_cast<int>(c + 1), 100 * static_cast<int>(c + 1) + 1};
+    };
+    const std::vector<std::size_t> order{0, 1, 2, 3, 4, 5, 5, 4, 3, 2, 1, 0, 1, 0, 3, 2, 0, 2, 4, 1, 5, 3};
+    for (int round = 0; round < 3; ++round) {
+        for (std::size_t c : order) {
+            const MatchResult m = tree.match_prefix({keys[c]});
+            REQUIRE(m.device_length == 16);
+            CHECK(ints(m.device_pages) == expected(c));
+        }
+    }
+
+    // Child 0 walked last but one, child 1 last; every other child is older, so evict them first, then child 0.
+    for (std::size_t c : {2, 3, 4, 5, 0, 1}) (void)tree.match_prefix({keys[c]});
+    auto ev = tree.evict(F, 5 * 8);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({300, 301, 400, 401, 500, 501, 600, 601, 100, 101})});
+    // A new sibling of child 1 with the same first and last token as children 0 and 1.
+    const auto twin = cat(cat(prompt, toks({50, 80, 81, 51})), run(2000, 4));
+    auto r = tree.insert({twin}, {.pages = cat_pages(vpages(1, 2), vpages(900, 2))});
+    CHECK(drain(r.actions).empty());
+    CHECK(ints(tree.match_prefix({keys[0]}).device_pages) == std::vector<int>{1, 2});  // gone: the prompt only
+    CHECK(ints(tree.match_prefix({twin}).device_pages) == std::vector<int>{1, 2, 900, 901});
+    CHECK(ints(tree.match_prefix({keys[1]}).device_pages) == expected(1));
+    CHECK(ints(tree.match_prefix({keys[0]}).device_pages) == std::vector<int>{1, 2});
+    CHECK(tree.node_count() == 3);
+}
+
 TEST_CASE_TEMPLATE("a split during match keeps locks and exact sizes", Core, FastCore, RefCore) {
     typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
     const auto key = run(1, 6);

@@ -248,18 +248,26 @@ private:
     static constexpr std::size_t heap_count = 2 * component_count;  // device heaps 0..2, host heaps 3..5
     static constexpr std::size_t edge_samples = 8;                    // tokens hashed from a first page
 
+    // A child a walk took, filed under its first page's print (see `page_print`).
+    struct ChildHint {
+        std::uint32_t print = 0;
+        Id child = npos;
+    };
+    // Hints per node: enough for a prompt shared by a few live histories (or n-way sampling) to skip the table.
+    static constexpr std::size_t child_hints = 4;
+
     // Cache-line aligned, fields grouped by use: a walk step reads the first line, the validators, page runs and
     // the LRU refresh the second; the rest is read by eviction, locks and events.
     struct alignas(64) Node {
-        detail::tree::TrimVector<TokenId> tokens;
+        const TokenId* token_data = nullptr;  // tokens.data(), here so that a walk step reads one line
         KeyNamespace ns{};
         Id parent = root;
         std::int32_t length = 0;
-        Id last_child = npos;               // the child the last walk took (a hint: may be stale, or npos)
         std::int32_t start = 0;
         bool alive = false;
-        bool swa = false;                   // SWA rows bound to `pages`; false with pages = SWA tombstone
+        bool swa = false;                     // SWA rows bound to `pages`; false with pages = SWA tombstone
         std::uint8_t retention = 0;
+        std::array<ChildHint, child_hints> hints{};  // children recent walks took, newest first (may be stale)
 
         detail::tree::TrimVector<VirtualPage> pages;  // FULL device pages; empty = no FULL device data
         std::array<std::uint64_t, component_count> stamp{};
@@ -279,6 +287,7 @@ private:
         std::array<std::uint32_t, component_count> host_locks{};
         std::array<std::uint32_t, heap_count> heap_pos{npos, npos, npos, npos, npos, npos};  // npos: not a candidate
         std::array<bool, component_count> pending{};  // a write-back backup of the component is in flight
+        detail::tree::TrimVector<TokenId> tokens;      // storage of `token_data`
 
         [[nodiscard]] std::int32_t end() const noexcept { return start + length; }
     };
@@ -344,8 +353,18 @@ private:
         Id child;
         std::int32_t same;
     };
-    [[nodiscard]] Step descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed, const TokenId* key,
-                               std::int32_t available) noexcept;
+    // Two tokens of a first page (the first and the last), mixed: what a hint is filed under. O(1).
+    [[nodiscard]] std::uint32_t page_print(const TokenId* first_page) const noexcept {
+        const auto a = static_cast<std::uint32_t>(first_page[0]);
+        const auto b = static_cast<std::uint32_t>(first_page[config_.page_size.tokens - 1]);
+        return a ^ (b * 0x9E3779B1u);
+    }
+    // Files `child` first among the hints of its parent (replacing its own entry, or the oldest).
+    void add_hint(Id child) noexcept;
+    // Inlined, as are `shared_length` and `common_length`: as calls (their results passed through the stack
+    // between dependent loads), a 1K-token match took twice as long (measured, see docs/tree.md).
+    [[nodiscard, gnu::always_inline]] Step descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed,
+                                                   const TokenId* key, std::int32_t available) noexcept;
     void expect_live() const;
     void take(RadixTree& other) noexcept;
     Id new_node();
@@ -356,7 +375,10 @@ private:
     void sync(Id id);
     void set_retention_of(Id id, std::uint8_t retention) noexcept;
     [[nodiscard]] std::int32_t whole_pages_of(std::int32_t tokens) const noexcept;
-    [[nodiscard]] std::int32_t common_length(const Node& n, const TokenId* key, std::int32_t available) const noexcept;
+    [[nodiscard, gnu::always_inline]] std::int32_t shared_length(Id c, Id parent, KeyNamespace ns, const TokenId* key,
+                                                                 std::int32_t available) const noexcept;
+    [[nodiscard, gnu::always_inline]] std::int32_t common_length(const Node& n, const TokenId* key,
+                                                                 std::int32_t available) const noexcept;
     void account(Id id, std::size_t c, std::int64_t sign) noexcept;
     void set_pages(Id id, std::span<const VirtualPage> pages);
     void clear_pages(Id id) noexcept;

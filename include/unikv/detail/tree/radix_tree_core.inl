@@ -170,25 +170,59 @@ std::uint64_t RadixTree<Cs...>::edge_hash(std::uint64_t ns_seed, const TokenId* 
     return detail::tree::mix64(a ^ ((b << 23) | (b >> 41)));
 }
 
-// The child the key continues into. The parent's `last_child` is tried first: histories are chains of turns and
-// hot prefixes are walked again, so it usually saves the hash and the table probe. A hint is used only when it
-// is still a live child of `parent` (any child whose first page equals the key's is the one). Each candidate's
-// whole node is compared with the key once; one that does not share the first page is a miss (or a collision).
+// The child the key continues into. The parent's hints come first: the children recent walks took, filed under
+// two tokens of their first page, in the parent's first line. Histories are chains of turns and hot prefixes are
+// walked again, so a hint usually saves the hash and the table probe; a node with more children in use than it
+// has hints falls back to the table. A hint counts only while it is a live child of `parent` in the key's
+// namespace (any child whose first page equals the key's is the one). Each candidate's whole node is compared
+// with the key once; one that does not share the first page is a miss (or a collision). O(node) for the
+// compare, O(1) otherwise; no allocation.
 template <class... Cs>
-auto RadixTree<Cs...>::descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed, const TokenId* key,
-                               std::int32_t available) noexcept -> Step {
+inline auto RadixTree<Cs...>::descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed, const TokenId* key,
+                                      std::int32_t available) noexcept -> Step {
+    // The pick is branch-free: at a node shared by several histories the matching hint changes from walk to walk,
+    // and a mispredicted branch cost more than waiting for the print (measured).
+    const std::uint32_t print = page_print(key);
+    Id hinted = npos;
+    for (const ChildHint& h : nodes_[parent].hints) hinted = h.print == print ? h.child : hinted;
+    if (hinted != npos) {
+        const std::int32_t same = shared_length(hinted, parent, ns, key, available);
+        if (same > 0) return {hinted, same};
+    }
     std::int32_t same = 0;
-    const auto continues = [&](Id c) {
+    const Id child = edges_.find(parent, edge_hash(ns_seed, key), [&](Id c) {
         // The first token rules out most wrong candidates without a compare call.
-        if (nodes_[c].tokens[0] != key[0] || !(nodes_[c].ns == ns)) return false;
-        same = common_length(nodes_[c], key, available);
+        if (nodes_[c].token_data[0] != key[0]) return false;
+        same = shared_length(c, parent, ns, key, available);
         return same > 0;
-    };
-    const Id hint = nodes_[parent].last_child;
-    if (hint != npos && nodes_[hint].alive && nodes_[hint].parent == parent && continues(hint)) return {hint, same};
-    const Id child = edges_.find(parent, edge_hash(ns_seed, key), continues);
-    if (child != npos) nodes_[parent].last_child = child;
+    });
+    if (child != npos) add_hint(child);
     return {child, same};
+}
+
+// Tokens of candidate `c` equal to the key (see `common_length`), or 0 when it is not a live child of `parent` in
+// namespace `ns` (a stale hint).
+template <class... Cs>
+inline std::int32_t RadixTree<Cs...>::shared_length(Id c, Id parent, KeyNamespace ns, const TokenId* key,
+                                                    std::int32_t available) const noexcept {
+    const Node& n = nodes_[c];
+    if (!n.alive || n.parent != parent || !(n.ns == ns)) return 0;
+    return common_length(n, key, available);
+}
+
+// O(child_hints).
+template <class... Cs>
+void RadixTree<Cs...>::add_hint(Id child) noexcept {
+    auto& hints = nodes_[nodes_[child].parent].hints;
+    std::size_t at = child_hints - 1;
+    for (std::size_t i = 0; i < child_hints; ++i) {
+        if (hints[i].child == child) {
+            at = i;
+            break;
+        }
+    }
+    for (; at > 0; --at) hints[at] = hints[at - 1];
+    hints[0] = {page_print(nodes_[child].token_data), child};
 }
 
 template <class... Cs>
@@ -217,6 +251,7 @@ void RadixTree<Cs...>::free_slot(Id id) noexcept {
     Node& n = nodes_[id];
     const std::uint32_t generation = n.generation + 1;
     n.tokens.clear();
+    n.token_data = nullptr;
     n.pages.clear();
     for (auto& h : n.host_pages) h.clear();
     n.state = StateId{};
@@ -229,7 +264,7 @@ void RadixTree<Cs...>::free_slot(Id id) noexcept {
     n.children = 0;
     n.device_children = 0;
     n.first_child = n.next_sibling = n.prev_sibling = npos;
-    n.last_child = npos;
+    n.hints = {};
     n.alive = false;
     n.generation = generation;
     free_slots_.push_back(id);
@@ -246,6 +281,7 @@ auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, 
     n.start = start;
     n.length = static_cast<std::int32_t>(tokens.size());
     n.tokens.assign(tokens.begin(), tokens.end());
+    n.token_data = n.tokens.data();
     n.key_hash = key_hash_of(n);
     if (config_.events == EventMode::record)
         n.hash_end = detail::tree::chain_pages(hash_start_of(n), tokens, config_.page_size.tokens);
@@ -282,6 +318,8 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     up.key_hash = low.key_hash;
     up.tokens.assign(low.tokens.begin(), low.tokens.begin() + at);
     low.tokens.drop_front(static_cast<std::size_t>(at));
+    up.token_data = up.tokens.data();
+    low.token_data = low.tokens.data();
     low.start += at;
     low.length -= at;
     low.key_hash = key_hash_of(low);
@@ -320,9 +358,11 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
         up.hash_end = detail::tree::chain_pages(hash_start_of(up), up.tokens, config_.page_size.tokens);
     edges_.replace(up.parent, up.key_hash, id, p);
     edges_.insert(p, low.key_hash, id);
-    if (nodes_[up.parent].last_child == id) nodes_[up.parent].last_child = p;
-    up.last_child = id;
+    // The upper part takes over the lower part's hint in the parent (same first page).
+    for (ChildHint& h : nodes_[up.parent].hints)
+        if (h.child == id) h.child = p;
     low.parent = p;
+    add_hint(id);
     sync(p);
     sync(id);
     return p;
@@ -489,6 +529,7 @@ std::string RadixTree<Cs...>::check_invariants() const {
         if (n.start != (n.parent == root ? 0 : p.end())) return fail("start is not the parent's end");
         if (n.length <= 0 || n.length % ps != 0 || n.tokens.size() != static_cast<std::size_t>(n.length))
             return fail("length is not a positive whole number of pages");
+        if (n.token_data != n.tokens.data()) return fail("stale token address");
         if (n.parent != root && !(n.ns == p.ns)) return fail("namespace differs from the parent's");
         if (n.key_hash != key_hash_of(n)) return fail("stale edge hash");
         if (!edges_.has(n.parent, n.key_hash, id)) return fail("missing edge from the parent");

@@ -18,8 +18,9 @@ std::int32_t RadixTree<Cs...>::whole_pages_of(std::int32_t tokens) const noexcep
 // Tokens of `n` that equal `key`, in whole pages (0 when the first page differs), given `available` (a whole
 // number of pages) key tokens. Whole-node equality is one `tokens_equal`: the common case on a long shared prefix.
 template <class... Cs>
-std::int32_t RadixTree<Cs...>::common_length(const Node& n, const TokenId* key, std::int32_t available) const noexcept {
-    const TokenId* mine = n.tokens.data();
+inline std::int32_t RadixTree<Cs...>::common_length(const Node& n, const TokenId* key,
+                                                    std::int32_t available) const noexcept {
+    const TokenId* mine = n.token_data;
     if (available >= n.length && detail::tree::tokens_equal(mine, key, static_cast<std::size_t>(n.length)))
         return n.length;
     const std::int32_t limit = std::min(n.length, available);
