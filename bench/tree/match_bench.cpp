@@ -20,10 +20,10 @@ using namespace unikv;
 using namespace unikv::bench_tree;
 
 template <class Tree>
-void BM_match(benchmark::State& state) {
+void measure_match(benchmark::State& state, int conversations) {
     const auto prefix = static_cast<std::int32_t>(state.range(0));
     const auto page = static_cast<std::int32_t>(state.range(1));
-    const Conversations conv = make_conversations(prefix, page);
+    const Conversations conv = make_conversations(prefix, page, 2, conversations);
     Tree tree(config_for<Tree>(page));
     std::int32_t next_page = 1;
     populate(tree, conv, next_page);
@@ -82,8 +82,27 @@ void BM_match(benchmark::State& state) {
     state.counters["copy_x_memcmp"] = t_copy / t_memcmp;
 }
 
+// 8 conversations over 2 system prompts: each prompt node has 4 children in use, which its walk hints cover.
+template <class Tree>
+void BM_match(benchmark::State& state) {
+    measure_match<Tree>(state, 8);
+}
+
+// 64 conversations: each prompt node has 32 children in use, more than a node keeps hints for, so every walk
+// hashes the key's page and probes the child table there.
+template <class Tree>
+void BM_match_wide(benchmark::State& state) {
+    measure_match<Tree>(state, 64);
+}
+
+void wide_shapes(benchmark::internal::Benchmark* b) {
+    b->ArgsProduct({{1 << 10, 1 << 13}, {16}})->ArgNames({"prefix", "page"})->MinTime(0.1)->Unit(benchmark::kNanosecond);
+}
+
 BENCHMARK_TEMPLATE(BM_match, RadixTree<Full>)->Apply(shapes);
 BENCHMARK_TEMPLATE(BM_match, RadixTree<Full, Swa, Mamba>)->Apply(shapes);
+BENCHMARK_TEMPLATE(BM_match_wide, RadixTree<Full>)->Apply(wide_shapes);
+BENCHMARK_TEMPLATE(BM_match_wide, RadixTree<Full, Swa, Mamba>)->Apply(wide_shapes);
 
 }  // namespace
 
