@@ -353,7 +353,8 @@ private:
         Id child;
         std::int32_t same;
     };
-    // Two tokens of a first page (the first and the last), mixed: what a hint is filed under. O(1).
+    // Two tokens of a first page (the first and the last; the whole page must be there), mixed: what a hint is
+    // filed under. O(1).
     [[nodiscard]] std::uint32_t page_print(const TokenId* first_page) const noexcept {
         const auto a = static_cast<std::uint32_t>(first_page[0]);
         const auto b = static_cast<std::uint32_t>(first_page[config_.page_size.tokens - 1]);
@@ -361,8 +362,8 @@ private:
     }
     // Files `child` first among the hints of its parent (replacing its own entry, or the oldest).
     void add_hint(Id child) noexcept;
-    // Inlined, as are `shared_length` and `common_length`: as calls (their results passed through the stack
-    // between dependent loads), a 1K-token match took twice as long (measured, see docs/tree.md).
+    // Inlined, as is `common_length`: as calls (their results passed through the stack between dependent loads),
+    // a 1K-token match took twice as long (measured, see docs/tree.md).
     [[nodiscard, gnu::always_inline]] Step descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed,
                                                    const TokenId* key, std::int32_t available) noexcept;
     void expect_live() const;
@@ -375,8 +376,6 @@ private:
     void sync(Id id);
     void set_retention_of(Id id, std::uint8_t retention) noexcept;
     [[nodiscard]] std::int32_t whole_pages_of(std::int32_t tokens) const noexcept;
-    [[nodiscard, gnu::always_inline]] std::int32_t shared_length(Id c, Id parent, KeyNamespace ns, const TokenId* key,
-                                                                 std::int32_t available) const noexcept;
     [[nodiscard, gnu::always_inline]] std::int32_t common_length(const Node& n, const TokenId* key,
                                                                  std::int32_t available) const noexcept;
     void account(Id id, std::size_t c, std::int64_t sign) noexcept;

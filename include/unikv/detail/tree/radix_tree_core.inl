@@ -186,28 +186,23 @@ inline auto RadixTree<Cs...>::descend(Id parent, KeyNamespace ns, std::uint64_t 
     Id hinted = npos;
     for (const ChildHint& h : nodes_[parent].hints) hinted = h.print == print ? h.child : hinted;
     if (hinted != npos) {
-        const std::int32_t same = shared_length(hinted, parent, ns, key, available);
-        if (same > 0) return {hinted, same};
+        const Node& h = nodes_[hinted];
+        if (h.alive && h.parent == parent && h.ns == ns) {  // else a stale hint
+            const std::int32_t same = common_length(h, key, available);
+            if (same > 0) return {hinted, same};
+        }
     }
     std::int32_t same = 0;
     const Id child = edges_.find(parent, edge_hash(ns_seed, key), [&](Id c) {
-        // The first token rules out most wrong candidates without a compare call.
-        if (nodes_[c].token_data[0] != key[0]) return false;
-        same = shared_length(c, parent, ns, key, available);
+        // A table entry is a live child of `parent`; the first token rules out most wrong candidates without a
+        // compare call.
+        const Node& n = nodes_[c];
+        if (n.token_data[0] != key[0] || !(n.ns == ns)) return false;
+        same = common_length(n, key, available);
         return same > 0;
     });
     if (child != npos) add_hint(child);
     return {child, same};
-}
-
-// Tokens of candidate `c` equal to the key (see `common_length`), or 0 when it is not a live child of `parent` in
-// namespace `ns` (a stale hint).
-template <class... Cs>
-inline std::int32_t RadixTree<Cs...>::shared_length(Id c, Id parent, KeyNamespace ns, const TokenId* key,
-                                                    std::int32_t available) const noexcept {
-    const Node& n = nodes_[c];
-    if (!n.alive || n.parent != parent || !(n.ns == ns)) return 0;
-    return common_length(n, key, available);
 }
 
 // O(child_hints).
