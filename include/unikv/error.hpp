@@ -12,10 +12,12 @@
 #include <concepts>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include <unikv/config.hpp>
 
@@ -33,10 +35,15 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-/// Device or host memory could not be obtained from the system.
-class out_of_memory : public std::runtime_error {
+/// Device or host memory could not be obtained from the system. A `std::bad_alloc`, so an engine's existing
+/// out-of-memory handlers catch it; `what()` carries the call and the size asked for.
+class out_of_memory : public std::bad_alloc {
 public:
-    using std::runtime_error::runtime_error;
+    explicit out_of_memory(std::string message) : message_(std::move(message)) {}
+    [[nodiscard]] const char* what() const noexcept override { return message_.c_str(); }
+
+private:
+    std::string message_;
 };
 
 namespace detail {
@@ -75,6 +82,13 @@ std::string concat(const Parts&... parts) {
     std::string out;
     (append_part(out, parts), ...);
     return out;
+}
+
+/// Throws the `logic_error` of a broken precondition that a helper found on behalf of a public call, so the
+/// message names the call the caller made (`unikv: <call>: ...`), not the helper.
+template <class... Parts>
+[[noreturn]] void misuse(const char* call, const Parts&... parts) {
+    throw logic_error(concat("unikv: ", call, ": ", parts...));
 }
 
 [[noreturn]] inline void throw_precondition(const char* func, const char* cond, const std::string& detail) {

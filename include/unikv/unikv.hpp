@@ -1,8 +1,16 @@
 #pragma once
 /// \file
-/// Umbrella header: everything an engine needs on a host-only build (with nvcc, the CUDA backend too).
+/// Umbrella header: everything an engine needs on a host-only build (with nvcc, the CUDA backend too): the
+/// backend of the build, the component vocabulary, arena geometry, the shipped layouts and the unified
+/// allocator, and both tree cores.
 
+#include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
+#include <unikv/component.hpp>
 #include <unikv/config.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
+#include <unikv/pools/layouts.hpp>
+#include <unikv/pools/unified_allocator.hpp>
+#include <unikv/tree/radix_tree.hpp>
+#include <unikv/tree/reference_tree.hpp>

@@ -25,7 +25,7 @@ void expect_refusal(F f, std::initializer_list<const char*> fragments) {
     }
 }
 
-constexpr ComponentSet all{.full = true, .swa = true, .mamba = true};
+constexpr ComponentMask all = ComponentMask::all();
 
 }  // namespace
 
@@ -104,8 +104,8 @@ TEST_CASE("bad specs are refused with a message that says what to change") {
 
 TEST_CASE("the bs=1 floor charges only the terms a layout's pools have") {
     const ArenaConfig cfg = small_config(1 << 16, 4, 8);
-    const ArenaSpec two = make_arena_spec(cfg, {.full = true, .mamba = true});
-    const ArenaSpec swa = make_arena_spec(cfg, {.full = true, .swa = true});
+    const ArenaSpec two = make_arena_spec(cfg, ComponentMask::of(Component::full).with(Component::mamba));
+    const ArenaSpec swa = make_arena_spec(cfg, ComponentMask::of(Component::full).with(Component::swa));
     // [Mamba | Full]: sink 128 + slack 128 + one FULL page 128 + 3 slots of 64.
     CHECK(two.min_arena_bytes == 128 + 128 + 128 + 3 * 64);
     // [Swa | Full]: sink + slack + (2 + 1) SWA pages + 3 FULL pages (window + one page of tokens).

@@ -19,9 +19,8 @@
 #include <cstdint>
 #include <limits>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/backend/page_copy.hpp>
-#include <unikv/detail/arena/misuse.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
 
@@ -65,16 +64,6 @@ struct ArenaConfig {
     std::size_t arena_bytes = 0;         ///< size of the one byte buffer shared by every pool
     std::size_t row_align_bytes = 16;    ///< every K row, V row and Mamba state row must be a multiple
     std::size_t entry_align_bytes = 16;  ///< entries (and Mamba slots) are padded up to a multiple
-};
-
-/// Which components a layout holds.
-struct ComponentSet {
-    bool full = false;
-    bool swa = false;
-    bool mamba = false;
-    [[nodiscard]] constexpr bool has(Component c) const noexcept {
-        return c == Component::full ? full : c == Component::swa ? swa : mamba;
-    }
 };
 
 /// The geometry of one sub-pool over the arena.
@@ -155,8 +144,8 @@ inline SubPoolSpec attention_pool(Component c, const AttentionShape& s, std::int
 /// The bs=1 floor is the sink, plus for SWA one window plus one page (FULL is charged the same tokens, since
 /// every SWA token has a FULL entry), or one FULL page without SWA, plus three Mamba slots (one active, two
 /// checkpoints), plus one largest page envelope of rounding slack per boundary between pools.
-[[nodiscard]] inline ArenaSpec make_arena_spec(const ArenaConfig& config, ComponentSet present) {
-    UNIKV_EXPECTS(present.full, "a layout without a FULL pool cannot mint virtual page ids; add Component::full");
+[[nodiscard]] inline ArenaSpec make_arena_spec(const ArenaConfig& config, ComponentMask present) {
+    UNIKV_EXPECTS(present.has(Component::full), "a layout without a FULL pool cannot mint virtual page ids; add Component::full");
     UNIKV_EXPECTS(config.row_align_bytes > 0 && config.entry_align_bytes > 0,
                   "row_align_bytes and entry_align_bytes must be positive");
     UNIKV_EXPECTS(config.arena_bytes > 0, "arena_bytes is 0; give the arena its byte budget");
@@ -170,7 +159,7 @@ inline SubPoolSpec attention_pool(Component c, const AttentionShape& s, std::int
     detail::check_attention_shape(config.model.full, "full", config.row_align_bytes);
     spec.pools[index_of(Component::full)] =
         detail::attention_pool(Component::full, config.model.full, ps.full.tokens, config.entry_align_bytes);
-    if (present.swa) {
+    if (present.has(Component::swa)) {
         detail::check_attention_shape(config.model.swa, "swa", config.row_align_bytes);
         UNIKV_EXPECTS(ps.swa.tokens == ps.full.tokens, "page_sizes.swa (", ps.swa.tokens,
                       ") differs from page_sizes.full (", ps.full.tokens,
@@ -180,7 +169,7 @@ inline SubPoolSpec attention_pool(Component c, const AttentionShape& s, std::int
         spec.pools[index_of(Component::swa)] =
             detail::attention_pool(Component::swa, config.model.swa, ps.swa.tokens, config.entry_align_bytes);
     }
-    if (present.mamba) {
+    if (present.has(Component::mamba)) {
         const MambaShape& m = config.model.mamba;
         UNIKV_EXPECTS(ps.mamba.tokens == 1, "the Mamba page size is ", ps.mamba.tokens,
                       "; Mamba state slots are whole per request, set page_sizes.mamba to 1");
@@ -225,7 +214,7 @@ inline SubPoolSpec attention_pool(Component c, const AttentionShape& s, std::int
 
     const SubPoolSpec& full = spec[Component::full];
     std::size_t need = floor + (members - 1) * floor;
-    if (present.swa) {
+    if (present.has(Component::swa)) {
         const SubPoolSpec& swa = spec[Component::swa];
         const auto window = static_cast<std::size_t>(config.model.swa_window_tokens);
         need += (detail::ceil_div(window, static_cast<std::size_t>(swa.page_size)) + 1) * swa.page_bytes;
@@ -234,7 +223,7 @@ inline SubPoolSpec attention_pool(Component c, const AttentionShape& s, std::int
     } else {
         need += full.page_bytes;
     }
-    if (present.mamba) need += 3 * spec[Component::mamba].page_bytes;
+    if (present.has(Component::mamba)) need += 3 * spec[Component::mamba].page_bytes;
     spec.min_arena_bytes = need;
     UNIKV_EXPECTS(config.arena_bytes >= need, "arena_bytes ", config.arena_bytes,
                   " cannot hold one worst-case request (the bs=1 floor is ", need,

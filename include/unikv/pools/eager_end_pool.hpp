@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/detail/pools/end_pool.hpp>
 #include <unikv/detail/pools/move_context.hpp>
 #include <unikv/pools/pool_policy_concept.hpp>

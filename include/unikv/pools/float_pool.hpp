@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/arena/model.hpp>
 #include <unikv/detail/pools/move_context.hpp>
 #include <unikv/detail/pools/pool_core.hpp>

@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/ids.hpp>
 
 namespace unikv {

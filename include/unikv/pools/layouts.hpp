@@ -4,13 +4,14 @@
 ///
 /// | alias | chain (low bytes to high) |
 /// |---|---|
+/// | `FullLayout` | `[Full LazyEnd down]` (dense models: one pool, no SWA or Mamba) |
 /// | `SwaFullLayout` | `[Swa LazyEnd up (reservations) | Full LazyEnd down]` |
 /// | `MambaFullLayout` | `[Mamba LazyEnd up | Full LazyEnd down]` |
 /// | `TriPoolLayout` | `[Mamba LazyEnd up | Swa Float (reservations) | Full LazyEnd down]` |
 /// | `EagerSwaFullLayout` | `[Swa EagerEnd up | Full EagerEnd down]` (no HiCache: no gates, no reservations) |
 /// | `EagerMambaFullLayout` | `[Mamba EagerEnd up | Full EagerEnd down]` |
 
-#include <unikv/arena/layout.hpp>
+#include <unikv/pools/layout.hpp>
 #include <unikv/pools/eager_end_pool.hpp>
 #include <unikv/pools/float_pool.hpp>
 #include <unikv/pools/lazy_end_pool.hpp>
@@ -18,6 +19,7 @@
 
 namespace unikv {
 
+using FullLayout = FullOnly<Pool<Component::full, LazyEndPool<Grow::down>>>;
 using SwaFullLayout = TwoEnd<Pool<Component::swa, LazyEndPool<Grow::up>, PhysicalReservations>,
                              Pool<Component::full, LazyEndPool<Grow::down>>>;
 using MambaFullLayout = TwoEnd<Pool<Component::mamba, LazyEndPool<Grow::up>>, Pool<Component::full, LazyEndPool<Grow::down>>>;

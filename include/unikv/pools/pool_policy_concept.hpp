@@ -18,7 +18,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/pools/results.hpp>
 
 namespace unikv {

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <span>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/ids.hpp>
 
 namespace unikv {

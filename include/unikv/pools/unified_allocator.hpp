@@ -30,13 +30,11 @@
 #include <utility>
 #include <vector>
 
-#include <unikv/arena/component.hpp>
-#include <unikv/arena/layout.hpp>
+#include <unikv/component.hpp>
+#include <unikv/pools/layout.hpp>
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/backend_concept.hpp>
-#include <unikv/backend/default_backend.hpp>
 #include <unikv/backend/page_copy.hpp>
-#include <unikv/detail/arena/misuse.hpp>
 #include <unikv/detail/pools/move_context.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
@@ -134,7 +132,8 @@ struct pool_tuple<L, B, std::index_sequence<I...>> {
 };
 }  // namespace detail
 
-/// The allocator over layout `L` on backend `B` (`DefaultBackend` picks the build's backend). `B` has no default
+/// The allocator over layout `L` on backend `B` (any `Backend`; it includes no backend itself, so a CUDA unit
+/// pulls in no host backend and a host unit no CUDA). `B` has no default
 /// argument because nvcc mishandles one on a class template whose members are defined out of line.
 template <class L, class B>
 class UnifiedAllocator {

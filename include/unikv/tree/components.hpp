@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 #include <unikv/config.hpp>
 
 namespace unikv {
 
-// `Component` (full, swa, mamba), `component_count` and `index_of` come from the arena's vocabulary header, shared
-// by layouts, pools and the tree.
+// `Component`, `ComponentMask` and `per_component` come from the one component vocabulary (`component.hpp`),
+// shared by layouts, pools, capacity demands and the tree.
 
 /// Full-attention component: the tree's backbone. Every tree has it, first.
 struct Full {
@@ -67,42 +67,6 @@ inline constexpr bool is_tree_component_v =
 template <class T>
 concept TreeComponent = is_tree_component_v<T>;
 
-/// A set of components as a bit mask (bit `index_of(c)`), for lock scopes and per-call selections.
-class ComponentMask {
-public:
-    /// The empty mask.
-    constexpr ComponentMask() noexcept = default;
-    /// The mask with every component.
-    [[nodiscard]] static constexpr ComponentMask all() noexcept { return ComponentMask{0b111}; }
-    /// The mask with one component.
-    [[nodiscard]] static constexpr ComponentMask of(Component c) noexcept {
-        return ComponentMask{static_cast<std::uint8_t>(1u << index_of(c))};
-    }
-    /// True when `c` is in the mask.
-    [[nodiscard]] constexpr bool has(Component c) const noexcept { return (bits_ >> index_of(c)) & 1u; }
-    /// The mask with `c` added.
-    [[nodiscard]] constexpr ComponentMask with(Component c) const noexcept {
-        return ComponentMask{static_cast<std::uint8_t>(bits_ | (1u << index_of(c)))};
-    }
-    /// The mask without `c`.
-    [[nodiscard]] constexpr ComponentMask without(Component c) const noexcept {
-        return ComponentMask{static_cast<std::uint8_t>(bits_ & ~(1u << index_of(c)))};
-    }
-    /// The intersection of two masks.
-    [[nodiscard]] constexpr ComponentMask operator&(ComponentMask o) const noexcept {
-        return ComponentMask{static_cast<std::uint8_t>(bits_ & o.bits_)};
-    }
-    /// True when no component is in the mask.
-    [[nodiscard]] constexpr bool empty() const noexcept { return bits_ == 0; }
-    /// The raw bits (bit i = component with index i).
-    [[nodiscard]] constexpr std::uint8_t bits() const noexcept { return bits_; }
-    friend constexpr bool operator==(ComponentMask, ComponentMask) noexcept = default;
-
-private:
-    constexpr explicit ComponentMask(std::uint8_t bits) noexcept : bits_(bits) {}
-    std::uint8_t bits_ = 0;
-};
-
 namespace detail {
 
 template <class T, class... Cs>
@@ -141,11 +105,12 @@ struct tree_component_set {
     static constexpr bool has_swa = detail::count_of_v<Swa, Cs...> > 0;
     /// `Mamba` is in the set.
     static constexpr bool has_mamba = detail::count_of_v<Mamba, Cs...> > 0;
-    /// The set as a mask.
+    /// The set as a mask (from the counts, so an unknown type in the list does not add a second error).
     static constexpr ComponentMask mask = [] {
-        ComponentMask m = ComponentMask::all();
-        if (!has_swa) m = m.without(Component::swa);
-        if (!has_mamba) m = m.without(Component::mamba);
+        ComponentMask m;
+        if (has_full) m = m.with(Component::full);
+        if (has_swa) m = m.with(Component::swa);
+        if (has_mamba) m = m.with(Component::mamba);
         return m;
     }();
 };

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <utility>
 
-#include <unikv/arena/component.hpp>
+#include <unikv/component.hpp>
 
 namespace unikv {
 

@@ -18,8 +18,8 @@
 #include <tuple>
 #include <type_traits>
 
-#include <unikv/arena/component.hpp>
-#include <unikv/arena/layout_concept.hpp>
+#include <unikv/component.hpp>
+#include <unikv/pools/layout_concept.hpp>
 #include <unikv/arena/model.hpp>
 #include <unikv/pools/pool_policy_concept.hpp>
 #include <unikv/pools/reservation_policies.hpp>
@@ -40,6 +40,10 @@ struct Layout {
     static constexpr std::size_t size = sizeof...(Pools);
     using members = std::tuple<Pools...>;
 };
+
+/// `[Down end]` alone: a FULL-only layout for dense models.
+template <class Down>
+using FullOnly = Layout<Down>;
 
 /// `[Up end | Down end]`, for example `[Swa up | Full down]` or `[Mamba up | Full down]`.
 template <class Up, class Down>
@@ -97,7 +101,8 @@ constexpr bool grows(Grow g) {
     }
 }
 
-/// True when the first member of `L` grows `first` and the last grows `last` (false for tiny layouts).
+/// True when the first member of `L` grows `first` and the last grows `last` (false for layouts without two
+/// ends).
 template <class L>
 constexpr bool ends_grow(Grow first, Grow last) {
     if constexpr (L::size < 2) {
@@ -142,7 +147,9 @@ constexpr bool reservations_on_swa() {
 template <class L>
 constexpr bool roles_supported() {
     const auto& c = info_t<L>::components;
-    if constexpr (L::size == 2) {
+    if constexpr (L::size == 1) {
+        return c[0] == Component::full;
+    } else if constexpr (L::size == 2) {
         return c[0] != Component::full;
     } else if constexpr (L::size == 3) {
         return c[0] == Component::mamba && c[1] == Component::swa;
@@ -165,11 +172,13 @@ inline constexpr bool layout_has_v = layout_count_of_v<L, C> != 0;
 template <class L, Component C>
 inline constexpr std::size_t layout_index_of_v = detail::index_of_first(detail::info_t<L>::components, C);
 
-/// The components present in `L`, as a runtime set.
+/// The components present in `L`: compare it with a tree's `components::mask`.
 template <class L>
-inline constexpr ComponentSet layout_components_v{.full = layout_has_v<L, Component::full>,
-                                                   .swa = layout_has_v<L, Component::swa>,
-                                                   .mamba = layout_has_v<L, Component::mamba>};
+inline constexpr ComponentMask layout_components_v = [] {
+    ComponentMask m;
+    for (Component c : detail::info_t<L>::components) m = m | ComponentMask::of(c);
+    return m;
+}();
 
 /// True when `L` has a floating member (a tri-pool).
 template <class L>
@@ -191,9 +200,9 @@ inline constexpr bool layout_components_unique_v = layout_count_of_v<L, Componen
 template <class L>
 inline constexpr bool layout_at_most_one_float_v = detail::count_equal(detail::info_t<L>::floats, true) <= 1;
 
-/// Rule: two pools (two ends) or three (two ends and a float).
+/// Rule: one pool (a FULL-only dense model: the down end alone), two (two ends) or three (two ends and a float).
 template <class L>
-inline constexpr bool layout_size_supported_v = L::size == 2 || L::size == 3;
+inline constexpr bool layout_size_supported_v = L::size >= 1 && L::size <= 3;
 
 /// Rule: the first and the last pool are end pools (a float can never sit at an end).
 template <class L>
@@ -204,9 +213,16 @@ template <class L>
 inline constexpr bool layout_ends_grow_differently_v =
     !detail::ends_grow<L>(Grow::up, Grow::up) && !detail::ends_grow<L>(Grow::down, Grow::down);
 
-/// Rule: the first end grows up and the last grows down (they grow toward each other, not apart).
+/// Rule: the first end grows up and the last grows down (they grow toward each other, not apart); a lone pool
+/// is the down end and grows down.
 template <class L>
-inline constexpr bool layout_ends_face_each_other_v = !detail::ends_grow<L>(Grow::down, Grow::up);
+inline constexpr bool layout_ends_face_each_other_v = [] {
+    if constexpr (L::size == 1) {
+        return detail::grows<typename layout_member_t<L, 0>::policy>(Grow::down);
+    } else {
+        return !detail::ends_grow<L>(Grow::down, Grow::up);
+    }
+}();
 
 /// Rule: every pool between the ends floats (`FloatPool`); a lazily or eagerly compacting end policy
 /// cannot sit in the middle.
@@ -229,7 +245,7 @@ inline constexpr bool layout_reservation_policies_valid_v = detail::info_t<L>::r
 template <class L>
 inline constexpr bool layout_full_is_down_end_v = L::size != 0 && detail::info_t<L>::components[L::size - 1] == Component::full;
 
-/// Rule: the supported chains are `[Swa | Full]`, `[Mamba | Full]` and `[Mamba | Swa | Full]`.
+/// Rule: the supported chains are `[Full]`, `[Swa | Full]`, `[Mamba | Full]` and `[Mamba | Swa | Full]`.
 template <class L>
 inline constexpr bool layout_roles_supported_v = detail::roles_supported<L>();
 
@@ -265,8 +281,8 @@ struct layout_compatibility {
                   "unikv: a layout holds at most one FloatPool (the middle of a tri-pool); two floats would have "
                   "no end to grow from; make the extra float an end pool or drop it");
     static_assert(layout_size_supported_v<L>,
-                  "unikv: a layout has two pools (TwoEnd: up end, down end) or three (TriPool: up end, FloatPool, "
-                  "down end)");
+                  "unikv: a layout has one pool (FullOnly: the Full down end), two (TwoEnd: up end, down end) or "
+                  "three (TriPool: up end, FloatPool, down end)");
     static_assert(layout_no_float_at_an_end_v<L>,
                   "unikv: a FloatPool sits at an end of the layout, but a float only lives in the middle of a "
                   "TriPool; use LazyEndPool<Grow::up> for the first pool and LazyEndPool<Grow::down> for the last");
@@ -276,7 +292,8 @@ struct layout_compatibility {
                   "LazyEndPool<Grow::up> first and LazyEndPool<Grow::down> last");
     static_assert(layout_ends_face_each_other_v<L>,
                   "unikv: the first end of the layout grows down or the last grows up, away from the middle; use "
-                  "Grow::up for the first (low-byte) pool and Grow::down for the last (high-byte) pool");
+                  "Grow::up for the first (low-byte) pool and Grow::down for the last (high-byte) pool (a lone "
+                  "Full pool is the down end: Grow::down)");
     static_assert(layout_middle_floats_v<L>,
                   "unikv: the middle pool of a TriPool floats and moves only on demand (make_room / "
                   "compact_holes); a lazily or eagerly compacting end policy cannot float there; use FloatPool "
@@ -295,8 +312,8 @@ struct layout_compatibility {
                   "unikv: Full must be the down end (the last, high-byte pool) of the layout; put "
                   "Pool<Component::full, LazyEndPool<Grow::down>> last");
     static_assert(layout_roles_supported_v<L>,
-                  "unikv: supported chains are [Swa up | Full down], [Mamba up | Full down] and the tri-pool "
-                  "[Mamba up | Swa float | Full down]; reorder the pools to one of them");
+                  "unikv: supported chains are [Full down], [Swa up | Full down], [Mamba up | Full down] and the "
+                  "tri-pool [Mamba up | Swa float | Full down]; reorder the pools to one of them");
     static_assert(layout_policies_valid_v<L, B>,
                   "unikv: a Pool's policy is not a sub-pool policy (needs placement, compaction, grow for ends and "
                   "a nested impl<Backend>); use LazyEndPool, EagerEndPool or FloatPool");
