@@ -186,6 +186,8 @@ template <class L>
 inline constexpr bool layout_has_float_v = detail::count_equal(detail::info_t<L>::floats, true) != 0;
 
 // ---- compatibility traits: one per rule ----------------------------------------------------------------
+// Each is defined for a `Layout` of `Pool` members; `check_layout` asks them in order, so a rule is only
+// evaluated for a layout that passed every rule before it.
 
 /// Rule: a layout has a FULL pool (FULL mints the virtual page ids).
 template <class L>
