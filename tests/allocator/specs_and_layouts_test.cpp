@@ -112,15 +112,57 @@ TEST_CASE("the bs=1 floor charges only the terms a layout's pools have") {
     CHECK(swa.min_arena_bytes == 128 + 128 + 3 * 128 + 3 * 128);
 }
 
-// Layout traits: the shipped layouts are valid; each rule has its own trait.
+TEST_CASE("a FULL-only spec has one pool over the arena and a floor of the sink plus one page") {
+    ArenaConfig cfg = small_config(1 << 12);
+    // Only the components present are read: a dense model leaves the SWA and Mamba shapes unset.
+    cfg.model.swa = {};
+    cfg.model.swa_window_tokens = 0;
+    cfg.model.mamba = {};
+    cfg.page_sizes.mamba = PageSize{4};
+    const ArenaSpec spec = make_arena_spec(cfg, layout_components_v<FullLayout>);
+    const SubPoolSpec& full = spec[Component::full];
+    CHECK(full.present);
+    CHECK_FALSE(spec[Component::swa].present);
+    CHECK_FALSE(spec[Component::mamba].present);
+    CHECK(full.page_bytes == 4 * 32);
+    CHECK(full.num_pages == (1 << 12) / 128);
+    CHECK(spec.sink_floor_bytes == full.page_bytes);
+    CHECK(full.min_page == 1);
+    CHECK(full.usable_pages() == 31);
+    // bs=1 floor: the sink and one FULL page; one pool has no boundary to charge rounding slack for.
+    CHECK(spec.min_arena_bytes == 128 + 128);
+    cfg.arena_bytes = 256;
+    CHECK(make_arena_spec(cfg, ComponentMask::of(Component::full)).min_arena_bytes == cfg.arena_bytes);
+    expect_refusal([&] {
+        cfg.arena_bytes = 255;
+        (void)make_arena_spec(cfg, ComponentMask::of(Component::full));
+    }, {"the bs=1 floor is 256", "raise arena_bytes to at least 256"});
+}
+
+// Layout traits: every shipped layout passes the whole check; each rule has its own trait. (Each rule's
+// rejection, with its one message, is a compile-fail test: tests/compile_fail/layout_*.cpp.)
 using BadFloatAtEnd = TwoEnd<Pool<Component::swa, FloatPool>, Pool<Component::full, LazyEndPool<Grow::down>>>;
 using BadSameWay = TwoEnd<Pool<Component::swa, LazyEndPool<Grow::up>>, Pool<Component::full, LazyEndPool<Grow::up>>>;
 using BadLazyMiddle = TriPool<Pool<Component::mamba, LazyEndPool<Grow::up>>, Pool<Component::swa, LazyEndPool<Grow::up>>,
                               Pool<Component::full, LazyEndPool<Grow::down>>>;
-static_assert(is_valid_layout_v<SwaFullLayout, HostBackend>);
-static_assert(is_valid_layout_v<MambaFullLayout, HostBackend>);
-static_assert(is_valid_layout_v<TriPoolLayout, HostBackend>);
-static_assert(is_valid_layout_v<EagerSwaFullLayout, HostBackend>);
+using LoneFullGrowsUp = FullOnly<Pool<Component::full, LazyEndPool<Grow::up>>>;
+using LoneFloat = FullOnly<Pool<Component::full, FloatPool>>;
+using LoneSwa = FullOnly<Pool<Component::swa, LazyEndPool<Grow::down>>>;
+static_assert(check_layout<FullLayout, HostBackend>() && is_valid_layout_v<FullLayout, HostBackend>);
+static_assert(check_layout<SwaFullLayout, HostBackend>() && is_valid_layout_v<SwaFullLayout, HostBackend>);
+static_assert(check_layout<MambaFullLayout, HostBackend>() && is_valid_layout_v<MambaFullLayout, HostBackend>);
+static_assert(check_layout<TriPoolLayout, HostBackend>() && is_valid_layout_v<TriPoolLayout, HostBackend>);
+static_assert(check_layout<EagerSwaFullLayout, HostBackend>() && is_valid_layout_v<EagerSwaFullLayout, HostBackend>);
+static_assert(check_layout<EagerMambaFullLayout, HostBackend>() &&
+              is_valid_layout_v<EagerMambaFullLayout, HostBackend>);
+static_assert(is_valid_layout_v<FullOnly<Pool<Component::full, EagerEndPool<Grow::down>>>, HostBackend>);
+static_assert(layout_components_v<FullLayout> == ComponentMask::of(Component::full));
+static_assert(layout_index_of_v<FullLayout, Component::full> == 0 && !layout_has_v<FullLayout, Component::swa>);
+static_assert(!layout_ends_face_each_other_v<LoneFullGrowsUp> && !is_valid_layout_v<LoneFullGrowsUp, HostBackend>);
+static_assert(!layout_no_float_at_an_end_v<LoneFloat> && !is_valid_layout_v<LoneFloat, HostBackend>);
+static_assert(!layout_has_full_v<LoneSwa> && !is_valid_layout_v<LoneSwa, HostBackend>);
+static_assert(!layout_size_supported_v<Layout<>> && !is_valid_layout_v<Layout<>, HostBackend>);
+static_assert(!is_valid_layout_v<int, HostBackend>);  // any type may be asked
 static_assert(!layout_no_float_at_an_end_v<BadFloatAtEnd>);
 static_assert(!layout_ends_grow_differently_v<BadSameWay>);
 static_assert(!layout_middle_floats_v<BadLazyMiddle>);

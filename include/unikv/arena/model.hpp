@@ -14,10 +14,10 @@
 /// and no page below a pool's `min_page` is ever handed out.
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string_view>
 
 #include <unikv/component.hpp>
 #include <unikv/backend/page_copy.hpp>
@@ -96,9 +96,10 @@ struct ArenaSpec {
     std::size_t arena_bytes = 0;
     std::size_t sink_floor_bytes = 0;  ///< bytes below this are the sink
     std::size_t min_arena_bytes = 0;   ///< the bs=1 feasibility floor the arena was checked against
-    std::array<SubPoolSpec, component_count> pools{};
+    per_component<SubPoolSpec> pools{};  ///< every component's pool; `present` says which the layout has
 
-    [[nodiscard]] constexpr const SubPoolSpec& operator[](Component c) const noexcept { return pools[index_of(c)]; }
+    /// The pool of component `c` (absent components have `present == false`).
+    [[nodiscard]] constexpr const SubPoolSpec& operator[](Component c) const noexcept { return pools[c]; }
 };
 
 namespace detail {
@@ -106,7 +107,8 @@ namespace detail {
 [[nodiscard]] constexpr std::size_t round_up(std::size_t v, std::size_t a) noexcept { return (v + a - 1) / a * a; }
 [[nodiscard]] constexpr std::size_t ceil_div(std::size_t v, std::size_t d) noexcept { return (v + d - 1) / d; }
 
-inline void check_attention_shape(const AttentionShape& s, const char* name, std::size_t row_align) {
+inline void check_attention_shape(const AttentionShape& s, Component c, std::size_t row_align) {
+    const std::string_view name = to_string(c);
     if (!(s.layers > 0 && s.kv_heads > 0 && s.head_dim > 0 && s.dtype_bytes > 0 && s.v_head_dim >= 0))
         misuse("make_arena_spec", "model.", name, " needs layers, kv_heads, head_dim and dtype_bytes > 0 (got layers ", s.layers,
                   ", kv_heads ", s.kv_heads, ", head_dim ", s.head_dim, ", dtype_bytes ", s.dtype_bytes,
@@ -154,19 +156,19 @@ inline SubPoolSpec attention_pool(Component c, const AttentionShape& s, std::int
                   ", swa ", ps.swa.tokens, ")");
     ArenaSpec spec;
     spec.arena_bytes = config.arena_bytes;
-    for (std::size_t i = 0; i < component_count; ++i) spec.pools[i].component = static_cast<Component>(i);
+    for (Component c : all_components) spec.pools[c].component = c;
 
-    detail::check_attention_shape(config.model.full, "full", config.row_align_bytes);
-    spec.pools[index_of(Component::full)] =
+    detail::check_attention_shape(config.model.full, Component::full, config.row_align_bytes);
+    spec.pools[Component::full] =
         detail::attention_pool(Component::full, config.model.full, ps.full.tokens, config.entry_align_bytes);
     if (present.has(Component::swa)) {
-        detail::check_attention_shape(config.model.swa, "swa", config.row_align_bytes);
+        detail::check_attention_shape(config.model.swa, Component::swa, config.row_align_bytes);
         UNIKV_EXPECTS(ps.swa.tokens == ps.full.tokens, "page_sizes.swa (", ps.swa.tokens,
                       ") differs from page_sizes.full (", ps.full.tokens,
                       "); SWA binds FULL's virtual pages, so both must use the same page size");
         UNIKV_EXPECTS(config.model.swa_window_tokens > 0,
                       "model.swa_window_tokens is 0; set the sliding window W of the SWA layers");
-        spec.pools[index_of(Component::swa)] =
+        spec.pools[Component::swa] =
             detail::attention_pool(Component::swa, config.model.swa, ps.swa.tokens, config.entry_align_bytes);
     }
     if (present.has(Component::mamba)) {
@@ -181,7 +183,7 @@ inline SubPoolSpec attention_pool(Component c, const AttentionShape& s, std::int
                       "model.mamba conv state of ", m.conv_state_bytes, " bytes or temporal state of ",
                       m.temporal_state_bytes, " bytes is not a multiple of row_align_bytes ", config.row_align_bytes,
                       "; pad the state rows or lower row_align_bytes");
-        SubPoolSpec& p = spec.pools[index_of(Component::mamba)];
+        SubPoolSpec& p = spec.pools[Component::mamba];
         p.present = true;
         p.layers = m.layers;
         p.k_row_bytes = m.conv_state_bytes;

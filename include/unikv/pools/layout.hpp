@@ -10,11 +10,12 @@
 /// ```
 ///
 /// Every rule a layout must follow is a named compatibility trait (`layout_has_full_v`, ...), checked by
-/// `layout_compatibility<L>`, whose `static_assert` messages start with `unikv:`, name the roles, state the
-/// rule and give the fix. `UnifiedAllocator` instantiates it, so a bad layout does not compile.
+/// `check_layout<L, B>()`, whose `static_assert` messages start with `unikv:`, name the roles, state the rule
+/// and give the fix, one message per bad layout. `UnifiedAllocator` calls it, so a bad layout does not compile.
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 
@@ -185,6 +186,8 @@ template <class L>
 inline constexpr bool layout_has_float_v = detail::count_equal(detail::info_t<L>::floats, true) != 0;
 
 // ---- compatibility traits: one per rule ----------------------------------------------------------------
+// Each is defined for a `Layout` of `Pool` members; `check_layout` asks them in order, so a rule is only
+// evaluated for a layout that passed every rule before it.
 
 /// Rule: a layout has a FULL pool (FULL mints the virtual page ids).
 template <class L>
@@ -258,66 +261,132 @@ inline constexpr bool layout_allows_move_gates_v = detail::count_equal(detail::i
 template <class L, class B>
 inline constexpr bool layout_policies_valid_v = detail::info_t<L>::template policies_valid<B>;
 
-/// True when `L` follows every layout rule for backend `B`.
-template <class L, class B>
-inline constexpr bool is_valid_layout_v =
-    is_layout_v<L> && layout_has_full_v<L> && layout_components_unique_v<L> && layout_at_most_one_float_v<L> &&
-    layout_size_supported_v<L> && layout_no_float_at_an_end_v<L> && layout_ends_grow_differently_v<L> &&
-    layout_ends_face_each_other_v<L> && layout_middle_floats_v<L> && layout_reservations_not_eager_v<L> &&
-    layout_reservations_on_swa_v<L> && layout_reservation_policies_valid_v<L> && layout_full_is_down_end_v<L> &&
-    layout_roles_supported_v<L> && layout_policies_valid_v<L, B>;
+namespace detail {
 
-/// Checks every layout rule with its own message. Instantiated by `UnifiedAllocator`.
+/// The layout rules in the order `check_layout` reports them: the first broken one names the layout's defect.
+/// Type-level rules come first (a member that is not a policy leaves nothing else to check), the specific
+/// ones before the general (two floats before an unsupported size, since two floats need four pools).
+enum class layout_rule : std::uint8_t {
+    none,
+    is_layout,
+    reservation_policies_valid,
+    policies_valid,
+    at_most_one_float,
+    size_supported,
+    has_full,
+    components_unique,
+    no_float_at_an_end,
+    middle_floats,
+    ends_grow_differently,
+    ends_face_each_other,
+    full_is_down_end,
+    roles_supported,
+    reservations_not_eager,
+    reservations_on_swa,
+};
+
+/// The first rule `L` breaks for backend `B` (`layout_rule::none` for a valid layout). Each trait is
+/// evaluated only when the rules before it hold, so a trait never sees a type it is not defined for.
 template <class L, class B>
-struct layout_compatibility {
-    static_assert(is_layout_v<L>, "unikv: the layout must be a unikv::Layout of unikv::Pool members; use TwoEnd<Up, "
-                                  "Down> or TriPool<Up, Float, Down>");
-    static_assert(layout_has_full_v<L>,
-                  "unikv: a layout needs a Full pool: FULL mints the virtual page ids that Swa binds and requests "
-                  "hold; add Pool<Component::full, LazyEndPool<Grow::down>> as the down end");
-    static_assert(layout_components_unique_v<L>,
-                  "unikv: each Component appears at most once in a layout; merge the duplicate pools");
-    static_assert(layout_at_most_one_float_v<L>,
+consteval layout_rule first_broken_layout_rule() {
+    if constexpr (!is_layout_v<L>) {
+        return layout_rule::is_layout;
+    } else if constexpr (!layout_reservation_policies_valid_v<L>) {
+        return layout_rule::reservation_policies_valid;
+    } else if constexpr (!layout_policies_valid_v<L, B>) {
+        return layout_rule::policies_valid;
+    } else if constexpr (!layout_at_most_one_float_v<L>) {
+        return layout_rule::at_most_one_float;
+    } else if constexpr (!layout_size_supported_v<L>) {
+        return layout_rule::size_supported;
+    } else if constexpr (!layout_has_full_v<L>) {
+        return layout_rule::has_full;
+    } else if constexpr (!layout_components_unique_v<L>) {
+        return layout_rule::components_unique;
+    } else if constexpr (!layout_no_float_at_an_end_v<L>) {
+        return layout_rule::no_float_at_an_end;
+    } else if constexpr (!layout_middle_floats_v<L>) {
+        return layout_rule::middle_floats;
+    } else if constexpr (!layout_ends_grow_differently_v<L>) {
+        return layout_rule::ends_grow_differently;
+    } else if constexpr (!layout_ends_face_each_other_v<L>) {
+        return layout_rule::ends_face_each_other;
+    } else if constexpr (!layout_full_is_down_end_v<L>) {
+        return layout_rule::full_is_down_end;
+    } else if constexpr (!layout_roles_supported_v<L>) {
+        return layout_rule::roles_supported;
+    } else if constexpr (!layout_reservations_not_eager_v<L>) {
+        return layout_rule::reservations_not_eager;
+    } else if constexpr (!layout_reservations_on_swa_v<L>) {
+        return layout_rule::reservations_on_swa;
+    } else {
+        return layout_rule::none;
+    }
+}
+
+}  // namespace detail
+
+/// True when `L` follows every layout rule for backend `B` (any type may be asked).
+template <class L, class B>
+inline constexpr bool is_valid_layout_v = detail::first_broken_layout_rule<L, B>() == detail::layout_rule::none;
+
+/// Checks every layout rule, one `static_assert` per rule, each firing only when the rules before it hold, so
+/// a bad layout gets exactly one message. Returns true (a bad layout has already failed inside), so a host
+/// writes `static_assert(check_layout<L, B>())` without adding a second, message-less error.
+/// `UnifiedAllocator` does.
+template <class L, class B>
+consteval bool check_layout() {
+    using rule = detail::layout_rule;
+    constexpr detail::layout_rule broken = detail::first_broken_layout_rule<L, B>();
+    static_assert(broken != rule::is_layout,
+                  "unikv: the layout must be a unikv::Layout of unikv::Pool members; use FullOnly<Down>, "
+                  "TwoEnd<Up, Down> or TriPool<Up, Float, Down>");
+    static_assert(broken != rule::reservation_policies_valid,
+                  "unikv: a Pool's third argument must be a reservation policy (NoReservations or "
+                  "PhysicalReservations)");
+    static_assert(broken != rule::policies_valid,
+                  "unikv: a Pool's policy is not a sub-pool policy (needs placement, compaction, grow for ends and "
+                  "a nested impl<Backend>); use LazyEndPool, EagerEndPool or FloatPool");
+    static_assert(broken != rule::at_most_one_float,
                   "unikv: a layout holds at most one FloatPool (the middle of a tri-pool); two floats would have "
                   "no end to grow from; make the extra float an end pool or drop it");
-    static_assert(layout_size_supported_v<L>,
+    static_assert(broken != rule::size_supported,
                   "unikv: a layout has one pool (FullOnly: the Full down end), two (TwoEnd: up end, down end) or "
                   "three (TriPool: up end, FloatPool, down end)");
-    static_assert(layout_no_float_at_an_end_v<L>,
+    static_assert(broken != rule::has_full,
+                  "unikv: a layout needs a Full pool: FULL mints the virtual page ids that Swa binds and requests "
+                  "hold; add Pool<Component::full, LazyEndPool<Grow::down>> as the down end");
+    static_assert(broken != rule::components_unique,
+                  "unikv: each Component appears at most once in a layout; merge the duplicate pools");
+    static_assert(broken != rule::no_float_at_an_end,
                   "unikv: a FloatPool sits at an end of the layout, but a float only lives in the middle of a "
                   "TriPool; use LazyEndPool<Grow::up> for the first pool and LazyEndPool<Grow::down> for the last");
-    static_assert(layout_ends_grow_differently_v<L>,
-                  "unikv: the two end pools of the layout grow the same way, so they would collide; the first "
-                  "(low-byte) end must grow up and the last (high-byte) end must grow down: use "
-                  "LazyEndPool<Grow::up> first and LazyEndPool<Grow::down> last");
-    static_assert(layout_ends_face_each_other_v<L>,
-                  "unikv: the first end of the layout grows down or the last grows up, away from the middle; use "
-                  "Grow::up for the first (low-byte) pool and Grow::down for the last (high-byte) pool (a lone "
-                  "Full pool is the down end: Grow::down)");
-    static_assert(layout_middle_floats_v<L>,
+    static_assert(broken != rule::middle_floats,
                   "unikv: the middle pool of a TriPool floats and moves only on demand (make_room / "
                   "compact_holes); a lazily or eagerly compacting end policy cannot float there; use FloatPool "
                   "for the middle pool");
-    static_assert(layout_reservations_not_eager_v<L>,
+    static_assert(broken != rule::ends_grow_differently,
+                  "unikv: the two end pools of the layout grow the same way, so they would collide; the first "
+                  "(low-byte) end must grow up and the last (high-byte) end must grow down: use "
+                  "LazyEndPool<Grow::up> first and LazyEndPool<Grow::down> last");
+    static_assert(broken != rule::ends_face_each_other,
+                  "unikv: the first end of the layout grows down or the last grows up, away from the middle; use "
+                  "Grow::up for the first (low-byte) pool and Grow::down for the last (high-byte) pool (a lone "
+                  "Full pool is the down end: Grow::down)");
+    static_assert(broken != rule::full_is_down_end,
+                  "unikv: Full must be the down end (the last, high-byte pool) of the layout; put "
+                  "Pool<Component::full, LazyEndPool<Grow::down>> last");
+    static_assert(broken != rule::roles_supported,
+                  "unikv: supported chains are [Full down], [Swa up | Full down], [Mamba up | Full down] and the "
+                  "tri-pool [Mamba up | Swa float | Full down]; reorder the pools to one of them");
+    static_assert(broken != rule::reservations_not_eager,
                   "unikv: PhysicalReservations on an EagerEndPool: an eager pool compacts on every free and would "
                   "move reserved pages under a queued load; use LazyEndPool (or FloatPool) for the reserving pool");
-    static_assert(layout_reservations_on_swa_v<L>,
+    static_assert(broken != rule::reservations_on_swa,
                   "unikv: PhysicalReservations are only for the Swa pool (HiCache loads SWA windows into reserved "
                   "physical pages); Full and Mamba load through alloc / alloc_state; drop PhysicalReservations "
                   "from that pool");
-    static_assert(layout_reservation_policies_valid_v<L>,
-                  "unikv: a Pool's third argument must be a reservation policy (NoReservations or "
-                  "PhysicalReservations)");
-    static_assert(layout_full_is_down_end_v<L>,
-                  "unikv: Full must be the down end (the last, high-byte pool) of the layout; put "
-                  "Pool<Component::full, LazyEndPool<Grow::down>> last");
-    static_assert(layout_roles_supported_v<L>,
-                  "unikv: supported chains are [Full down], [Swa up | Full down], [Mamba up | Full down] and the "
-                  "tri-pool [Mamba up | Swa float | Full down]; reorder the pools to one of them");
-    static_assert(layout_policies_valid_v<L, B>,
-                  "unikv: a Pool's policy is not a sub-pool policy (needs placement, compaction, grow for ends and "
-                  "a nested impl<Backend>); use LazyEndPool, EagerEndPool or FloatPool");
-    static constexpr bool value = is_valid_layout_v<L, B>;
-};
+    return true;
+}
 
 }  // namespace unikv

@@ -34,9 +34,7 @@ template <class Tuple, std::size_t... I>
 constexpr bool all_layout_members(std::index_sequence<I...>) {
     return (is_layout_member_v<std::tuple_element_t<I, Tuple>> && ...);
 }
-}  // namespace detail
 
-namespace detail {
 template <class L>
 constexpr bool members_are_pools() {
     if constexpr (has_layout_members_v<L>) {

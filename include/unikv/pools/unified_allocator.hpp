@@ -141,7 +141,7 @@ class UnifiedAllocator {
     static_assert(has_event_ref_v<B>, "unikv: UnifiedAllocator needs Backend::event_ref with record(), query(), synchronize()");
     static_assert(has_memory_v<B>, "unikv: UnifiedAllocator needs Backend::allocate_device(bytes)");
     static_assert(has_page_copies_v<B>, "unikv: UnifiedAllocator needs Backend::copy_pages_async and fill_pages_async");
-    static_assert(layout_compatibility<L, B>::value);
+    // A layout that breaks a rule selects the stand-in below instead: one message, from `check_layout`.
 
     static constexpr std::size_t size_ = L::size;
     static constexpr std::size_t full_index = size_ - 1;
@@ -421,6 +421,15 @@ private:
     std::vector<std::int32_t> move_dst_;
     std::vector<std::uint8_t> marks_;  // per FULL virtual page (or Mamba id): seen in the current call
     mutable std::array<std::array<memo_entry, component_count + 1>, 2> memo_{};
+};
+
+/// A layout that breaks a layout rule gets this empty stand-in, whose only member is the failing
+/// `check_layout`: the rule's message is the one error, where the class above would add errors from members
+/// computed over the bad layout.
+template <class L, class B>
+    requires(!is_valid_layout_v<L, B>)
+class UnifiedAllocator<L, B> {
+    static_assert(check_layout<L, B>());
 };
 
 }  // namespace unikv
