@@ -49,7 +49,7 @@ class Run {
         std::vector<Reservation> rs;
         std::vector<std::vector<std::int32_t>> bound;
         HostBackend::Event done;
-        HostBackend::Buffer host;
+        HostBackend::PinnedBuffer host;
         bool applied = false;
         MoveGateHold gate;  // the host-transfer gate, closed from the load's submission to its ack
     };
@@ -57,7 +57,7 @@ class Run {
         std::vector<std::int32_t> vids;
         std::vector<std::int32_t> versions;
         HostBackend::Event done;
-        HostBackend::Buffer host;
+        HostBackend::PinnedBuffer host;
         std::vector<std::int32_t> src;  // physical pages captured when the backup was planned
         Component component = Component::full;
         MoveGateHold gate;  // the host-transfer gate, closed from the backup's planning to its ack
@@ -129,7 +129,7 @@ private:
         if (pages.empty()) return;
         const std::size_t entry = alloc_.spec()[c].entry_bytes;
         const std::size_t pb = alloc_.spec()[c].page_bytes;
-        HostBackend::Buffer host = backend_.allocate_pinned(pages.size() * pb);
+        HostBackend::PinnedBuffer host = backend_.allocate_pinned(pages.size() * pb);
         std::vector<std::int32_t> src;
         std::vector<std::int32_t> dst;
         for (std::size_t i = 0; i < pages.size(); ++i) {
@@ -758,7 +758,7 @@ private:
     std::vector<Load> loads_;
     std::vector<Write> writes_;
     std::vector<Write> planned_;
-    std::deque<HostBackend::Buffer> staging_;
+    std::deque<HostBackend::PinnedBuffer> staging_;
     struct ForwardWrite {
         std::int32_t v;
         int version;
@@ -766,7 +766,7 @@ private:
     };
     bool forward_ = false;
     std::optional<HostBackend::Event> forward_done_;
-    HostBackend::Buffer forward_host_;
+    HostBackend::PinnedBuffer forward_host_;
     std::vector<ForwardWrite> forward_writes_;
     std::vector<ForwardWrite> forward_reads_;
 };

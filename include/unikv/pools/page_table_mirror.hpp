@@ -113,8 +113,8 @@ public:
 
 private:
     struct slab {
-        decltype(std::declval<B&>().allocate_pinned(std::size_t{})) buffer;
-        decltype(std::declval<B&>().make_event()) done;  // recorded behind the copy that reads `buffer`
+        pinned_buffer_t<B> buffer;
+        owned_event_t<B> done;  // recorded behind the copy that reads `buffer`
     };
 
     // Stages `chunks` of `table` into a slab whose last copy has run, queues their copy, records the event.
@@ -167,7 +167,7 @@ private:
     }
 
     backend_ref<B> backend_;
-    decltype(std::declval<B&>().allocate_device(std::size_t{})) device_;
+    device_buffer_t<B> device_;
     TranslationTable geometry_;            // the host table's geometry with `v2p` pointing at `device_`
     std::vector<std::int32_t> slab_ids_;   // 0, 1, ...: the source chunk of each staged entry
     std::vector<slab> slabs_;

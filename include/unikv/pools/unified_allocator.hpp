@@ -77,7 +77,7 @@ namespace detail {
 template <class B>
 class arena_owner {
 public:
-    using buffer_t = decltype(std::declval<B&>().allocate_device(std::size_t{}));
+    using buffer_t = device_buffer_t<B>;
     arena_owner(buffer_t buffer, typename B::stream_ref stream) : buffer_(std::move(buffer)), stream_(stream), engaged_(true) {}
     arena_owner(const arena_owner&) = delete;
     arena_owner& operator=(const arena_owner&) = delete;
@@ -93,7 +93,7 @@ public:
         return *this;
     }
     ~arena_owner() { quiesce(); }
-    [[nodiscard]] region_ref region() const noexcept { return buffer_.region(); }
+    [[nodiscard]] device_region_ref region() const noexcept { return buffer_.region(); }
 
 private:
     void quiesce() noexcept {
@@ -187,8 +187,8 @@ public:
 
     // ---- geometry ----------------------------------------------------------------------------------------
     [[nodiscard]] const ArenaSpec& spec() const noexcept { return spec_; }
-    /// The arena: physical page `P` of pool `c` is bytes `[P * spec()[c].page_bytes, (P + 1) * ...)`.
-    [[nodiscard]] region_ref region() const noexcept { return arena_.region(); }
+    /// The arena (device memory): physical page `P` of pool `c` is bytes `[P * spec()[c].page_bytes, (P + 1) * ...)`.
+    [[nodiscard]] device_region_ref region() const noexcept { return arena_.region(); }
     [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
     /// The page table of pool `c` (v2p is indexed by FULL's virtual pages for SWA). Throws for an absent `c`.
     [[nodiscard]] const PageTable& page_table(Component c) const { return core_of(c, "page_table").table(); }

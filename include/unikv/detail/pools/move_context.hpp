@@ -22,7 +22,7 @@ template <class B>
 struct move_context {
     using stream_ref = typename B::stream_ref;
 
-    move_context(backend_ref<B> backend_, region_ref arena_, stream_ref stream_, TransferEvents<B>& events_,
+    move_context(backend_ref<B> backend_, device_region_ref arena_, stream_ref stream_, TransferEvents<B>& events_,
                  ForwardHazard<B>& forward_, std::vector<std::int32_t>& src_, std::vector<std::int32_t>& dst_)
         : backend(backend_),
           arena(arena_),
@@ -34,7 +34,7 @@ struct move_context {
           forward_running(forward_.running()) {}
 
     backend_ref<B> backend;
-    region_ref arena;
+    device_region_ref arena;
     stream_ref stream;
     TransferEvents<B>* events;
     ForwardHazard<B>* forward;
