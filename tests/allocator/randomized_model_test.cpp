@@ -195,7 +195,11 @@ private:
         if (op < 84) {
             if constexpr (gates) {
                 if (disagg_gate_) {
-                    if (disagg_hold_) disagg_hold_.release(); else disagg_hold_ = alloc_.install_move_gate(MoveGateSlot::disagg);
+                    if (disagg_hold_) {
+                        disagg_hold_.release();
+                    } else {
+                        disagg_hold_ = alloc_.install_move_gate(MoveGateSlot::disagg);
+                    }
                 }
             }
             return;
@@ -441,7 +445,8 @@ private:
                 }
             }
         }
-        Write w{vids, {}, backend_.make_event(), backend_.allocate_pinned(vids.size() * envelope), {}, c, transfer_hold()};
+        Write w{vids, {}, backend_.make_event(), backend_.allocate_pinned(vids.size() * envelope), {}, c,
+                transfer_hold()};
         for (std::size_t k = 0; k < vids.size(); ++k) {
             w.versions.push_back(c == Component::full ? full_[static_cast<std::size_t>(vids[k])] : swa_[static_cast<std::size_t>(vids[k])]);
             locked_[static_cast<std::size_t>(vids[k])] = 1;

@@ -21,7 +21,8 @@ void paint(basic_region_ref<S> r, std::uint32_t salt) {
 }
 
 template <MemorySpace A, MemorySpace B>
-bool page_equals(basic_region_ref<A> a, std::int32_t pa, basic_region_ref<B> b, std::int32_t pb, std::size_t page_bytes) {
+bool page_equals(basic_region_ref<A> a, std::int32_t pa, basic_region_ref<B> b, std::int32_t pb,
+                 std::size_t page_bytes) {
     return std::memcmp(a.data + pa * page_bytes, b.data + pb * page_bytes, page_bytes) == 0;
 }
 

@@ -129,21 +129,21 @@ public:
 private:
     static void free_device(std::byte* p) noexcept { cudaFree(p); }
     static void free_pinned(std::byte* p) noexcept { cudaFreeHost(p); }
+    template <MemorySpace Space>
+    using buffer_base = detail::owned_buffer<Space, Space == MemorySpace::device ? &CudaBackend::free_device
+                                                                                 : &CudaBackend::free_pinned>;
 
 public:
     /// An owned, zero-filled buffer in memory space `Space`: device memory (`cudaMalloc`) or pinned host
     /// memory (`cudaHostAlloc`). Move-only; `region()` is typed by `Space`.
     template <MemorySpace Space>
-    class Buffer : public detail::owned_buffer<Space, Space == MemorySpace::device ? &CudaBackend::free_device
-                                                                                   : &CudaBackend::free_pinned> {
+    class Buffer : public buffer_base<Space> {
     public:
         Buffer() noexcept = default;
 
     private:
         friend class CudaBackend;
-        Buffer(std::byte* d, std::size_t n) noexcept
-            : detail::owned_buffer<Space, Space == MemorySpace::device ? &CudaBackend::free_device
-                                                                       : &CudaBackend::free_pinned>(d, n) {}
+        Buffer(std::byte* d, std::size_t n) noexcept : buffer_base<Space>(d, n) {}
     };
     /// The buffer `allocate_device` returns.
     using DeviceBuffer = Buffer<MemorySpace::device>;

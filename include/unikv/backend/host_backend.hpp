@@ -145,19 +145,21 @@ private:
         std::memset(data, 0, rounded);
         return data;
     }
+    template <MemorySpace Space>
+    using buffer_base = detail::owned_buffer<Space, &HostBackend::free_buffer>;
 
 public:
     /// An owned, zero-filled byte buffer in memory space `Space` (both are host memory here), 4 KiB aligned;
     /// buffers of 2 MiB and more are 2 MiB aligned and ask Linux for transparent huge pages, so scattered
     /// page copies do not pay a TLB miss per envelope. Move-only; `region()` is typed by `Space`.
     template <MemorySpace Space>
-    class Buffer : public detail::owned_buffer<Space, &HostBackend::free_buffer> {
+    class Buffer : public buffer_base<Space> {
     public:
         Buffer() noexcept = default;
 
     private:
         friend class HostBackend;
-        explicit Buffer(std::size_t bytes) : detail::owned_buffer<Space, &HostBackend::free_buffer>(allocate_zeroed(bytes), bytes) {}
+        explicit Buffer(std::size_t bytes) : buffer_base<Space>(allocate_zeroed(bytes), bytes) {}
     };
     /// The buffer `allocate_device` returns (the arena).
     using DeviceBuffer = Buffer<MemorySpace::device>;

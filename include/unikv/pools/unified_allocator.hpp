@@ -187,7 +187,7 @@ public:
 
     // ---- geometry ----------------------------------------------------------------------------------------
     [[nodiscard]] const ArenaSpec& spec() const noexcept { return spec_; }
-    /// The arena (device memory): physical page `P` of pool `c` is bytes `[P * spec()[c].page_bytes, (P + 1) * ...)`.
+    /// The arena: physical page `P` of pool `c` is bytes `[P * spec()[c].page_bytes, (P + 1) * ...)`.
     [[nodiscard]] device_region_ref region() const noexcept { return arena_.region(); }
     [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
     /// The page table of pool `c` (v2p is indexed by FULL's virtual pages for SWA). Throws for an absent `c`.

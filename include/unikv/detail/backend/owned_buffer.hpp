@@ -18,7 +18,8 @@ class owned_buffer {
 public:
     /// An empty buffer.
     owned_buffer() noexcept = default;
-    owned_buffer(owned_buffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    owned_buffer(owned_buffer&& o) noexcept
+        : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
     owned_buffer& operator=(owned_buffer&& o) noexcept {
         if (this != &o) {
             reset();
