@@ -71,6 +71,7 @@ public:
     }
     /// True while the hold closes its slot.
     [[nodiscard]] bool holding() const noexcept { return state_ != nullptr; }
+    /// `holding()`.
     explicit operator bool() const noexcept { return holding(); }
     /// The slot it closes (meaningful while `holding()`).
     [[nodiscard]] MoveGateSlot slot() const noexcept { return slot_; }
@@ -104,10 +105,6 @@ public:
 
     /// Closes `slot` until the returned hold is released or destroyed. Never fails. O(1).
     [[nodiscard]] MoveGateHold hold(MoveGateSlot slot) noexcept { return MoveGateHold(state_, slot); }
-    /// Live holds of `slot`.
-    [[nodiscard]] std::uint32_t holds(MoveGateSlot slot) const noexcept {
-        return state_->holds[static_cast<std::size_t>(slot)];
-    }
     /// True when no slot is held. O(1), two loads: it is consulted before every move.
     [[nodiscard]] bool open() const noexcept { return !state_->any_held(); }
 
