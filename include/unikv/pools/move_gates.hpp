@@ -10,7 +10,8 @@
 /// holders compose). The count lives in a small heap state that neither the allocator nor the holder
 /// contains, so moving either one leaves the gate working, and no gate can call back into a moved or
 /// destroyed installer. When the allocator's `MoveGates` goes away while holds remain, the last hold frees
-/// the state, so a hold outliving its allocator is harmless. Checking the gates is two loads.
+/// the state, so a hold outliving its allocator is harmless. Checking the gates is two loads. Holds are taken
+/// and released on the thread that drives the allocator (the counts are plain integers, like its tables).
 
 #include <array>
 #include <cstddef>
