@@ -22,7 +22,7 @@ std::uint32_t marker(std::int32_t virtual_page, std::size_t token, std::size_t l
     return 0x5000'0000u + static_cast<std::uint32_t>(virtual_page) * 4096u + static_cast<std::uint32_t>(token * 16 + layer);
 }
 
-void write_rows(unikv::region_ref arena, const std::vector<std::int32_t>& v2p) {
+void write_rows(unikv::device_region_ref arena, const std::vector<std::int32_t>& v2p) {
     for (std::int32_t v = 0; v < request_pages; ++v)
         for (std::size_t t = 0; t < page_tokens; ++t)
             for (std::size_t l = 0; l < layers; ++l) {
@@ -31,7 +31,7 @@ void write_rows(unikv::region_ref arena, const std::vector<std::int32_t>& v2p) {
             }
 }
 
-std::size_t count_bad_rows(unikv::region_ref arena, const std::vector<std::int32_t>& v2p, std::size_t upto_layer) {
+std::size_t count_bad_rows(unikv::device_region_ref arena, const std::vector<std::int32_t>& v2p, std::size_t upto_layer) {
     std::size_t bad = 0;
     for (std::int32_t v = 0; v < request_pages; ++v)
         for (std::size_t t = 0; t < page_tokens; ++t)

@@ -29,8 +29,8 @@ struct MemcpyFloor {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     HostBackend backend;
-    HostBackend::Buffer a;
-    HostBackend::Buffer b;
+    HostBackend::DeviceBuffer a;
+    HostBackend::DeviceBuffer b;
 };
 
 // Per iteration: `setup()` (untimed), then `act()` timed until the stream ran its moves, then the memcpy of

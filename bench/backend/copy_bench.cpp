@@ -29,8 +29,8 @@ constexpr std::size_t total_bytes = std::size_t{64} << 20;
 
 struct Fixture {
     HostBackend backend;
-    HostBackend::Buffer src = backend.allocate_device(total_bytes);
-    HostBackend::Buffer dst = backend.allocate_pinned(total_bytes);
+    HostBackend::DeviceBuffer src = backend.allocate_device(total_bytes);
+    HostBackend::PinnedBuffer dst = backend.allocate_pinned(total_bytes);
     std::vector<std::int32_t> src_pages, dst_pages;
 
     explicit Fixture(std::size_t page_bytes) {
@@ -51,8 +51,8 @@ struct Fixture {
 // Its buffers come from the backend like the measured ones (same alignment, same huge-page advice).
 struct MemcpyFloor {
     HostBackend backend;
-    HostBackend::Buffer a = backend.allocate_device(total_bytes);
-    HostBackend::Buffer b = backend.allocate_pinned(total_bytes);
+    HostBackend::DeviceBuffer a = backend.allocate_device(total_bytes);
+    HostBackend::PinnedBuffer b = backend.allocate_pinned(total_bytes);
     double seconds() {
         const auto t0 = std::chrono::steady_clock::now();
         std::memcpy(b.data(), a.data(), total_bytes);

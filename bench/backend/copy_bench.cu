@@ -22,12 +22,11 @@ constexpr std::size_t total_bytes = std::size_t{256} << 20;
 
 enum class Direction { device_to_device, host_to_device };
 
-void BM_cuda_copy_pages(benchmark::State& state, Direction direction) {
+// The source's memory space is part of its buffer type, so each direction instantiates the loop.
+template <class Source>
+void copy_pages_from(benchmark::State& state, CudaBackend& backend, const Source& src) {
     const auto page_bytes = static_cast<std::size_t>(state.range(0));
-    CudaBackend backend;
     auto stream = backend.make_stream();
-    auto src = direction == Direction::host_to_device ? backend.allocate_pinned(total_bytes)
-                                                      : backend.allocate_device(total_bytes);
     auto dst = backend.allocate_device(total_bytes);
     auto floor_dst = backend.allocate_device(total_bytes);
     std::vector<std::int32_t> sp(total_bytes / page_bytes), dp(sp.size());
@@ -49,6 +48,15 @@ void BM_cuda_copy_pages(benchmark::State& state, Direction direction) {
         state.SetIterationTime(t.ours_ms / 1e3);
     }
     timer.report(state, "GB/s", static_cast<double>(total_bytes) * static_cast<double>(state.iterations()));
+}
+
+void BM_cuda_copy_pages(benchmark::State& state, Direction direction) {
+    CudaBackend backend;
+    if (direction == Direction::host_to_device) {
+        copy_pages_from(state, backend, backend.allocate_pinned(total_bytes));
+    } else {
+        copy_pages_from(state, backend, backend.allocate_device(total_bytes));
+    }
 }
 
 void envelope_sizes(benchmark::internal::Benchmark* b) {

@@ -193,11 +193,11 @@ struct Transfers {
         : backend(b), stream(b.make_stream()), host(b.allocate_pinned(host_bytes)) {}
     HostBackend& backend;
     HostBackend::Stream stream;
-    HostBackend::Buffer host;
+    HostBackend::PinnedBuffer host;
 
     /// Queues a host-to-device copy of `rows` (one marker per row, `entry_bytes` each, `page_size` rows per
     /// page) into physical pages `dst` of a pool with `page_bytes` envelopes; returns its done event.
-    HostBackend::Event load(region_ref arena, std::span<const PhysicalPage> dst, std::size_t page_bytes, std::size_t entry_bytes,
+    HostBackend::Event load(device_region_ref arena, std::span<const PhysicalPage> dst, std::size_t page_bytes, std::size_t entry_bytes,
                         const std::vector<std::uint32_t>& rows, std::size_t first_host_page = 0) {
         std::vector<std::int32_t> src_pages;
         std::vector<std::int32_t> dst_pages;
@@ -218,7 +218,7 @@ struct Transfers {
         return done;
     }
     /// Queues a device-to-host copy of physical pages `src` into host pages from `first_host_page`.
-    HostBackend::Event write(region_ref arena, std::span<const PhysicalPage> src, std::size_t page_bytes,
+    HostBackend::Event write(device_region_ref arena, std::span<const PhysicalPage> src, std::size_t page_bytes,
                          std::size_t first_host_page = 0) {
         std::vector<std::int32_t> src_pages;
         std::vector<std::int32_t> dst_pages;
@@ -240,7 +240,7 @@ struct Transfers {
 
 /// True when host pages `first_host_page...` of `host` (envelopes of `rows_per_page` rows of 32 bytes) hold the
 /// markers of `pages` of component `c` at `version`, in order.
-inline bool host_rows_hold(const HostBackend::Buffer& host, Component c, std::span<const VirtualPage> pages,
+inline bool host_rows_hold(const HostBackend::PinnedBuffer& host, Component c, std::span<const VirtualPage> pages,
                            std::uint32_t version = 0, std::int32_t rows_per_page = 4, std::size_t first_host_page = 0) {
     const std::size_t page_bytes = static_cast<std::size_t>(rows_per_page) * 32;
     for (std::size_t k = 0; k < pages.size(); ++k) {
@@ -266,8 +266,8 @@ inline bool mirror_matches(const TranslationTable& d, const PageTable& t) {
 }
 
 /// An arena byte snapshot, to prove a call changed no byte.
-inline std::vector<std::byte> snapshot(region_ref r) { return {r.data, r.data + r.size}; }
-inline bool same_bytes(region_ref r, const std::vector<std::byte>& s) {
+inline std::vector<std::byte> snapshot(device_region_ref r) { return {r.data, r.data + r.size}; }
+inline bool same_bytes(device_region_ref r, const std::vector<std::byte>& s) {
     return s.size() == r.size && std::memcmp(s.data(), r.data, r.size) == 0;
 }
 

@@ -11,18 +11,16 @@ TEST_CASE("schedulable size credits a movable lazy neighbour's holes, and a gate
     Fixture<SwaFullLayout> f(small_config(64 * 128));
     auto pages = f.alloc_kv(10);
     f.alloc.free_swa(std::span(pages).first(4));  // four drainable SWA holes below the SWA survivors
-    bool open = true;
-    f.alloc.install_move_gate(MoveGateSlot::host_transfer, [&] { return open; });
     const std::int64_t available = f.alloc.available_size(Component::full);
     const std::int64_t schedulable = f.alloc.schedulable_available_size(Component::full);
     CHECK(schedulable == available + 4);
     CHECK(f.alloc.schedulable_available_size(Component::swa) == f.alloc.available_size(Component::swa));
     const std::uint64_t epoch = f.alloc.epoch();
-    open = false;
+    MoveGateHold closed = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
     CHECK(f.alloc.schedulable_available_size(Component::full) == available);
     CHECK(f.alloc.epoch() == epoch);
     CHECK(f.broken().empty());  // the memo stays coherent across the flip
-    open = true;
+    closed.release();
     CHECK(f.alloc.schedulable_available_size(Component::full) == schedulable);
     // A pending SWA reservation blocks SWA moves: no credit either.
     ReserveResult r = f.alloc.alloc_physical(Component::swa, 1);

@@ -16,14 +16,14 @@ struct Forward {
     explicit Forward(HostBackend& b) : backend(b), stream(b.make_stream()), host(b.allocate_pinned(16 * 128)), done(b.make_event()) {}
     HostBackend& backend;
     HostBackend::Stream stream;
-    HostBackend::Buffer host;
+    HostBackend::PinnedBuffer host;
     HostBackend::Event done;
 
-    void read(region_ref arena, PhysicalPage page, std::int32_t host_page) {
+    void read(device_region_ref arena, PhysicalPage page, std::int32_t host_page) {
         const std::int32_t src = page.value();
         backend.copy_pages_async(arena, std::span(&src, 1), host.region(), std::span(&host_page, 1), 128, stream);
     }
-    void write(region_ref arena, PhysicalPage page, std::int32_t host_page, const std::vector<std::uint32_t>& rows) {
+    void write(device_region_ref arena, PhysicalPage page, std::int32_t host_page, const std::vector<std::uint32_t>& rows) {
         for (std::size_t r = 0; r < 4; ++r) {
             for (std::size_t w = 0; w < 8; ++w) {
                 std::memcpy(host.data() + static_cast<std::size_t>(host_page) * 128 + r * 32 + w * 4, &rows[r], 4);

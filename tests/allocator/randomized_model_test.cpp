@@ -49,16 +49,18 @@ class Run {
         std::vector<Reservation> rs;
         std::vector<std::vector<std::int32_t>> bound;
         HostBackend::Event done;
-        HostBackend::Buffer host;
+        HostBackend::PinnedBuffer host;
         bool applied = false;
+        MoveGateHold gate;  // the host-transfer gate, closed from the load's submission to its ack
     };
     struct Write {  // a device-to-host backup in flight
         std::vector<std::int32_t> vids;
         std::vector<std::int32_t> versions;
         HostBackend::Event done;
-        HostBackend::Buffer host;
+        HostBackend::PinnedBuffer host;
         std::vector<std::int32_t> src;  // physical pages captured when the backup was planned
         Component component = Component::full;
+        MoveGateHold gate;  // the host-transfer gate, closed from the backup's planning to its ack
     };
 
 public:
@@ -66,10 +68,6 @@ public:
         std::uniform_int_distribution<int> coin(0, 1);
         host_gate_ = gates && coin(rng_) == 1;
         disagg_gate_ = gates && coin(rng_) == 1;
-        if constexpr (gates) {
-            if (host_gate_) alloc_.install_move_gate(MoveGateSlot::host_transfer, [this] { return inflight_ == 0; });
-            if (disagg_gate_) alloc_.install_move_gate(MoveGateSlot::disagg, [this] { return disagg_open_; });
-        }
         const auto ids = static_cast<std::size_t>(alloc_.spec()[Component::full].num_pages) + 1;
         full_.assign(ids, -1);
         swa_.assign(ids, -1);
@@ -131,7 +129,7 @@ private:
         if (pages.empty()) return;
         const std::size_t entry = alloc_.spec()[c].entry_bytes;
         const std::size_t pb = alloc_.spec()[c].page_bytes;
-        HostBackend::Buffer host = backend_.allocate_pinned(pages.size() * pb);
+        HostBackend::PinnedBuffer host = backend_.allocate_pinned(pages.size() * pb);
         std::vector<std::int32_t> src;
         std::vector<std::int32_t> dst;
         for (std::size_t i = 0; i < pages.size(); ++i) {
@@ -195,7 +193,15 @@ private:
         if (op < 76) return do_run_streams();
         if (op < 82) return do_forward();
         if (op < 84) {
-            disagg_open_ = !disagg_open_;
+            if constexpr (gates) {
+                if (disagg_gate_) {
+                    if (disagg_hold_) {
+                        disagg_hold_.release();
+                    } else {
+                        disagg_hold_ = alloc_.install_move_gate(MoveGateSlot::disagg);
+                    }
+                }
+            }
             return;
         }
         if (op < 92) {
@@ -348,7 +354,7 @@ private:
 
     void do_submit() {
         if (pending_.empty()) return;
-        Load load{{}, {}, backend_.make_event(), {}, false};
+        Load load{{}, {}, backend_.make_event(), {}, false, transfer_hold()};
         std::size_t pages = 0;
         for (const Pending& p : pending_) pages += p.r.pages().size();
         const std::size_t pb = alloc_.spec()[Component::swa].page_bytes;
@@ -374,7 +380,6 @@ private:
         order_after_allocator(transfer_);
         backend_.copy_pages_async(load.host.region(), src, alloc_.region(), dst, pb, transfer_);
         load.done.ref().record(transfer_);
-        ++inflight_;
         alloc_.set_transfer_done_event({.owner = 7, .direction = TransferDirection::load}, load.done);
         expect(alloc_.pending_load_pages(Component::swa) == 0, "a load registration left pending pages");
         loads_.push_back(std::move(load));
@@ -399,7 +404,6 @@ private:
             for (const auto& bound : load.bound) {
                 for (std::int32_t v : bound) loading_[static_cast<std::size_t>(v)] = 0;
             }
-            --inflight_;
             loads_.erase(loads_.begin() + static_cast<std::ptrdiff_t>(i));
             return;
         }
@@ -415,7 +419,6 @@ private:
                 }
                 locked_[static_cast<std::size_t>(w.vids[k])] = 0;
             }
-            --inflight_;
             writes_.erase(writes_.begin() + static_cast<std::ptrdiff_t>(i));
             return;
         }
@@ -442,13 +445,13 @@ private:
                 }
             }
         }
-        Write w{vids, {}, backend_.make_event(), backend_.allocate_pinned(vids.size() * envelope), {}, c};
+        Write w{vids, {}, backend_.make_event(), backend_.allocate_pinned(vids.size() * envelope), {}, c,
+                transfer_hold()};
         for (std::size_t k = 0; k < vids.size(); ++k) {
             w.versions.push_back(c == Component::full ? full_[static_cast<std::size_t>(vids[k])] : swa_[static_cast<std::size_t>(vids[k])]);
             locked_[static_cast<std::size_t>(vids[k])] = 1;
             w.src.push_back(phys_page(c, vids[k]));
         }
-        ++inflight_;
         // With the host-transfer gate installed, a backup may sit in the controller's queue (its physical pages
         // already resolved) before its copy is issued: only the gate keeps those pages in place meanwhile.
         if (host_gate_ && chance(50)) {
@@ -456,6 +459,15 @@ private:
             return;
         }
         issue(std::move(w));
+    }
+
+    // A hold of the host-transfer gate for one transfer, when this run installs that gate: the gate is closed
+    // while any transfer is in flight, each holding it once.
+    MoveGateHold transfer_hold() {
+        if constexpr (gates) {
+            if (host_gate_) return alloc_.install_move_gate(MoveGateSlot::host_transfer);
+        }
+        return {};
     }
 
     void issue(Write w) {
@@ -682,7 +694,7 @@ private:
             pending_.pop_back();
         }
         alloc_.clear_inflight_forward();
-        disagg_open_ = true;
+        disagg_hold_.release();
         settle_events();
         check();
         std::vector<VirtualPage> all;
@@ -738,8 +750,7 @@ private:
     A alloc_{backend_, config(), stream_};
     bool host_gate_ = false;
     bool disagg_gate_ = false;
-    bool disagg_open_ = true;
-    int inflight_ = 0;
+    MoveGateHold disagg_hold_;  // the disagg gate while it is closed
     std::size_t dropped_pages_ = 0;
     std::vector<int> full_;    // per virtual page: marker version, or -1 when free
     std::vector<int> swa_;     // per virtual page: version, -1 tombstone, -2 bound to a load that has not run
@@ -752,7 +763,7 @@ private:
     std::vector<Load> loads_;
     std::vector<Write> writes_;
     std::vector<Write> planned_;
-    std::deque<HostBackend::Buffer> staging_;
+    std::deque<HostBackend::PinnedBuffer> staging_;
     struct ForwardWrite {
         std::int32_t v;
         int version;
@@ -760,7 +771,7 @@ private:
     };
     bool forward_ = false;
     std::optional<HostBackend::Event> forward_done_;
-    HostBackend::Buffer forward_host_;
+    HostBackend::PinnedBuffer forward_host_;
     std::vector<ForwardWrite> forward_writes_;
     std::vector<ForwardWrite> forward_reads_;
 };

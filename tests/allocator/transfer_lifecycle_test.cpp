@@ -207,8 +207,7 @@ TEST_CASE("cancel after a partial bind releases every reserved page and restores
 TEST_CASE("a redundant destination is freed after its ack") {
     F f(small_config(arena_bytes));
     Transfers t(f.backend, 16 * 128);
-    bool in_flight = false;
-    f.alloc.install_move_gate(MoveGateSlot::host_transfer, [&in_flight] { return !in_flight; });
+    MoveGateHold in_flight;
     auto resident = f.alloc_kv(2);
     auto target = f.alloc_kv(1);
     f.alloc.free_swa(target);
@@ -219,7 +218,7 @@ TEST_CASE("a redundant destination is freed after its ack") {
     std::vector<std::uint32_t> rows(4, 0xABCDu);
     for (std::uint32_t x : f.loaded_rows(target)) rows.push_back(x);
     HostBackend::Event loaded = t.load(f.alloc.region(), reserved, 128, 32, rows);
-    in_flight = true;
+    in_flight = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
     f.alloc.set_transfer_done_event(load_key, loaded);
     CHECK(f.alloc.moves_blocked());  // the gate holds from queueing to the ack
     f.alloc.free(resident);
@@ -234,7 +233,7 @@ TEST_CASE("a redundant destination is freed after its ack") {
     CHECK(same_counters(before, f.backend.counters()));
 
     t.run();  // the ack: the copy completed
-    in_flight = false;
+    in_flight.release();
     const std::int32_t live = f.alloc.live_pages(Component::swa);
     f.alloc.free_physical(Component::swa, std::span(reserved).first(1));
     CHECK(f.backend.counters().stream_waits == before.stream_waits + 1);
@@ -247,8 +246,7 @@ TEST_CASE("a redundant destination is freed after its ack") {
 
 TEST_CASE("a closed transfer gate keeps rows in place") {
     F f(small_config(arena_bytes));
-    bool open = false;
-    f.alloc.install_move_gate(MoveGateSlot::host_transfer, [&open] { return open; });
+    MoveGateHold closed = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
     auto head = f.alloc_kv(3);
     auto tail = f.alloc_kv(3);
     f.alloc.free(head);
@@ -262,7 +260,7 @@ TEST_CASE("a closed transfer gate keeps rows in place") {
     CHECK(same_counters(before, f.backend.counters()));
     CHECK(f.physical_pages(Component::full, tail) == full_before);
     CHECK(f.physical_pages(Component::swa, tail) == swa_before);
-    open = true;
+    closed.release();
     CHECK(f.alloc.flush(FlushMode::urgent).pages_moved > 0);
     CHECK(f.drain());
     CHECK(f.kv_holds(tail));
@@ -271,8 +269,7 @@ TEST_CASE("a closed transfer gate keeps rows in place") {
 
 TEST_CASE("an allocation that needs compaction stays behind the gate") {
     F f(small_config(16 * 128));  // 15 usable envelopes shared by FULL and SWA
-    bool open = false;
-    f.alloc.install_move_gate(MoveGateSlot::disagg, [&open] { return open; });
+    MoveGateHold closed = f.alloc.install_move_gate(MoveGateSlot::disagg);
     auto pages = f.alloc_kv(7);
     std::vector<VirtualPage> odd;
     for (std::size_t i = 0; i < pages.size(); i += 2) odd.push_back(pages[i]);
@@ -289,7 +286,7 @@ TEST_CASE("an allocation that needs compaction stays behind the gate") {
     CHECK(f.alloc.hole_pages(Component::swa) == 4);
     CHECK(f.pages_hold(Component::full, pages));
     CHECK(f.broken().empty());
-    open = true;
+    closed.release();
     CHECK(f.alloc.can_reserve({.full = available + 1, .swa = available + 1}));
     REQUIRE(f.alloc.alloc(more));
     CHECK(f.drain());

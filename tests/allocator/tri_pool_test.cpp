@@ -123,10 +123,9 @@ TEST_CASE("float movement owners respect every move gate") {
                 CAPTURE(op);
                 CAPTURE(closed);
                 F f(small_config(64 * 128));
-                bool host_open = (closed & 1) == 0;
-                bool disagg_open = (closed & 2) == 0;
-                f.alloc.install_move_gate(MoveGateSlot::host_transfer, [&] { return host_open; });
-                f.alloc.install_move_gate(MoveGateSlot::disagg, [&] { return disagg_open; });
+                MoveGateHold host_hold, disagg_hold;
+                if (closed & 1) host_hold = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
+                if (closed & 2) disagg_hold = f.alloc.install_move_gate(MoveGateSlot::disagg);
                 auto pages = f.alloc_kv(6);
                 std::vector<VirtualPage> holes{pages[1], pages[4]};
                 f.alloc.free_swa(holes);
@@ -146,7 +145,8 @@ TEST_CASE("float movement owners respect every move gate") {
                 }
                 CHECK(same_counters(counters, f.backend.counters()));  // no settle, no copy
                 CHECK(Tables(f) == before);
-                host_open = disagg_open = true;
+                host_hold.release();
+                disagg_hold.release();
                 if (op == 0) {
                     CHECK(f.alloc.make_room(side, gap + 3 * 128) >= gap + 3 * 128);
                 } else {
@@ -166,8 +166,7 @@ TEST_CASE("float movement owners respect every move gate") {
 TEST_CASE("gated token recovery reuses holes without copying, and succeeds once the gate lifts") {
     Crowded c;
     F& f = c.f;
-    bool open = false;
-    f.alloc.install_move_gate(MoveGateSlot::disagg, [&] { return open; });
+    MoveGateHold closed = f.alloc.install_move_gate(MoveGateSlot::disagg);
     std::vector<VirtualPage> inner{c.resident[1]};
     f.alloc.free_swa(inner);
     const BackendCounters before = f.backend.counters();
@@ -185,7 +184,7 @@ TEST_CASE("gated token recovery reuses holes without copying, and succeeds once 
     CHECK(f.states_hold(c.states));
     f.alloc.free_state(std::span(c.states).first(6));
     CHECK_FALSE(f.alloc.alloc(many));  // Mamba holes exist, but compaction is gated
-    open = true;
+    closed.release();
     REQUIRE(f.alloc.alloc(many));
     REQUIRE(f.drain());
     CHECK(f.pages_hold(Component::full, c.resident));
@@ -196,8 +195,7 @@ TEST_CASE("gated token recovery reuses holes without copying, and succeeds once 
 TEST_CASE("state recovery obeys the float gate") {
     Crowded c;
     F& f = c.f;
-    bool open = false;
-    f.alloc.install_move_gate(MoveGateSlot::host_transfer, [&] { return open; });
+    MoveGateHold closed = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
     const BackendCounters before = f.backend.counters();
     std::vector<StateId> more(2);
     const AllocResult r = f.alloc.alloc_state(more);
@@ -205,7 +203,7 @@ TEST_CASE("state recovery obeys the float gate") {
     CHECK(r.shortfall == Shortfall::moves_blocked);
     CHECK(r.component == Component::mamba);
     CHECK(same_counters(before, f.backend.counters()));
-    open = true;
+    closed.release();
     REQUIRE(f.alloc.alloc_state(more));
     CHECK(f.backend.counters().copies_queued > before.copies_queued);
     REQUIRE(f.drain());
@@ -265,8 +263,7 @@ TEST_CASE("a reservation stays put until its load is acked; then a state allocat
     Crowded c;
     F& f = c.f;
     Transfers t(f.backend, 8 * 128);
-    bool in_flight = false;
-    f.alloc.install_move_gate(MoveGateSlot::host_transfer, [&] { return !in_flight; });
+    MoveGateHold in_flight;
     std::vector<VirtualPage> target{c.resident[0]};
     f.alloc.free_swa(target);
     ReserveResult r = f.alloc.alloc_physical(Component::swa, 1);  // takes the target's old page (a hole)
@@ -284,7 +281,7 @@ TEST_CASE("a reservation stays put until its load is acked; then a state allocat
     CHECK(same_counters(before, f.backend.counters()));
 
     HostBackend::Event loaded = t.load(f.alloc.region(), r.reservation.pages(), 128, 32, f.loaded_rows(target));
-    in_flight = true;
+    in_flight = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
     f.alloc.set_transfer_done_event(load_key, loaded);
     CHECK(f.alloc.pending_load_pages(Component::swa) == 0);
     const BackendCounters submitted = f.backend.counters();
@@ -294,7 +291,7 @@ TEST_CASE("a reservation stays put until its load is acked; then a state allocat
     CHECK(same_counters(submitted, f.backend.counters()));
 
     t.run();  // the ack
-    in_flight = false;
+    in_flight.release();
     REQUIRE(f.alloc.alloc_state(one));
     CHECK(f.backend.counters().copies_queued > before.copies_queued);
     REQUIRE(f.drain());

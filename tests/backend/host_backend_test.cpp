@@ -15,11 +15,14 @@ namespace {
 
 // Fills every byte of the region with a value derived from its address and a salt, so a byte copied to the
 // wrong place, or not copied, is visible.
-void paint(region_ref r, std::uint32_t salt) {
+template <MemorySpace S>
+void paint(basic_region_ref<S> r, std::uint32_t salt) {
     for (std::size_t i = 0; i < r.size; ++i) r.data[i] = static_cast<std::byte>((i * 131 + salt * 7 + (i >> 9)) & 0xff);
 }
 
-bool page_equals(region_ref a, std::int32_t pa, region_ref b, std::int32_t pb, std::size_t page_bytes) {
+template <MemorySpace A, MemorySpace B>
+bool page_equals(basic_region_ref<A> a, std::int32_t pa, basic_region_ref<B> b, std::int32_t pb,
+                 std::size_t page_bytes) {
     return std::memcmp(a.data + pa * page_bytes, b.data + pb * page_bytes, page_bytes) == 0;
 }
 
@@ -69,7 +72,7 @@ TEST_CASE("page copies preserve every byte of every page in random orders and en
 TEST_CASE("the streaming copy equals memcpy at every alignment and tail length") {
     std::vector<std::byte> src(8192 + 64);
     std::vector<std::byte> dst(8192 + 64);
-    region_ref s{src.data(), src.size()};
+    device_region_ref s{src.data(), src.size()};
     paint(s, 5);
     for (std::size_t src_off : {0ul, 1ul, 8ul, 16ul}) {
         for (std::size_t dst_off : {0ul, 3ul, 16ul}) {
@@ -131,7 +134,7 @@ TEST_CASE("bad copy requests are rejected with logic_error and queue nothing") {
                                                    {.offset = 60, .bytes = 8, .stride = 0, .count = 1}, stream),
                     unikv::logic_error);
     // Two views of one arena with different bases: page 0 of the upper view is page 8 of the whole arena.
-    const region_ref upper{arena.data() + 8 * page_bytes, 8 * page_bytes};
+    const device_region_ref upper{arena.data() + 8 * page_bytes, 8 * page_bytes};
     const std::vector<std::int32_t> whole_8{8};
     const std::vector<std::int32_t> upper_0{0};
     CHECK_THROWS_AS(backend.copy_pages_async(arena.region(), whole_8, upper, upper_0, page_bytes, stream),

@@ -13,7 +13,7 @@ using L = EagerSwaFullLayout;
 #endif
 
 void install(UnifiedAllocator<L, HostBackend>& a) {
-    a.install_move_gate(MoveGateSlot::host_transfer, [] { return true; });
+    const MoveGateHold hold = a.install_move_gate(MoveGateSlot::host_transfer);
 }
 
 int main() {}

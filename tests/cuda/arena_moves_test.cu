@@ -176,10 +176,10 @@ public:
 
 private:
     static constexpr std::size_t max_staged = 1 << 16;  // ids (and as many versions) uploaded per round
-    CudaBackend::Buffer staging_host_ = backend_.allocate_pinned(2 * max_staged * 4);
-    CudaBackend::Buffer staging_device_ = backend_.allocate_device(2 * max_staged * 4);
-    CudaBackend::Buffer errors_ = backend_.allocate_device(sizeof(unsigned));  // zero-filled
-    CudaBackend::Buffer errors_host_ = backend_.allocate_pinned(sizeof(unsigned));
+    CudaBackend::PinnedBuffer staging_host_ = backend_.allocate_pinned(2 * max_staged * 4);
+    CudaBackend::DeviceBuffer staging_device_ = backend_.allocate_device(2 * max_staged * 4);
+    CudaBackend::DeviceBuffer errors_ = backend_.allocate_device(sizeof(unsigned));  // zero-filled
+    CudaBackend::PinnedBuffer errors_host_ = backend_.allocate_pinned(sizeof(unsigned));
     std::size_t staged_ = 0;
 };
 

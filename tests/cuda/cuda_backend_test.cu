@@ -22,13 +22,15 @@ std::vector<std::byte> pattern(std::size_t n, unsigned salt) {
     return v;
 }
 
-void upload(const CudaBackend::Buffer& b, const std::vector<std::byte>& v) {
+template <class Buffer>
+void upload(const Buffer& b, const std::vector<std::byte>& v) {
     detail::cuda::check(cudaMemcpy(b.data(), v.data(), v.size(), cudaMemcpyDefault), "cudaMemcpy");
     // A pageable upload may return before its DMA lands, and the backend's streams do not wait for it.
     detail::cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
-std::vector<std::byte> download(const CudaBackend::Buffer& b) {
+template <class Buffer>
+std::vector<std::byte> download(const Buffer& b) {
     std::vector<std::byte> v(b.size());
     detail::cuda::check(cudaMemcpy(v.data(), b.data(), v.size(), cudaMemcpyDefault), "cudaMemcpy");
     return v;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include <unikv/backend/counters.hpp>
 #include <unikv/backend/page_copy.hpp>
@@ -29,12 +30,23 @@ inline constexpr bool has_event_ref_v = requires(const typename B::event_ref e, 
     e.synchronize();
 };
 
-/// Has `allocate_device(bytes)` and `allocate_pinned(bytes)` returning buffers that expose `region()`.
+/// Has `allocate_device(bytes)` and `allocate_pinned(bytes)` returning buffers whose `region()` is a
+/// `device_region_ref` and a `pinned_region_ref`.
 template <class B>
 inline constexpr bool has_memory_v = requires(B& b, std::size_t n) {
-    { b.allocate_device(n).region() } -> std::same_as<region_ref>;
-    { b.allocate_pinned(n).region() } -> std::same_as<region_ref>;
+    { b.allocate_device(n).region() } -> std::same_as<device_region_ref>;
+    { b.allocate_pinned(n).region() } -> std::same_as<pinned_region_ref>;
 };
+
+/// The buffer type `B::allocate_device` returns (device memory: the arena, device tables).
+template <class B>
+using device_buffer_t = decltype(std::declval<B&>().allocate_device(std::size_t{}));
+/// The buffer type `B::allocate_pinned` returns (pinned host memory).
+template <class B>
+using pinned_buffer_t = decltype(std::declval<B&>().allocate_pinned(std::size_t{}));
+/// The owned event type `B::make_event` returns.
+template <class B>
+using owned_event_t = decltype(std::declval<B&>().make_event());
 
 /// Has `make_stream()` and `make_event()` returning owners convertible to their refs.
 template <class B>
@@ -43,14 +55,19 @@ inline constexpr bool has_stream_factory_v = requires(B& b) {
     { b.make_event().ref() } -> std::same_as<typename B::event_ref>;
 };
 
-/// Has the whole-envelope and sliced page copies and the page fill.
+/// Has the whole-envelope and sliced page copies between any pair of memory spaces, and the page fill.
 template <class B>
 inline constexpr bool has_page_copies_v =
-    requires(B& b, region_ref r, std::span<const std::int32_t> p, std::size_t n, EnvelopeSlice sl,
-             typename B::stream_ref s) {
-        b.copy_pages_async(r, p, r, p, n, s);
-        b.copy_page_slices_async(r, p, r, p, n, sl, s);
-        b.fill_pages_async(r, p, n, std::byte{0}, s);
+    requires(B& b, device_region_ref d, pinned_region_ref h, std::span<const std::int32_t> p, std::size_t n,
+             EnvelopeSlice sl, typename B::stream_ref s) {
+        b.copy_pages_async(d, p, d, p, n, s);
+        b.copy_pages_async(h, p, d, p, n, s);
+        b.copy_pages_async(d, p, h, p, n, s);
+        b.copy_pages_async(h, p, h, p, n, s);
+        b.copy_page_slices_async(h, p, d, p, n, sl, s);
+        b.copy_page_slices_async(d, p, h, p, n, sl, s);
+        b.fill_pages_async(d, p, n, std::byte{0}, s);
+        b.fill_pages_async(h, p, n, std::byte{0}, s);
     };
 
 /// Has `counters()` returning `BackendCounters`, so tests can prove a path synchronized nothing.

@@ -22,6 +22,7 @@
 #include <unikv/backend/execution_mode.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/detail/backend/host_engine.hpp>
+#include <unikv/detail/backend/owned_buffer.hpp>
 #include <unikv/detail/backend/owned_handle.hpp>
 #include <unikv/error.hpp>
 
@@ -123,45 +124,47 @@ public:
         event_ref ref_;
     };
 
-    /// An owned, zero-filled byte buffer (the device arena or a pinned host pool), 4 KiB aligned; buffers of
-    /// 2 MiB and more are 2 MiB aligned and ask Linux for transparent huge pages, so scattered page copies
-    /// do not pay a TLB miss per envelope.
-    class Buffer {
-    public:
-        Buffer() = default;
-        Buffer(Buffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-        Buffer& operator=(Buffer&& o) noexcept {
-            std::swap(data_, o.data_);
-            std::swap(size_, o.size_);
-            return *this;
+private:
+    static constexpr std::size_t small_alignment = 4096;
+    static constexpr std::size_t huge_page = std::size_t{2} << 20;
+    static void free_buffer(std::byte* p) noexcept { std::free(p); }
+    // Zero-filled, 4 KiB aligned; 2 MiB aligned with transparent huge pages from 2 MiB up.
+    static std::byte* allocate_zeroed(std::size_t bytes) {
+        const std::size_t alignment = bytes >= huge_page ? huge_page : small_alignment;
+        if (bytes > std::numeric_limits<std::size_t>::max() - alignment) {
+            throw out_of_memory(detail::concat("unikv: HostBackend cannot allocate ", bytes, " bytes"));
         }
-        ~Buffer() { std::free(data_); }
-        [[nodiscard]] std::byte* data() const noexcept { return data_; }
-        [[nodiscard]] std::size_t size() const noexcept { return size_; }
-        [[nodiscard]] region_ref region() const noexcept { return {data_, size_}; }
+        const std::size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
+        auto* data = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
+        if (data == nullptr) {
+            throw out_of_memory(detail::concat("unikv: HostBackend could not allocate ", bytes, " bytes"));
+        }
+#if defined(__linux__)
+        if (alignment == huge_page) ::madvise(data, rounded, MADV_HUGEPAGE);  // a hint; failure is harmless
+#endif
+        std::memset(data, 0, rounded);
+        return data;
+    }
+    template <MemorySpace Space>
+    using buffer_base = detail::owned_buffer<Space, &HostBackend::free_buffer>;
+
+public:
+    /// An owned, zero-filled byte buffer in memory space `Space` (both are host memory here), 4 KiB aligned;
+    /// buffers of 2 MiB and more are 2 MiB aligned and ask Linux for transparent huge pages, so scattered
+    /// page copies do not pay a TLB miss per envelope. Move-only; `region()` is typed by `Space`.
+    template <MemorySpace Space>
+    class Buffer : public buffer_base<Space> {
+    public:
+        Buffer() noexcept = default;
 
     private:
         friend class HostBackend;
-        static constexpr std::size_t small_alignment = 4096;
-        static constexpr std::size_t huge_page = std::size_t{2} << 20;
-        explicit Buffer(std::size_t bytes) : size_(bytes) {
-            const std::size_t alignment = bytes >= huge_page ? huge_page : small_alignment;
-            if (bytes > std::numeric_limits<std::size_t>::max() - alignment) {
-                throw out_of_memory(detail::concat("unikv: HostBackend cannot allocate ", bytes, " bytes"));
-            }
-            const std::size_t rounded = bytes == 0 ? alignment : (bytes + alignment - 1) / alignment * alignment;
-            data_ = static_cast<std::byte*>(std::aligned_alloc(alignment, rounded));
-            if (data_ == nullptr) {
-                throw out_of_memory(detail::concat("unikv: HostBackend could not allocate ", bytes, " bytes"));
-            }
-#if defined(__linux__)
-            if (alignment == huge_page) ::madvise(data_, rounded, MADV_HUGEPAGE);  // a hint; failure is harmless
-#endif
-            std::memset(data_, 0, rounded);
-        }
-        std::byte* data_ = nullptr;
-        std::size_t size_ = 0;
+        explicit Buffer(std::size_t bytes) : buffer_base<Space>(allocate_zeroed(bytes), bytes) {}
     };
+    /// The buffer `allocate_device` returns (the arena).
+    using DeviceBuffer = Buffer<MemorySpace::device>;
+    /// The buffer `allocate_pinned` returns (host pools, staging).
+    using PinnedBuffer = Buffer<MemorySpace::pinned_host>;
 
     explicit HostBackend(HostBackendOptions options = {})
         : engine_(std::make_unique<detail::host::engine>(options.mode)) {}
@@ -174,40 +177,46 @@ public:
     [[nodiscard]] ExecutionMode mode() const noexcept { return engine_->mode(); }
 
     /// A zero-filled buffer playing the device arena. Throws `out_of_memory` on failure.
-    [[nodiscard]] Buffer allocate_device(std::size_t bytes) { return Buffer(bytes); }
+    [[nodiscard]] DeviceBuffer allocate_device(std::size_t bytes) { return DeviceBuffer(bytes); }
     /// A zero-filled buffer playing pinned host memory. Throws `out_of_memory` on failure.
-    [[nodiscard]] Buffer allocate_pinned(std::size_t bytes) { return Buffer(bytes); }
+    [[nodiscard]] PinnedBuffer allocate_pinned(std::size_t bytes) { return PinnedBuffer(bytes); }
     [[nodiscard]] Stream make_stream() { return Stream(stream_ref(engine_.get(), engine_->create_stream())); }
     [[nodiscard]] Event make_event() {
         return Event(event_ref(engine_.get(), std::make_shared<detail::host::event_state>()));
     }
 
     /// Queues a gather/scatter of whole page envelopes: `dst_pages[i]` of `dst` receives `src_pages[i]` of
-    /// `src`, `page_bytes` each, in any order. `src` and `dst` may be the same region (a compaction move) as
-    /// long as the page sets are disjoint. Throws `logic_error` on bad arguments (nothing is queued).
-    /// Asynchronous: returns at once; the copy reads its source when it executes on `s`. No synchronization.
-    void copy_pages_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+    /// `src`, `page_bytes` each, in any order. Any pair of memory spaces. `src` and `dst` may be the same
+    /// region (a compaction move) as long as the page sets are disjoint. Throws `logic_error` on bad arguments
+    /// (nothing is queued). Asynchronous: returns at once; the copy reads its source when it executes on `s`.
+    /// No synchronization.
+    template <MemorySpace S, MemorySpace D>
+    void copy_pages_async(basic_region_ref<S> src, std::span<const std::int32_t> src_pages, basic_region_ref<D> dst,
                           std::span<const std::int32_t> dst_pages, std::size_t page_bytes, stream_ref s) {
-        queue_copy("copy_pages_async", src, src_pages, dst, dst_pages, page_bytes, EnvelopeSlice::whole(page_bytes), s);
+        queue_copy("copy_pages_async", detail::raw(src), src_pages, detail::raw(dst), dst_pages, page_bytes,
+                   EnvelopeSlice::whole(page_bytes), s);
     }
 
     /// Like `copy_pages_async`, but copies only `slice` of each envelope (for example one layer, so that
     /// layer i can be computed while layer i+1 loads). Bytes outside the slice are not touched.
-    void copy_page_slices_async(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
-                                std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
-                                EnvelopeSlice slice, stream_ref s) {
-        queue_copy("copy_page_slices_async", src, src_pages, dst, dst_pages, page_bytes, slice, s);
+    template <MemorySpace S, MemorySpace D>
+    void copy_page_slices_async(basic_region_ref<S> src, std::span<const std::int32_t> src_pages,
+                                basic_region_ref<D> dst, std::span<const std::int32_t> dst_pages,
+                                std::size_t page_bytes, EnvelopeSlice slice, stream_ref s) {
+        queue_copy("copy_page_slices_async", detail::raw(src), src_pages, detail::raw(dst), dst_pages, page_bytes,
+                   slice, s);
     }
 
     /// Queues setting every byte of the listed envelopes to `value` (zeroing pages on hand-out).
     /// Throws `logic_error` for a page outside the region. Asynchronous, no synchronization.
-    void fill_pages_async(region_ref region, std::span<const std::int32_t> pages, std::size_t page_bytes,
+    template <MemorySpace S>
+    void fill_pages_async(basic_region_ref<S> region, std::span<const std::int32_t> pages, std::size_t page_bytes,
                           std::byte value, stream_ref s) {
         check_stream("fill_pages_async", s);
-        detail::validate_pages_in_region("fill_pages_async", region, pages, page_bytes, "fill");
+        detail::validate_pages_in_region("fill_pages_async", detail::raw(region), pages, page_bytes, "fill");
         if (pages.empty()) return;
         engine_->enqueue(s.state_, {.kind = detail::host::op_kind::fill,
-                                    .dst = region,
+                                    .dst = detail::raw(region),
                                     .dst_pages = {pages.begin(), pages.end()},
                                     .page_bytes = page_bytes,
                                     .fill_value = value});
@@ -235,9 +244,9 @@ private:
         UNIKV_EXPECTS(s.engine_ == engine_.get(), call, ": the stream is empty or belongs to another HostBackend");
     }
 
-    void queue_copy(const char* call, region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
-                    std::span<const std::int32_t> dst_pages, std::size_t page_bytes, EnvelopeSlice slice,
-                    stream_ref s) {
+    void queue_copy(const char* call, detail::raw_region src, std::span<const std::int32_t> src_pages,
+                    detail::raw_region dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
+                    EnvelopeSlice slice, stream_ref s) {
         check_stream(call, s);
         detail::validate_page_copy(call, src, src_pages, dst, dst_pages, page_bytes, slice);
         if (src_pages.empty()) return;

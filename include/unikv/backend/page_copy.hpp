@@ -1,7 +1,8 @@
 #pragma once
 /// \file
-/// Backend-independent pieces of page-envelope copies: the region view, the envelope slice descriptor,
-/// argument validation shared by every backend, and the host copy loop used by `HostBackend`.
+/// Backend-independent pieces of page-envelope copies: the region views (typed by memory space), the
+/// envelope slice descriptor, argument validation shared by every backend, and the host copy loop used by
+/// `HostBackend`.
 
 #include <algorithm>
 #include <cstddef>
@@ -20,12 +21,27 @@
 
 namespace unikv {
 
-/// A non-owning view of a contiguous byte region (device arena, pinned host pool, or a slice of one).
+/// Where the bytes of a region live.
+enum class MemorySpace : std::uint8_t {
+    device,       ///< device memory: the arena and the device page tables (host memory on `HostBackend`)
+    pinned_host,  ///< pinned host memory: host pools and staging slabs
+};
+
+/// A non-owning view of a contiguous byte region in memory space `Space` (the device arena, a pinned host
+/// pool, or a slice of one). Regions of different spaces are different types: copies take any pair, while
+/// everything that expects the arena takes a `device_region_ref` only, so a pinned pool cannot stand for it.
 /// Trivially copyable, so kernels take it by value.
-struct region_ref {
+template <MemorySpace Space>
+struct basic_region_ref {
+    static constexpr MemorySpace space = Space;
     std::byte* data = nullptr;
     std::size_t size = 0;
 };
+
+/// A region of device memory (what `allocate_device` buffers give, and what the allocator's arena is).
+using device_region_ref = basic_region_ref<MemorySpace::device>;
+/// A region of pinned host memory (what `allocate_pinned` buffers give).
+using pinned_region_ref = basic_region_ref<MemorySpace::pinned_host>;
 
 /// Which bytes of each page envelope a copy moves: `count` runs of `bytes` bytes (`bytes > 0`), the first at
 /// `offset`, each next one `stride` bytes further. A layer of a token-major envelope `[K0|V0|K1|V1|...]` per
@@ -47,9 +63,21 @@ struct EnvelopeSlice {
 
 namespace detail {
 
+/// A region with its memory space erased: what validation and the host copy loop work on.
+struct raw_region {
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+};
+
+/// The bytes of `r`, whatever its space.
+template <MemorySpace S>
+[[nodiscard]] constexpr raw_region raw(basic_region_ref<S> r) noexcept {
+    return {r.data, r.size};
+}
+
 /// Throws `logic_error` (naming `call`) unless every page index lies inside `r`, whole envelopes of
 /// `page_bytes`. Returns the largest index listed, or -1 for an empty list. O(n).
-inline std::int32_t validate_pages_in_region(const char* call, region_ref r, std::span<const std::int32_t> pages,
+inline std::int32_t validate_pages_in_region(const char* call, raw_region r, std::span<const std::int32_t> pages,
                                              std::size_t page_bytes, const char* side) {
     UNIKV_EXPECTS(page_bytes > 0, call, ": page_bytes must be positive");
     const std::size_t limit = r.size / page_bytes;
@@ -92,8 +120,8 @@ inline bool page_sets_disjoint(std::span<const std::int32_t> marked, std::span<c
 /// page index inside its region; destination pages pairwise distinct; and, when the two regions share bytes
 /// (a compaction inside one arena), no destination page overlapping any source page.
 /// Complexity: O(n) for dense page lists, O(n log n) otherwise.
-inline void validate_page_copy(const char* call, region_ref src, std::span<const std::int32_t> src_pages,
-                               region_ref dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
+inline void validate_page_copy(const char* call, raw_region src, std::span<const std::int32_t> src_pages,
+                               raw_region dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                                EnvelopeSlice slice) {
     UNIKV_EXPECTS(src_pages.size() == dst_pages.size(), call, ": ", src_pages.size(), " source pages but ",
                   dst_pages.size(), " destination pages");
@@ -182,7 +210,7 @@ inline constexpr std::size_t streaming_copy_threshold = std::size_t{16} << 20;
 /// pages (both sides ascending by one) into one copy for whole-envelope copies, with non-temporal stores for
 /// batches of at least `streaming_copy_threshold` bytes. Reads the source when called.
 /// Complexity: O(n) copy calls at most, O(bytes) work.
-inline void copy_pages_host(region_ref src, std::span<const std::int32_t> src_pages, region_ref dst,
+inline void copy_pages_host(raw_region src, std::span<const std::int32_t> src_pages, raw_region dst,
                             std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
                             EnvelopeSlice slice) noexcept {
     const std::size_t n = src_pages.size();
@@ -219,7 +247,7 @@ inline void copy_pages_host(region_ref src, std::span<const std::int32_t> src_pa
 }
 
 /// Sets every byte of the listed envelopes to `value`. Complexity: O(bytes).
-inline void fill_pages_host(region_ref region, std::span<const std::int32_t> pages, std::size_t page_bytes,
+inline void fill_pages_host(raw_region region, std::span<const std::int32_t> pages, std::size_t page_bytes,
                             std::byte value) noexcept {
     for (std::int32_t p : pages) {
         std::memset(region.data + static_cast<std::size_t>(p) * page_bytes, static_cast<int>(value), page_bytes);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <unikv/backend/backend_concept.hpp>
+#include <unikv/backend/backend_ref.hpp>
 #include <unikv/error.hpp>
 #include <unikv/pools/page_table.hpp>
 #include <unikv/pools/translate.hpp>
@@ -55,9 +56,9 @@ public:
 
     /// Allocates the device table (a set-up call: `allocate_device` may synchronize) and queues the upload
     /// of all of `table`'s v2p on `stream`. Chunks `table` already marked dirty stay dirty (the next publish
-    /// copies them again). Throws `out_of_memory` when an allocation fails.
-    PageTableMirror(B& backend, const PageTable& table, stream_ref stream)
-        : backend_(&backend),
+    /// copies them again). Throws `out_of_memory` when an allocation fails. `backend` outlives the mirror.
+    PageTableMirror(backend_ref<B> backend, const PageTable& table, stream_ref stream)
+        : backend_(backend),
           device_(backend.allocate_device(static_cast<std::size_t>(table.mirror_chunks()) * chunk_bytes)),
           geometry_(table.translation()),
           slab_ids_(static_cast<std::size_t>(table.mirror_chunks())) {
@@ -112,8 +113,8 @@ public:
 
 private:
     struct slab {
-        decltype(std::declval<B&>().allocate_pinned(std::size_t{})) buffer;
-        decltype(std::declval<B&>().make_event()) done;  // recorded behind the copy that reads `buffer`
+        pinned_buffer_t<B> buffer;
+        owned_event_t<B> done;  // recorded behind the copy that reads `buffer`
     };
 
     // Stages `chunks` of `table` into a slab whose last copy has run, queues their copy, records the event.
@@ -126,7 +127,7 @@ private:
             const std::size_t n = std::min<std::size_t>(PageTable::mirror_chunk_entries, v2p.size() - first);
             std::memcpy(out + k * chunk_bytes, v2p.data() + first, n * sizeof(std::int32_t));
         }
-        backend_->copy_pages_async(s.buffer.region(), std::span<const std::int32_t>(slab_ids_).first(chunks.size()),
+        backend_.copy_pages_async(s.buffer.region(), std::span<const std::int32_t>(slab_ids_).first(chunks.size()),
                                    device_.region(), chunks, chunk_bytes, stream);
         s.done.ref().record(stream);
     }
@@ -147,7 +148,7 @@ private:
         return slabs_[at];
     }
 
-    slab make_slab() { return slab{backend_->allocate_pinned(slab_ids_.size() * chunk_bytes), backend_->make_event()}; }
+    slab make_slab() { return slab{backend_.allocate_pinned(slab_ids_.size() * chunk_bytes), backend_.make_event()}; }
 
     // The slabs and the device table are read and written by queued copies: wait those still in flight. When
     // a wait fails, a queued copy may still touch this memory, so it is leaked rather than freed under it.
@@ -165,8 +166,8 @@ private:
         (void)new (std::nothrow) decltype(device_)(std::move(device_));
     }
 
-    B* backend_;
-    decltype(std::declval<B&>().allocate_device(std::size_t{})) device_;
+    backend_ref<B> backend_;
+    device_buffer_t<B> device_;
     TranslationTable geometry_;            // the host table's geometry with `v2p` pointing at `device_`
     std::vector<std::int32_t> slab_ids_;   // 0, 1, ...: the source chunk of each staged entry
     std::vector<slab> slabs_;

@@ -34,6 +34,7 @@
 #include <unikv/pools/layout.hpp>
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/backend_concept.hpp>
+#include <unikv/backend/backend_ref.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/detail/pools/move_context.hpp>
 #include <unikv/error.hpp>
@@ -76,7 +77,7 @@ namespace detail {
 template <class B>
 class arena_owner {
 public:
-    using buffer_t = decltype(std::declval<B&>().allocate_device(std::size_t{}));
+    using buffer_t = device_buffer_t<B>;
     arena_owner(buffer_t buffer, typename B::stream_ref stream) : buffer_(std::move(buffer)), stream_(stream), engaged_(true) {}
     arena_owner(const arena_owner&) = delete;
     arena_owner& operator=(const arena_owner&) = delete;
@@ -92,7 +93,7 @@ public:
         return *this;
     }
     ~arena_owner() { quiesce(); }
-    [[nodiscard]] region_ref region() const noexcept { return buffer_.region(); }
+    [[nodiscard]] device_region_ref region() const noexcept { return buffer_.region(); }
 
 private:
     void quiesce() noexcept {
@@ -176,7 +177,7 @@ public:
     /// configuration (with what to change), `out_of_memory` if the arena cannot be allocated. Every copy,
     /// fill and stream wait the allocator issues goes to `stream`. Destroying the allocator synchronizes
     /// `stream` once (its queued moves write into the arena and mirrors it frees); reservations must not
-    /// outlive it.
+    /// outlive it, and `backend` must outlive it at the same address (it is held as a `backend_ref`).
     UnifiedAllocator(B& backend, const ArenaConfig& config, stream_ref stream, AllocatorOptions options = {});
     UnifiedAllocator(const UnifiedAllocator&) = delete;
     UnifiedAllocator& operator=(const UnifiedAllocator&) = delete;
@@ -187,7 +188,7 @@ public:
     // ---- geometry ----------------------------------------------------------------------------------------
     [[nodiscard]] const ArenaSpec& spec() const noexcept { return spec_; }
     /// The arena: physical page `P` of pool `c` is bytes `[P * spec()[c].page_bytes, (P + 1) * ...)`.
-    [[nodiscard]] region_ref region() const noexcept { return arena_.region(); }
+    [[nodiscard]] device_region_ref region() const noexcept { return arena_.region(); }
     [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
     /// The page table of pool `c` (v2p is indexed by FULL's virtual pages for SWA). Throws for an absent `c`.
     [[nodiscard]] const PageTable& page_table(Component c) const { return core_of(c, "page_table").table(); }
@@ -261,10 +262,11 @@ public:
     /// Registers the done event of a transfer. A load key submits every pending reservation: their pages stop
     /// blocking moves and can no longer be cancelled. Queues nothing, never blocks.
     void set_transfer_done_event(TransferKey key, event_ref event);
-    /// Installs a move gate on every pool at once. Compile-time error for a layout with an eager pool.
-    void install_move_gate(MoveGateSlot slot, MoveGates::predicate allows_moves);
-    /// Removes a move gate.
-    void remove_move_gate(MoveGateSlot slot) noexcept { gates_.remove(slot); }
+    /// Closes the move gate `slot` on every pool at once until the returned hold is released or destroyed;
+    /// holds of one slot compose (it reopens when the last is gone). The gate state stays on the heap, so
+    /// moving the allocator or the holder keeps the hold working, and a hold that outlives the allocator is
+    /// harmless. Compile-time error for a layout with an eager pool. O(1), never fails.
+    [[nodiscard]] MoveGateHold install_move_gate(MoveGateSlot slot) noexcept;
     /// True when some pool's moves are blocked (a pending reservation, or a closed gate). O(pools).
     [[nodiscard]] bool moves_blocked() const;
     /// True when pool `c`'s moves are blocked.
@@ -401,7 +403,7 @@ private:
     static void drop_reservation(void* owner, detail::reservation_registry& registry, std::uint32_t slot) noexcept;
     void verify_composite(std::vector<std::string>& out) const;
 
-    B* backend_;
+    backend_ref<B> backend_;  // the backend outlives the allocator (see backend_ref.hpp)
     ArenaSpec spec_;
     AllocatorOptions options_;
     stream_ref stream_;
@@ -412,7 +414,7 @@ private:
     detail::arena_owner<B> arena_;
     detail::registry_owner registry_;
     TransferEvents<B> events_;
-    MoveGates gates_;
+    MoveGates gates_;  // the gate counts live on its heap state, which holds point at across moves
     ForwardHazard<B> forward_;
     // Scratch buffers reused by every call, so hot paths allocate nothing once they reached peak size.
     std::vector<std::int32_t> ids_;

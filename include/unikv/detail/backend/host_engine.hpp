@@ -19,6 +19,7 @@
 #include <unikv/backend/counters.hpp>
 #include <unikv/backend/execution_mode.hpp>
 #include <unikv/backend/page_copy.hpp>
+#include <unikv/detail/backend/atomic_counters.hpp>
 #include <unikv/error.hpp>
 
 namespace unikv::detail::host {
@@ -39,8 +40,8 @@ enum class op_kind { copy, fill, record, wait };
 
 struct operation {
     op_kind kind = op_kind::copy;
-    region_ref src{};
-    region_ref dst{};
+    raw_region src{};
+    raw_region dst{};
     std::vector<std::int32_t> src_pages{};
     std::vector<std::int32_t> dst_pages{};
     std::size_t page_bytes = 0;
@@ -170,18 +171,10 @@ public:
     }
 
     [[nodiscard]] BackendCounters counters() const noexcept {
-        return {counters_.host_synchronizations.load(), counters_.stream_waits.load(),
-                counters_.copies_queued.load(), counters_.bytes_copied.load()};
+        return counters_.snapshot();
     }
 
 private:
-    struct atomic_counters {
-        std::atomic<std::uint64_t> host_synchronizations{0};
-        std::atomic<std::uint64_t> stream_waits{0};
-        std::atomic<std::uint64_t> copies_queued{0};
-        std::atomic<std::uint64_t> bytes_copied{0};
-    };
-
     [[nodiscard]] static bool runnable(const operation& op) {
         return op.kind != op_kind::wait || op.event->done(op.generation);
     }

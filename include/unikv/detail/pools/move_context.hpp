@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <unikv/backend/backend_ref.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/detail/pools/pool_core.hpp>
 #include <unikv/error.hpp>
@@ -21,9 +22,9 @@ template <class B>
 struct move_context {
     using stream_ref = typename B::stream_ref;
 
-    move_context(B& backend_, region_ref arena_, stream_ref stream_, TransferEvents<B>& events_,
+    move_context(backend_ref<B> backend_, device_region_ref arena_, stream_ref stream_, TransferEvents<B>& events_,
                  ForwardHazard<B>& forward_, std::vector<std::int32_t>& src_, std::vector<std::int32_t>& dst_)
-        : backend(&backend_),
+        : backend(backend_),
           arena(arena_),
           stream(stream_),
           events(&events_),
@@ -32,8 +33,8 @@ struct move_context {
           dst(&dst_),
           forward_running(forward_.running()) {}
 
-    B* backend;
-    region_ref arena;
+    backend_ref<B> backend;
+    device_region_ref arena;
     stream_ref stream;
     TransferEvents<B>* events;
     ForwardHazard<B>* forward;
@@ -79,7 +80,7 @@ struct move_context {
             events_waited = true;
         }
         const std::size_t page_bytes = core.spec().page_bytes;
-        backend->copy_pages_async(arena, *src, arena, *dst, page_bytes, stream);
+        backend.copy_pages_async(arena, *src, arena, *dst, page_bytes, stream);
         for (std::size_t i = 0; i < src->size(); ++i) core.move_page((*src)[i], (*dst)[i]);
         pages_moved += src->size();
         bytes_moved += src->size() * page_bytes;

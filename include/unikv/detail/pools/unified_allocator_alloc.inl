@@ -16,7 +16,7 @@ namespace unikv {
 template <class L, class B>
 UnifiedAllocator<L, B>::UnifiedAllocator(B& backend, const ArenaConfig& config, stream_ref stream,
                                          AllocatorOptions options)
-    : backend_(&backend),
+    : backend_(backend),
       spec_(make_arena_spec(config, layout_components_v<L>)),
       options_(options),
       stream_(stream),
@@ -121,7 +121,7 @@ template <class L, class B>
 template <std::size_t I>
 void UnifiedAllocator<L, B>::fill_handed() {
     if (options_.handout_fill != HandoutFill::zero || handed_.empty()) return;
-    backend_->fill_pages_async(region(), handed_, pool<I>().core().spec().page_bytes, std::byte{0}, stream_);
+    backend_.fill_pages_async(region(), handed_, pool<I>().core().spec().page_bytes, std::byte{0}, stream_);
 }
 
 // ---- allocation -------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ namespace unikv {
 template <class L, class B>
 template <class F>
 decltype(auto) UnifiedAllocator<L, B>::with_moves(F&& f) {
-    detail::move_context<B> ctx(*backend_, region(), stream_, events_, forward_, move_src_, move_dst_);
+    detail::move_context<B> ctx(backend_, region(), stream_, events_, forward_, move_src_, move_dst_);
     // The moves are done when `f` returns (pages released, copies queued), so publishing must not throw
     // past them: a failed publish (no pinned memory for a staging slab) leaves the chunks dirty, and
     // `device_tables()` publishes them again and reports the error to the caller that needs the tables.
@@ -193,12 +193,12 @@ void UnifiedAllocator<L, B>::set_transfer_done_event(TransferKey key, event_ref 
 }
 
 template <class L, class B>
-void UnifiedAllocator<L, B>::install_move_gate(MoveGateSlot slot, MoveGates::predicate allows_moves) {
+MoveGateHold UnifiedAllocator<L, B>::install_move_gate(MoveGateSlot slot) noexcept {
     static_assert(layout_allows_move_gates_v<L>,
                   "unikv: install_move_gate needs every pool of the layout to compact lazily or on demand; an "
                   "EagerEndPool compacts on every free, which a closed gate would have to block; use LazyEndPool for "
                   "every end of a layout that installs move gates");
-    gates_.install(slot, std::move(allows_moves));
+    return gates_.hold(slot);
 }
 
 // ---- compaction -------------------------------------------------------------------------------------------
