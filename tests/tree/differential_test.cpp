@@ -155,8 +155,8 @@ private:
                 expect(seen_pages.insert(p.value()).second, "a page is held by two nodes");
             }
             s << ']';
-            for (std::size_t c = 0; c < component_count; ++c) {
-                s << " c" << c << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-') << " l"
+            for (Component c : all_components) {
+                s << " c" << index_of(c) << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-') << " l"
                   << info.device_locks[c] << '/' << info.host_locks[c] << " h[";
                 for (auto h : info.host[c]) s << h.value() << ',';
                 s << ']';
@@ -182,13 +182,14 @@ private:
             const NodeInfo info = fast_.node_info(n);
             // free_pages frees FULL rows and the SWA rows bound to them; free_swa only the SWA rows.
             for (auto page : info.pages) {
-                if (info.device_locks[0] > 0 || info.device_locks[1] > 0) p.pages.insert(page.value());
-                if (info.device_locks[1] > 0) p.swa_pages.insert(page.value());
+                if (info.device_locks[Component::full] > 0 || info.device_locks[Component::swa] > 0)
+                    p.pages.insert(page.value());
+                if (info.device_locks[Component::swa] > 0) p.swa_pages.insert(page.value());
             }
-            if (info.device_locks[2] > 0 && info.state.is_valid()) p.states.insert(info.state.value());
-            for (std::size_t c = 0; c < component_count; ++c)
+            if (info.device_locks[Component::mamba] > 0 && info.state.is_valid()) p.states.insert(info.state.value());
+            for (Component c : all_components)
                 if (info.host_locks[c] > 0)
-                    for (auto h : info.host[c]) p.host.insert(h.value() + static_cast<int>(c) * 1'000'000);
+                    for (auto h : info.host[c]) p.host.insert(h.value() + static_cast<int>(index_of(c)) * 1'000'000);
         }
         return p;
     }
@@ -518,7 +519,7 @@ private:
                    "load_back_plan steps differ");
             expect(span_of(fast_, pa[i].node) == span_of(ref_, pb[i].node), "load_back_plan nodes differ");
             const NodeInfo n = fast_.node_info(pa[i].node);
-            expect(!n.device[index_of(pa[i].component)] && !n.host[index_of(pa[i].component)].empty(),
+            expect(!n.device[pa[i].component] && !n.host[pa[i].component].empty(),
                    "load_back_plan names data that is on device, or has no host copy");
         }
         if (!pa.empty()) ++stats["load_back_plan with steps"];

@@ -39,8 +39,8 @@ TEST_CASE_TEMPLATE("a leaf with a host copy is demoted to host-only", Core, Fast
     CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3})});
     CHECK(tree.contains(ins.node));
     const NodeInfo n = tree.node_info(ins.node);
-    CHECK_FALSE(n.device[0]);
-    CHECK(ints(n.host[0]) == std::vector<int>{60, 61, 62});
+    CHECK_FALSE(n.device[F]);
+    CHECK(ints(n.host[F]) == std::vector<int>{60, 61, 62});
     CHECK(tree.evictable_size(F) == 0);
     CHECK(tree.host_size(F) == 3);
     // A host-only node is no longer a device candidate.
@@ -84,7 +84,7 @@ TEST_CASE_TEMPLATE("SWA eviction tombstones internal nodes and cascades to Mamba
     CHECK(ev.freed(M) == 1);
     CHECK(ev.freed(F) == 0);
     const NodeInfo n = tree.node_info(a.node);
-    CHECK(n.device == std::array<bool, 3>{true, false, false});
+    CHECK(n.device == per_component<bool>{{true, false, false}});
     CHECK(sizes(tree) == Sizes{{8, 4, 1}, {0, 0, 0}});
 
     // The leaf is an unlocked device leaf: SWA eviction takes it whole, and its tombstone parent goes too.
@@ -135,7 +135,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         CHECK(ev.freed(S) == 8);
         CHECK(ev.freed(F) == 0);
         CHECK(tree.node_count() == 2);                   // no split: nothing was copied
-        CHECK(tree.node_info(p.node).host[0].empty());  // no FULL host copy was made
+        CHECK(tree.node_info(p.node).host[F].empty());  // no FULL host copy was made
         CHECK(tree.evictable_size(F) == 24);
         CHECK(tree.host_size(S) == 8);
     }
@@ -148,12 +148,12 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         CHECK(tree.node_count() == 3);
         const NodeInfo lower = tree.node_info(p.node);
         CHECK(lower.start == 4);
-        CHECK(lower.backup_pending[1]);
-        CHECK_FALSE(tree.node_info(lower.parent).backup_pending[1]);
+        CHECK(lower.backup_pending[S]);
+        CHECK_FALSE(tree.node_info(lower.parent).backup_pending[S]);
         CHECK_THROWS_AS((void)tree.match_prefix({key}), unikv::logic_error);  // backups first
         CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
-        CHECK(ints(tree.node_info(p.node).host[1]) == ints(hpages(200, 4)));
-        CHECK(tree.node_info(lower.parent).host[1].empty());
+        CHECK(ints(tree.node_info(p.node).host[S]) == ints(hpages(200, 4)));
+        CHECK(tree.node_info(lower.parent).host[S].empty());
         CHECK(tree.host_size(S) == 4);
         CHECK(tree.evictable_size(F) == 24);
         CHECK(tree.match_prefix({key}).device_length == 24);
@@ -163,9 +163,9 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         ev.actions.mark_drained();
         CHECK(finish(tree, p.node, S).empty());  // no host room: the copy was not made
         const NodeInfo n = tree.node_info(p.node);
-        CHECK_FALSE(n.device[1]);
-        CHECK(n.host[1].empty());
-        CHECK(n.host[0].empty());
+        CHECK_FALSE(n.device[S]);
+        CHECK(n.host[S].empty());
+        CHECK(n.host[F].empty());
         CHECK(ints(n.pages) == std::vector<int>{5, 6, 7, 8});
         CHECK(ints(tree.node_info(n.parent).pages) == std::vector<int>{1, 2, 3, 4});
         CHECK(tree.host_size(S) == 0);
@@ -208,7 +208,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a n
     auto ev = tree.evict(M, 1, {.write_back = WriteBack::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(M, {7}), free_states({7})});
     CHECK(finish(tree, a.node, M, hpages(300, 1)).empty());
-    CHECK(ints(tree.node_info(a.node).host[2]) == std::vector<int>{300});
+    CHECK(ints(tree.node_info(a.node).host[M]) == std::vector<int>{300});
     CHECK(tree.host_size(M) == 1);
     // The host copy counts for a host hit at that node.
     const MatchResult m = tree.match_prefix({run(1, 4)}, {.host_hits = HostHits::include});
@@ -228,15 +228,15 @@ TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to h
     CHECK(ev.freed(F) == 4);
     REQUIRE(ev.actions.list()[0].node == ins.node);
     CHECK(tree.contains(ins.node));
-    CHECK(tree.node_info(ins.node).backup_pending[0]);
-    CHECK_FALSE(tree.node_info(ins.node).device[0]);
+    CHECK(tree.node_info(ins.node).backup_pending[F]);
+    CHECK_FALSE(tree.node_info(ins.node).device[F]);
     CHECK(tree.evictable_size(F) == 0);
     CHECK_THROWS_AS((void)tree.match_prefix({run(1, 4)}), unikv::logic_error);  // backups first
 
     SUBCASE("the copy landed: host-only") {
         CHECK(finish(tree, ins.node, F, hpages(100, 4)).empty());
         CHECK(tree.host_size(F) == 4);
-        CHECK(ints(tree.node_info(ins.node).host[0]) == std::vector<int>{100, 101, 102, 103});
+        CHECK(ints(tree.node_info(ins.node).host[F]) == std::vector<int>{100, 101, 102, 103});
         const MatchResult m = tree.match_prefix({run(1, 4)}, {.host_hits = HostHits::include});
         CHECK(m.device_length == 0);
         CHECK(m.best_length == 4);

@@ -69,7 +69,7 @@ TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, FastCore,
     CHECK(b.node == a.node);
     const NodeInfo n = tree.node_info(a.node);
     CHECK(ints(n.pages) == std::vector<int>{30, 31, 32, 33});
-    CHECK(ints(n.host[0]) == std::vector<int>{70, 71, 72, 73});
+    CHECK(ints(n.host[F]) == std::vector<int>{70, 71, 72, 73});
     CHECK(tree.evictable_size(F) == 4);
     CHECK(tree.host_size(F) == 4);
     const auto events = tree.take_events();
@@ -92,7 +92,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         CHECK(drain(again.actions) == std::vector<Act>{free_pages({1, 2, 13, 14})});
         const NodeInfo upper = tree.node_info(tree.node_info(first.node).parent);
         CHECK(ints(upper.pages) == std::vector<int>{11, 12});
-        CHECK(upper.device[1]);
+        CHECK(upper.device[S]);
         CHECK(tree.evictable_size(S) == 8);
         CHECK(tree.evictable_size(F) == 8);
     }
@@ -107,9 +107,9 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         const NodeInfo lower = tree.node_info(first.node);
         const NodeInfo upper = tree.node_info(lower.parent);
         CHECK(ints(upper.pages) == std::vector<int>{1, 2});
-        CHECK_FALSE(upper.device[1]);
+        CHECK_FALSE(upper.device[S]);
         CHECK(ints(lower.pages) == std::vector<int>{13, 14});
-        CHECK(lower.device[1]);
+        CHECK(lower.device[S]);
         CHECK(tree.evictable_size(S) == 4);
     }
     SUBCASE("under a locked FULL the node keeps its pages and the SWA binding moves to them") {
@@ -123,7 +123,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
               std::vector<Act>{recover_locked({1, 2}, {11, 12}), free_pages({11, 12, 13, 14})});
         const NodeInfo upper = tree.node_info(tree.node_info(first.node).parent);
         CHECK(ints(upper.pages) == std::vector<int>{1, 2});
-        CHECK(upper.device[1]);
+        CHECK(upper.device[S]);
         CHECK(tree.evictable_size(S) == 4);  // the recovered rows are outside the lock's window
         CHECK(tree.protected_size(S) == 4);
         tree.unlock(std::move(held));
@@ -143,10 +143,10 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         const NodeInfo lower = tree.node_info(first.node);
         const NodeInfo upper = tree.node_info(lower.parent);
         CHECK(ints(upper.pages) == std::vector<int>{1, 2});
-        CHECK_FALSE(upper.device[1]);
+        CHECK_FALSE(upper.device[S]);
         CHECK(ints(lower.pages) == std::vector<int>{3, 4});
-        CHECK(lower.device[1]);
-        CHECK(upper.device_locks == std::array<std::uint32_t, 3>{1, 1, 0});  // the split copied the locks
+        CHECK(lower.device[S]);
+        CHECK(upper.device_locks == per_component<std::uint32_t>{{1, 1, 0}});  // the split copied the locks
         CHECK(sizes(tree) == Sizes{{0, 0, 0}, {8, 4, 0}});
         tree.unlock(std::move(held));
         CHECK(sizes(tree) == Sizes{{8, 4, 0}, {0, 0, 0}});
@@ -156,7 +156,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         auto first = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 4});
         auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 4});
         CHECK(drain(again.actions) == std::vector<Act>{free_pages({11, 12, 13, 14})});
-        CHECK_FALSE(tree.node_info(tree.node_info(first.node).parent).device[1]);
+        CHECK_FALSE(tree.node_info(tree.node_info(first.node).parent).device[S]);
         CHECK(tree.evictable_size(S) == 4);
     }
     SUBCASE("pages the request shares with the node are never recovered") {
@@ -173,7 +173,7 @@ TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Co
     SUBCASE("a leaf wholly outside the range holds a tombstone") {
         auto r = tree.insert({run(1, 8)}, {.pages = vpages(1, 4), .swa_evicted = 8});
         CHECK(tree.node_count() == 1);
-        CHECK_FALSE(tree.node_info(r.node).device[1]);
+        CHECK_FALSE(tree.node_info(r.node).device[S]);
         CHECK(tree.evictable_size(F) == 8);
         CHECK(tree.evictable_size(S) == 0);
     }
@@ -182,8 +182,8 @@ TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Co
         CHECK(tree.node_count() == 2);
         const NodeInfo leaf = tree.node_info(r.node);
         CHECK(leaf.start == 6);
-        CHECK(leaf.device[1]);
-        CHECK_FALSE(tree.node_info(leaf.parent).device[1]);
+        CHECK(leaf.device[S]);
+        CHECK_FALSE(tree.node_info(leaf.parent).device[S]);
         CHECK(tree.evictable_size(S) == 2);
     }
     SUBCASE("a leaf inside the range is live") {

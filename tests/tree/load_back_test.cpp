@@ -42,8 +42,8 @@ TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is commit
     CHECK(events[0].start == 4);
     CHECK(events[0].length == 4);
     CHECK(sizes(tree) == Sizes{{16, 16, 0}, {8, 4, 0}});
-    CHECK(tree.node_info(p.node).device[1]);
-    CHECK(ints(tree.node_info(p.node).host[1]) == ints(hpages(200, 4)));  // the host copy stays
+    CHECK(tree.node_info(p.node).device[S]);
+    CHECK(ints(tree.node_info(p.node).host[S]) == ints(hpages(200, 4)));  // the host copy stays
 
     const MatchResult m = tree.match_prefix({k8});
     CHECK(m.device_length == 8);
@@ -95,9 +95,9 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
     tree.commit_load_back(ins.node, M, {.state = StateId{6}});
     CHECK(sizes(tree) == Sizes{{0, 0, 0}, {8, 4, 1}});
     const NodeInfo n = tree.node_info(ins.node);
-    CHECK(n.device == std::array<bool, 3>{true, true, true});
+    CHECK(n.device == per_component<bool>{{true, true, true}});
     CHECK(n.state == StateId{6});
-    CHECK(ints(n.host[0]) == std::vector<int>{40, 41});  // host copies stay: device+host
+    CHECK(ints(n.host[F]) == std::vector<int>{40, 41});  // host copies stay: device+host
 
     const MatchResult m = tree.match_prefix({key});
     CHECK(m.device_length == 8);

@@ -85,9 +85,9 @@ TEST_CASE_TEMPLATE("the SWA window counts tombstones toward W", Core, FastCore, 
     LockReceipt r = tree.lock(ins.node);
     CHECK(r.swa_segment_start() == 0);
     CHECK(tree.protected_size(S) == 2);  // only B has SWA rows to protect
-    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[1] == 1);
+    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[S] == 1);
     tree.unlock(std::move(r));
-    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[1] == 0);
+    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[S] == 0);
 }
 
 TEST_CASE_TEMPLATE("a lock can skip components", Core, FastCore, RefCore) {
@@ -177,7 +177,7 @@ TEST_CASE_TEMPLATE("a device lock must include Full", Core, FastCore, RefCore) {
                                        ComponentMask{}}) {
         CHECK_THROWS_AS((void)tree.lock(ins.node, {.components = without_full}), unikv::logic_error);
     }
-    CHECK(tree.node_info(ins.node).device_locks == std::array<std::uint32_t, 3>{0, 0, 0});
+    CHECK(tree.node_info(ins.node).device_locks == per_component<std::uint32_t>{{0, 0, 0}});
     CHECK(sizes(tree) == Sizes{{4, 4, 1}, {0, 0, 0}});
     // With Full, evictable FULL is exactly what evict(Full) can free.
     LockReceipt r = tree.lock(ins.node, {.components = ComponentMask::of(F).with(S)});
@@ -193,7 +193,7 @@ TEST_CASE_TEMPLATE("a device lock must include Full", Core, FastCore, RefCore) {
     auto again = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     // A host lock may name any subset.
     LockReceipt host = tree.lock(again.node, {.tier = Tier::host, .components = ComponentMask::of(S)});
-    CHECK(tree.node_info(again.node).host_locks == std::array<std::uint32_t, 3>{0, 1, 0});
+    CHECK(tree.node_info(again.node).host_locks == per_component<std::uint32_t>{{0, 1, 0}});
     tree.unlock(std::move(host));
 }
 
@@ -211,8 +211,8 @@ TEST_CASE_TEMPLATE("an SWA host lock covers one window", Core, FastCore, RefCore
     CHECK(drain(dev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     LockReceipt pin = tree.lock(b.node, {.tier = Tier::host});
     CHECK(pin.swa_segment_start() == 4);
-    CHECK(tree.node_info(a.node).host_locks == std::array<std::uint32_t, 3>{1, 0, 0});  // FULL: the whole path
-    CHECK(tree.node_info(b.node).host_locks == std::array<std::uint32_t, 3>{1, 1, 0});
+    CHECK(tree.node_info(a.node).host_locks == per_component<std::uint32_t>{{1, 0, 0}});  // FULL: the whole path
+    CHECK(tree.node_info(b.node).host_locks == per_component<std::uint32_t>{{1, 1, 0}});
     auto host = tree.evict_host(S, 100);
     CHECK(drain(host.actions) == std::vector<Act>{free_host(S, {100, 101, 102, 103})});  // A's copy, not B's
     CHECK(host.host_freed_of(S) == 4);
@@ -231,7 +231,7 @@ TEST_CASE_TEMPLATE("a Mamba host lock keeps the node's host state", Core, FastCo
     auto ev = tree.evict(M, 1);  // A's state: hosted, so no backup
     CHECK(drain(ev.actions) == std::vector<Act>{free_states({1})});
     LockReceipt pin = tree.lock(a.node, {.tier = Tier::host, .components = ComponentMask::of(M)});
-    CHECK(tree.node_info(a.node).host_locks == std::array<std::uint32_t, 3>{0, 0, 1});
+    CHECK(tree.node_info(a.node).host_locks == per_component<std::uint32_t>{{0, 0, 1}});
     auto blocked = tree.evict_host(M, 10);
     CHECK(blocked.actions.empty());
     CHECK(tree.host_size(M) == 1);

@@ -131,8 +131,8 @@ TEST_CASE_TEMPLATE("a split during match keeps locks and exact sizes", Core, Fas
     CHECK(upper.length == 4);
     CHECK(lower.start == 4);
     CHECK(lower.length == 2);
-    CHECK(upper.device_locks == std::array<std::uint32_t, 3>{1, 1, 0});
-    CHECK(lower.device_locks == std::array<std::uint32_t, 3>{1, 1, 1});
+    CHECK(upper.device_locks == per_component<std::uint32_t>{{1, 1, 0}});
+    CHECK(lower.device_locks == per_component<std::uint32_t>{{1, 1, 1}});
     CHECK(upper.state == StateId{});
     CHECK(lower.state == StateId{9});
     CHECK(sizes(tree) == Sizes{{0, 0, 0}, {6, 6, 1}});

@@ -123,17 +123,17 @@ struct [[nodiscard]] InsertResult {
 
 /// What `evict`, `evict_host` or `finish_backup` did.
 struct [[nodiscard]] EvictResult {
-    /// Device units freed per component: tokens for Full and Swa, states for Mamba (`index_of(c)`).
-    std::array<std::int64_t, component_count> device_freed{};
+    /// Device units freed per component: tokens for Full and Swa, states for Mamba.
+    per_component<std::int64_t> device_freed{};
     /// Host units freed per component, same units.
-    std::array<std::int64_t, component_count> host_freed{};
+    per_component<std::int64_t> host_freed{};
     /// Backups first, then frees, in order: execute, then `mark_drained()`.
     TreeActions actions;
 
     /// Device units of `c` freed.
-    [[nodiscard]] std::int64_t freed(Component c) const noexcept { return device_freed[index_of(c)]; }
+    [[nodiscard]] std::int64_t freed(Component c) const noexcept { return device_freed[c]; }
     /// Host units of `c` freed.
-    [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[index_of(c)]; }
+    [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[c]; }
 };
 
 /// One load-back a request needs (see `RadixTree::load_back_plan`): copy `host`, the host copy of `component` on
@@ -172,17 +172,17 @@ struct NodeInfo {
     /// FULL device pages (empty: no FULL device data).
     std::vector<VirtualPage> pages;
     /// Host pages per component (Mamba: one page when present).
-    std::array<std::vector<HostPage>, component_count> host;
+    per_component<std::vector<HostPage>> host;
     /// Device data present, per component (SWA: rows bound to `pages`).
-    std::array<bool, component_count> device{};
+    per_component<bool> device{};
     /// A backup of the component is pending (`finish_backup` not called yet).
-    std::array<bool, component_count> backup_pending{};
+    per_component<bool> backup_pending{};
     /// The Mamba device state (none when absent).
     StateId state{};
     /// Device lock counts per component.
-    std::array<std::uint32_t, component_count> device_locks{};
+    per_component<std::uint32_t> device_locks{};
     /// Host lock counts per component.
-    std::array<std::uint32_t, component_count> host_locks{};
+    per_component<std::uint32_t> host_locks{};
 };
 
 }  // namespace unikv

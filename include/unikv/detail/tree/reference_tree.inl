@@ -77,8 +77,8 @@ auto ReferenceTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t sta
     n.swa = swa == SwaRows::live;
     for (auto& s : n.stamp) s = ++clock_;
     nodes_[parent].children.push_back(id);
-    emit(EventKind::stored, F, Tier::device, id);
-    if (n.swa) emit(EventKind::stored, S, Tier::device, id);
+    emit(EventKind::stored, Component::full, Tier::device, id);
+    if (n.swa) emit(EventKind::stored, Component::swa, Tier::device, id);
     return id;
 }
 
@@ -98,16 +98,17 @@ auto ReferenceTree<Cs...>::split(Id id, std::int32_t at) -> Id {
         n.pages.assign(x.pages.begin(), x.pages.begin() + at_pages);
         x.pages.erase(x.pages.begin(), x.pages.begin() + at_pages);
     }
-    for (std::size_t c : {F, S}) {  // FULL and SWA host values are per page; Mamba's stays on the lower part
+    // FULL and SWA host values are per page; Mamba's stays on the lower part.
+    for (Component c : {Component::full, Component::swa}) {
         if (x.host[c].empty()) continue;
         n.host[c].assign(x.host[c].begin(), x.host[c].begin() + at_pages);
         x.host[c].erase(x.host[c].begin(), x.host[c].begin() + at_pages);
     }
     n.swa = x.swa;
-    n.locks[F] = x.locks[F];
-    n.locks[S] = x.locks[S];
-    n.host_locks[F] = x.host_locks[F];
-    n.host_locks[S] = x.host_locks[S];
+    n.locks[Component::full] = x.locks[Component::full];
+    n.locks[Component::swa] = x.locks[Component::swa];
+    n.host_locks[Component::full] = x.host_locks[Component::full];
+    n.host_locks[Component::swa] = x.host_locks[Component::swa];
     n.stamp = x.stamp;
     n.retention = x.retention;
     n.children = {id};
@@ -120,9 +121,9 @@ template <class... Cs>
 void ReferenceTree<Cs...>::remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result) {
     evict_node_data(id, out, result);
     Node& n = nodes_[id];
-    for (std::size_t c = 0; c < component_count; ++c) {
+    for (Component c : all_components) {
         if (!has_host(n, c)) continue;
-        out.free_host(static_cast<Component>(c), n.host[c]);
+        out.free_host(c, n.host[c]);
         result.host_freed[c] += units(n, c);
         emit(EventKind::removed, c, Tier::host, id);
         n.host[c].clear();
@@ -163,7 +164,7 @@ template <class... Cs>
 auto ReferenceTree<Cs...>::unreachable_top(Id id) const -> std::optional<Id> {
     std::optional<Id> top;
     for (Id x = id; x != root; x = nodes_[x].parent)
-        if (!keeps(nodes_[x], F)) top = x;
+        if (!keeps(nodes_[x], Component::full)) top = x;
     return top;
 }
 
@@ -187,7 +188,7 @@ void ReferenceTree<Cs...>::drop_below(Id id, detail::ActionsBuilder& out, EvictR
 template <class... Cs>
 void ReferenceTree<Cs...>::refresh(Id target) {
     if (target == root) return;
-    for (Id x : path_to(target)) nodes_[x].stamp[F] = ++clock_;
+    for (Id x : path_to(target)) nodes_[x].stamp[Component::full] = ++clock_;
     if constexpr (components::has_swa) {
         std::vector<Id> window;
         std::int64_t covered = 0;
@@ -196,9 +197,9 @@ void ReferenceTree<Cs...>::refresh(Id target) {
             window.push_back(x);
             covered += nodes_[x].length();
         }
-        for (auto it = window.rbegin(); it != window.rend(); ++it) nodes_[*it].stamp[S] = ++clock_;
+        for (auto it = window.rbegin(); it != window.rend(); ++it) nodes_[*it].stamp[Component::swa] = ++clock_;
     }
-    if constexpr (components::has_mamba) nodes_[target].stamp[M] = ++clock_;
+    if constexpr (components::has_mamba) nodes_[target].stamp[Component::mamba] = ++clock_;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -239,19 +240,19 @@ MatchResult ReferenceTree<Cs...>::match_prefix(TokenKey key, MatchOptions option
     MatchResult r;
     for (Id id : path) {
         const Node& n = nodes_[id];
-        full_device = full_device && has_device(n, F);
-        full_any = full_any && (has_device(n, F) || has_host(n, F));
+        full_device = full_device && has_device(n, Component::full);
+        full_any = full_any && (has_device(n, Component::full) || has_host(n, Component::full));
         if (!full_any) break;
         bool swa_device_ok = true, swa_any_ok = true, mamba_device_ok = true, mamba_any_ok = true;
         if constexpr (components::has_swa) {
-            swa_device_run = has_device(n, S) ? swa_device_run + n.length() : 0;
-            swa_any_run = (has_device(n, S) || has_host(n, S)) ? swa_any_run + n.length() : 0;
+            swa_device_run = has_device(n, Component::swa) ? swa_device_run + n.length() : 0;
+            swa_any_run = (has_device(n, Component::swa) || has_host(n, Component::swa)) ? swa_any_run + n.length() : 0;
             swa_device_ok = swa_device_run >= window;
             swa_any_ok = swa_any_run >= window;
         }
         if constexpr (components::has_mamba) {
-            mamba_device_ok = has_device(n, M);
-            mamba_any_ok = mamba_device_ok || has_host(n, M);
+            mamba_device_ok = has_device(n, Component::mamba);
+            mamba_any_ok = mamba_device_ok || has_host(n, Component::mamba);
         }
         if (full_device) {
             r.full_length = n.end();
@@ -274,8 +275,8 @@ MatchResult ReferenceTree<Cs...>::match_prefix(TokenKey key, MatchOptions option
         std::int64_t seen = 0;
         for (Id x = best; x != root && seen < window; x = nodes_[x].parent) {
             const Node& n = nodes_[x];
-            if (!has_device(n, S) && !has_host(n, S)) break;
-            if (!has_device(n, S)) r.swa_host_hit_length += n.length();
+            if (!has_device(n, Component::swa) && !has_host(n, Component::swa)) break;
+            if (!has_device(n, Component::swa)) r.swa_host_hit_length += n.length();
             seen += n.length();
         }
     }
@@ -332,7 +333,7 @@ InsertResult ReferenceTree<Cs...>::insert(TokenKey key, const InsertValues& valu
             st.out.free_state(values.state);
         } else {
             nodes_[cur].state = values.state;
-            emit(EventKind::stored, M, Tier::device, cur);
+            emit(EventKind::stored, Component::mamba, Tier::device, cur);
         }
     }
     for (Id x : path_to(cur)) nodes_[x].retention = std::max(nodes_[x].retention, values.retention);
@@ -379,17 +380,17 @@ auto ReferenceTree<Cs...>::overlap(Id id, InsertState& st) -> Id {
 template <class... Cs>
 void ReferenceTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa) {
     nodes_[id].pages.assign(pages.begin(), pages.end());
-    emit(EventKind::stored, F, Tier::device, id);
+    emit(EventKind::stored, Component::full, Tier::device, id);
     if (swa == SwaRows::live) {
         nodes_[id].swa = true;
-        emit(EventKind::stored, S, Tier::device, id);
+        emit(EventKind::stored, Component::swa, Tier::device, id);
     }
 }
 
 template <class... Cs>
 void ReferenceTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
-    if (n.locks[F] == 0) {
+    if (n.locks[Component::full] == 0) {
         out.free_pages(n.pages);
         n.pages.assign(incoming.begin(), incoming.end());
     } else {
@@ -397,7 +398,7 @@ void ReferenceTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incom
         out.free_pages(incoming);
     }
     n.swa = true;
-    emit(EventKind::stored, S, Tier::device, id);
+    emit(EventKind::stored, Component::swa, Tier::device, id);
 }
 
 template <class... Cs>
@@ -421,7 +422,7 @@ auto ReferenceTree<Cs...>::add_leaves(Id parent, std::int32_t from, InsertState&
 // eviction
 
 template <class... Cs>
-auto ReferenceTree<Cs...>::oldest(Tier tier, std::size_t c) const -> std::optional<Id> {
+auto ReferenceTree<Cs...>::oldest(Tier tier, Component c) const -> std::optional<Id> {
     std::optional<Id> best;
     auto key = [&](Id id) { return std::tuple(nodes_[id].retention, nodes_[id].stamp[c], nodes_[id].end()); };
     for (Id id = 1; id < nodes_.size(); ++id) {
@@ -436,19 +437,19 @@ void ReferenceTree<Cs...>::evict_node_data(Id id, detail::ActionsBuilder& out, E
     Node& n = nodes_[id];
     if (!n.pages.empty()) {
         out.free_pages(n.pages);
-        result.device_freed[F] += n.length();
-        emit(EventKind::removed, F, Tier::device, id);
+        result.device_freed[Component::full] += n.length();
+        emit(EventKind::removed, Component::full, Tier::device, id);
         if (n.swa) {
-            result.device_freed[S] += n.length();
-            emit(EventKind::removed, S, Tier::device, id);
+            result.device_freed[Component::swa] += n.length();
+            emit(EventKind::removed, Component::swa, Tier::device, id);
         }
         n.pages.clear();
         n.swa = false;
     }
     if (n.state.is_valid()) {
         out.free_state(n.state);
-        result.device_freed[M] += 1;
-        emit(EventKind::removed, M, Tier::device, id);
+        result.device_freed[Component::mamba] += 1;
+        emit(EventKind::removed, Component::mamba, Tier::device, id);
         n.state = StateId{};
     }
 }
@@ -464,12 +465,12 @@ auto ReferenceTree<Cs...>::window_split(Id id) -> std::optional<Id> {
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::backup(Id id, std::size_t c, detail::ActionsBuilder& out) {
+void ReferenceTree<Cs...>::backup(Id id, Component c, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
-    if (c == M) {
+    if (c == Component::mamba) {
         out.backup_state(ref(id), n.state);
     } else {
-        out.backup_pages(static_cast<Component>(c), ref(id), n.pages);
+        out.backup_pages(c, ref(id), n.pages);
     }
     n.pending[c] = true;
     ++pending_backups_;
@@ -481,22 +482,23 @@ template <class... Cs>
 void ReferenceTree<Cs...>::evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result) {
     std::optional<Id> upper;
     if (options.write_back == WriteBack::on) {
-        if (has_device(nodes_[id], S) && !has_host(nodes_[id], S)) {
+        if (has_device(nodes_[id], Component::swa) && !has_host(nodes_[id], Component::swa)) {
             upper = window_split(id);
-            backup(id, S, out);
+            backup(id, Component::swa, out);
         }
-        if (has_device(nodes_[id], M) && !has_host(nodes_[id], M)) backup(id, M, out);
-        if (upper && !has_host(nodes_[*upper], F)) backup(*upper, F, out);
-        if (!has_host(nodes_[id], F)) backup(id, F, out);
+        if (has_device(nodes_[id], Component::mamba) && !has_host(nodes_[id], Component::mamba))
+            backup(id, Component::mamba, out);
+        if (upper && !has_host(nodes_[*upper], Component::full)) backup(*upper, Component::full, out);
+        if (!has_host(nodes_[id], Component::full)) backup(id, Component::full, out);
     }
     if (upper) evict_node_data(*upper, out, result);
     evict_node_data(id, out, result);
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::drop_without_backup(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+void ReferenceTree<Cs...>::drop_without_backup(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result) {
     Node& n = nodes_[id];
-    if (c == S) {
+    if (c == Component::swa) {
         out.free_swa(n.pages);
         n.swa = false;
     } else {
@@ -508,18 +510,18 @@ void ReferenceTree<Cs...>::drop_without_backup(Id id, std::size_t c, detail::Act
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out,
+void ReferenceTree<Cs...>::drop_device(Id id, Component c, EvictOptions options, detail::ActionsBuilder& out,
                                        EvictResult& result) {
     std::optional<Id> upper;
     if (options.write_back == WriteBack::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
-        if (c == S) upper = window_split(id);
+        if (c == Component::swa) upper = window_split(id);
         backup(id, c, out);
     }
-    if (upper) drop_without_backup(*upper, S, out, result);
+    if (upper) drop_without_backup(*upper, Component::swa, out, result);
     drop_without_backup(id, c, out, result);
     const Node& n = nodes_[id];
-    if (c == S && components::has_mamba && n.state.is_valid() && n.locks[M] == 0)
-        drop_device(id, M, options, out, result);
+    if (c == Component::swa && components::has_mamba && n.state.is_valid() && n.locks[Component::mamba] == 0)
+        drop_device(id, Component::mamba, options, out, result);
 }
 
 template <class... Cs>
@@ -530,11 +532,11 @@ EvictResult ReferenceTree<Cs...>::evict(Component component, std::int64_t amount
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
     EvictResult result;
     detail::ActionsBuilder out{result.actions};
-    const std::size_t c = index_of(component);
+    const Component c = component;
     while (result.device_freed[c] < amount) {
         const auto id = oldest(Tier::device, c);
         if (!id) break;
-        if (c == F || device_candidate(*id, F)) {
+        if (c == Component::full || device_candidate(*id, Component::full)) {
             evict_whole(*id, options, out, result);
         } else {
             drop_device(*id, c, options, out, result);
@@ -545,13 +547,14 @@ EvictResult ReferenceTree<Cs...>::evict(Component component, std::int64_t amount
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+void ReferenceTree<Cs...>::drop_host(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result) {
     Node& n = nodes_[id];
-    out.free_host(static_cast<Component>(c), n.host[c]);
+    out.free_host(c, n.host[c]);
     result.host_freed[c] += units(n, c);
     emit(EventKind::removed, c, Tier::host, id);
     n.host[c].clear();
-    if (c == S && has_host(n, M) && n.host_locks[M] == 0) drop_host(id, M, out, result);
+    if (c == Component::swa && has_host(n, Component::mamba) && n.host_locks[Component::mamba] == 0)
+        drop_host(id, Component::mamba, out, result);
 }
 
 template <class... Cs>
@@ -562,11 +565,11 @@ EvictResult ReferenceTree<Cs...>::evict_host(Component component, std::int64_t a
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
     EvictResult result;
     detail::ActionsBuilder out{result.actions};
-    const std::size_t c = index_of(component);
+    const Component c = component;
     while (result.host_freed[c] < amount) {
         const auto id = oldest(Tier::host, c);
         if (!id) break;
-        if (c == F || host_candidate(*id, F)) {
+        if (c == Component::full || host_candidate(*id, Component::full)) {
             const Id parent = nodes_[*id].parent;
             remove_node(*id, out, result);
             collect(parent, out, result);
@@ -584,14 +587,14 @@ EvictResult ReferenceTree<Cs...>::evict_host(Component component, std::int64_t a
 template <class... Cs>
 void ReferenceTree<Cs...>::set_host(NodeRef node, Component component, std::span<const HostPage> host) {
     const Id id = id_of(node, "set_host");
-    const std::size_t c = index_of(component);
+    const Component c = component;
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
     UNIKV_EXPECTS(id != root, "the root holds no data");
     Node& n = nodes_[id];
     UNIKV_EXPECTS(has_device(n, c), "the node has no device data of component ", to_string(component), " to back up");
     UNIKV_EXPECTS(!has_host(n, c), "the node already has a host copy of component ", to_string(component));
-    const std::size_t want = c == M ? 1 : n.pages.size();
+    const std::size_t want = c == Component::mamba ? 1 : n.pages.size();
     UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
     UNIKV_EXPECTS(std::all_of(host.begin(), host.end(), [](HostPage h) { return h.is_valid(); }), "invalid host page");
     n.host[c].assign(host.begin(), host.end());
@@ -602,10 +605,11 @@ template <class... Cs>
 EvictResult ReferenceTree<Cs...>::finish_backup(NodeRef node, Component component, std::span<const HostPage> host) {
     const Id id = id_of(node, "finish_backup");
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
-    const std::size_t c = index_of(component);
+    const Component c = component;
     UNIKV_EXPECTS(nodes_[id].pending[c], "no backup of component ", to_string(component), " is pending on this node");
     Node& n = nodes_[id];
-    const std::size_t want = c == M ? 1 : static_cast<std::size_t>(n.length() / config_.page_size.tokens);
+    const std::size_t want =
+        c == Component::mamba ? 1 : static_cast<std::size_t>(n.length() / config_.page_size.tokens);
     UNIKV_EXPECTS(host.empty() || host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
     UNIKV_EXPECTS(std::all_of(host.begin(), host.end(), [](HostPage h) { return h.is_valid(); }), "invalid host page");
     if (!host.empty()) {
@@ -633,22 +637,24 @@ void ReferenceTree<Cs...>::commit_load_back(NodeRef node, Component component, c
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
     UNIKV_EXPECTS(id != root, "the root holds no data");
-    const std::size_t c = index_of(component);
+    const Component c = component;
     Node& n = nodes_[id];
     UNIKV_EXPECTS(!has_device(n, c), "the node already has device data of this component");
     UNIKV_EXPECTS(has_host(n, c), "the node has no host copy of this component to load");
-    UNIKV_EXPECTS((c == M) == value.state.is_valid(), "a state goes with a Mamba load-back, and only there");
-    if (c == F) {
+    UNIKV_EXPECTS((c == Component::mamba) == value.state.is_valid(),
+                  "a state goes with a Mamba load-back, and only there");
+    if (c == Component::full) {
         UNIKV_EXPECTS(value.pages.size() == static_cast<std::size_t>(n.length() / config_.page_size.tokens),
                       "one page per page of the node");
         UNIKV_EXPECTS(std::all_of(value.pages.begin(), value.pages.end(), [](VirtualPage p) { return p.is_valid(); }),
                       "invalid page");
-        UNIKV_EXPECTS(n.parent == root || has_device(nodes_[n.parent], F), "load the parent's FULL rows first");
+        UNIKV_EXPECTS(n.parent == root || has_device(nodes_[n.parent], Component::full),
+                      "load the parent's FULL rows first");
         n.pages.assign(value.pages.begin(), value.pages.end());
     } else {
         UNIKV_EXPECTS(value.pages.empty(), "only a Full load-back takes pages");
-        UNIKV_EXPECTS(has_device(n, F), "load the node's FULL rows first");
-        if (c == S) {
+        UNIKV_EXPECTS(has_device(n, Component::full), "load the node's FULL rows first");
+        if (c == Component::swa) {
             n.swa = true;
         } else {
             n.state = value.state;
@@ -667,7 +673,8 @@ std::span<const LoadBackStep> ReferenceTree<Cs...>::load_back_plan(NodeRef node)
         std::int64_t covered = 0;
         for (std::size_t i = path.size(); i > 0 && covered < config_.swa_window; --i) {
             const Node& n = nodes_[path[i - 1]];
-            UNIKV_EXPECTS(has_device(n, S) || has_host(n, S), "an SWA window node has no SWA data in any tier");
+            UNIKV_EXPECTS(has_device(n, Component::swa) || has_host(n, Component::swa),
+                          "an SWA window node has no SWA data in any tier");
             in_window[i - 1] = true;
             covered += n.length();
         }
@@ -675,11 +682,12 @@ std::span<const LoadBackStep> ReferenceTree<Cs...>::load_back_plan(NodeRef node)
     plan_.clear();
     for (std::size_t i = 0; i < path.size(); ++i) {
         const Node& n = nodes_[path[i]];
-        for (std::size_t c = 0; c < component_count; ++c) {
-            const bool needed = c == F || (c == S && in_window[i]) || (c == M && path[i] == target);
+        for (Component c : all_components) {
+            const bool needed = c == Component::full || (c == Component::swa && in_window[i]) ||
+                                (c == Component::mamba && path[i] == target);
             if (!in_set(c) || !needed || has_device(n, c)) continue;
             UNIKV_EXPECTS(has_host(n, c), "a component needed on the path has no data in any tier");
-            plan_.push_back({ref(path[i]), static_cast<Component>(c), n.start, n.length(), n.host[c]});
+            plan_.push_back({ref(path[i]), c, n.start, n.length(), n.host[c]});
         }
     }
     return plan_;
@@ -702,22 +710,22 @@ LockReceipt ReferenceTree<Cs...>::lock(NodeRef node, LockOptions options) {
     const Id id = id_of(node, "lock");
     const ComponentMask parts = options.components & components::mask;
     UNIKV_EXPECTS(options.tier == Tier::host || parts.has(Component::full), "a device lock must include Full");
-    auto count = [&](Id x, std::size_t c) -> std::uint32_t& {
+    auto count = [&](Id x, Component c) -> std::uint32_t& {
         return options.tier == Tier::device ? nodes_[x].locks[c] : nodes_[x].host_locks[c];
     };
     std::int32_t swa_start = 0;
     if (parts.has(Component::full))
-        for (Id x : path_to(id)) ++count(x, F);
+        for (Id x : path_to(id)) ++count(x, Component::full);
     if (parts.has(Component::swa)) {
         std::int64_t covered = 0;
         for (Id x = id; x != root; x = nodes_[x].parent) {
-            ++count(x, S);
+            ++count(x, Component::swa);
             covered += nodes_[x].length();
             swa_start = nodes_[x].start;
             if (covered >= config_.swa_window) break;
         }
     }
-    if (parts.has(Component::mamba) && id != root) ++count(id, M);
+    if (parts.has(Component::mamba) && id != root) ++count(id, Component::mamba);
     return detail::ReceiptAccess::make(tree_id_, node, options.tier, parts, swa_start);
 }
 
@@ -734,30 +742,30 @@ void ReferenceTree<Cs...>::check_receipt(const LockReceipt& r, ComponentMask par
     UNIKV_EXPECTS(detail::ReceiptAccess::tree_id(r) == tree_id_, "the receipt belongs to another tree");
     if (parts.empty()) return;
     const Id id = id_of(r.node(), "unlock");
-    auto count = [&](Id x, std::size_t c) {
+    auto count = [&](Id x, Component c) {
         return r.tier() == Tier::device ? nodes_[x].locks[c] : nodes_[x].host_locks[c];
     };
     if (parts.has(Component::full))
-        for (Id x : path_to(id)) UNIKV_EXPECTS(count(x, F) > 0, "no FULL lock on the receipt's path");
+        for (Id x : path_to(id)) UNIKV_EXPECTS(count(x, Component::full) > 0, "no FULL lock on the receipt's path");
     if (parts.has(Component::swa))
         for (Id x : swa_segment(id, r.swa_segment_start()))
-            UNIKV_EXPECTS(count(x, S) > 0, "no SWA lock on the receipt's window");
+            UNIKV_EXPECTS(count(x, Component::swa) > 0, "no SWA lock on the receipt's window");
     if (parts.has(Component::mamba) && id != root)
-        UNIKV_EXPECTS(count(id, M) > 0, "no Mamba lock on the receipt's node");
+        UNIKV_EXPECTS(count(id, Component::mamba) > 0, "no Mamba lock on the receipt's node");
 }
 
 template <class... Cs>
 void ReferenceTree<Cs...>::apply_release(const LockReceipt& r, ComponentMask parts) {
     if (parts.empty()) return;
     const Id id = r.node().index();
-    auto count = [&](Id x, std::size_t c) -> std::uint32_t& {
+    auto count = [&](Id x, Component c) -> std::uint32_t& {
         return r.tier() == Tier::device ? nodes_[x].locks[c] : nodes_[x].host_locks[c];
     };
     if (parts.has(Component::full))
-        for (Id x : path_to(id)) --count(x, F);
+        for (Id x : path_to(id)) --count(x, Component::full);
     if (parts.has(Component::swa))
-        for (Id x : swa_segment(id, r.swa_segment_start())) --count(x, S);
-    if (parts.has(Component::mamba) && id != root) --count(id, M);
+        for (Id x : swa_segment(id, r.swa_segment_start())) --count(x, Component::swa);
+    if (parts.has(Component::mamba) && id != root) --count(id, Component::mamba);
     collect_empty(id);
 }
 
@@ -788,7 +796,7 @@ void ReferenceTree<Cs...>::release_swa(LockReceipt& receipt) {
 
 template <class... Cs>
 std::int64_t ReferenceTree<Cs...>::sum_device(Component component, LockState state) const {
-    const std::size_t c = index_of(component);
+    const Component c = component;
     std::int64_t sum = 0;
     for (Id id = 1; id < nodes_.size(); ++id) {
         const Node& n = nodes_[id];
@@ -799,7 +807,7 @@ std::int64_t ReferenceTree<Cs...>::sum_device(Component component, LockState sta
 
 template <class... Cs>
 std::int64_t ReferenceTree<Cs...>::host_size(Component component) const {
-    const std::size_t c = index_of(component);
+    const Component c = component;
     std::int64_t sum = 0;
     for (Id id = 1; id < nodes_.size(); ++id)
         if (nodes_[id].alive && has_host(nodes_[id], c)) sum += units(nodes_[id], c);
@@ -815,10 +823,10 @@ std::uint64_t ReferenceTree<Cs...>::prefix_hash(Id id, std::int32_t upto) const 
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::emit(EventKind kind, std::size_t c, Tier tier, Id id) {
+void ReferenceTree<Cs...>::emit(EventKind kind, Component c, Tier tier, Id id) {
     if (config_.events != EventMode::record) return;
     const Node& n = nodes_[id];
-    events_.push_back(KvEvent{kind, static_cast<Component>(c), tier, n.ns, n.start, n.length(),
+    events_.push_back(KvEvent{kind, c, tier, n.ns, n.start, n.length(),
                               prefix_hash(id, n.start), prefix_hash(id, n.end())});
 }
 
@@ -835,7 +843,7 @@ NodeInfo ReferenceTree<Cs...>::node_info(NodeRef node) const {
     info.tokens = n.tokens;
     info.pages = n.pages;
     info.host = n.host;
-    for (std::size_t c = 0; c < component_count; ++c) info.device[c] = has_device(n, c);
+    for (Component c : all_components) info.device[c] = has_device(n, c);
     info.backup_pending = n.pending;
     info.state = n.state;
     info.device_locks = n.locks;
