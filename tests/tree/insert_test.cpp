@@ -8,8 +8,9 @@
 using namespace unikv;
 using namespace unikv::test;
 
-TEST_CASE_TEMPLATE("incoming pages that duplicate cached ones come back to be freed", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("incoming pages that duplicate cached ones come back to be freed", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     const auto key = run(1, 8);
     auto first = tree.insert({key}, {.pages = vpages(1, 4)});
     CHECK(first.prefix_length == 0);
@@ -24,8 +25,9 @@ TEST_CASE_TEMPLATE("incoming pages that duplicate cached ones come back to be fr
     CHECK(tree.evictable_size(F) == 8);
 }
 
-TEST_CASE_TEMPLATE("insert extends a prefix with a leaf and splits where keys diverge", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("insert extends a prefix with a leaf and splits where keys diverge", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     const auto base = run(1, 8);
     auto a = tree.insert({base}, {.pages = vpages(1, 4)});
     auto b = tree.insert({cat(base, run(50, 4))}, {.pages = cat_pages(vpages(1, 4), vpages(5, 2))});
@@ -48,16 +50,16 @@ TEST_CASE_TEMPLATE("insert extends a prefix with a leaf and splits where keys di
     CHECK(tree.evictable_size(F) == 16);
 }
 
-TEST_CASE_TEMPLATE("an empty key inserts nothing", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("an empty key inserts nothing", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     auto r = tree.insert({}, {});
     CHECK(r.node.is_root());
     CHECK(r.actions.empty());
     CHECK(tree.node_count() == 0);
 }
 
-TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}, .events = EventMode::record});
+TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}, .events = EventMode::record});
     const auto key = run(1, 4);
     auto a = tree.insert({key}, {.pages = vpages(1, 4)});
     tree.set_host(a.node, F, hpages(70, 4));
@@ -78,8 +80,9 @@ TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, FastCore,
     CHECK(events[0].tier == Tier::device);
 }
 
-TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA range", Core, FastCore, RefCore) {
-    using Tree = typename Core::template tree<Full, Swa>;
+TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA range", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    using Tree = typename Core::template impl<Full, Swa>;
     const auto key = run(1, 8);
 
     SUBCASE("a tombstone wholly inside the range takes the incoming pages and frees its old ones") {
@@ -168,8 +171,8 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
     }
 }
 
-TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
+TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
     SUBCASE("a leaf wholly outside the range holds a tombstone") {
         auto r = tree.insert({run(1, 8)}, {.pages = vpages(1, 4), .swa_evicted = 8});
         CHECK(tree.node_count() == 1);
@@ -193,8 +196,9 @@ TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Co
     }
 }
 
-TEST_CASE_TEMPLATE("a Mamba state lands on the end node and a second one is returned", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a Mamba state lands on the end node and a second one is returned", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     const auto key = run(1, 6);
     auto a = tree.insert({key}, {.pages = vpages(1, 6), .state = StateId{5}});
     CHECK(tree.node_info(a.node).state == StateId{5});
@@ -210,8 +214,8 @@ TEST_CASE_TEMPLATE("a Mamba state lands on the end node and a second one is retu
     CHECK(tree.evictable_size(M) == 2);
 }
 
-TEST_CASE_TEMPLATE("insert raises the retention class along the path", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("insert raises the retention class along the path", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .retention = 2});
     auto b = tree.insert({run(1, 6)}, {.pages = vpages(1, 6), .retention = 1});
     CHECK(tree.node_info(a.node).retention == 2);  // raised, never lowered by insert
@@ -223,8 +227,8 @@ TEST_CASE_TEMPLATE("insert raises the retention class along the path", Core, Fas
     CHECK(tree.node_info(a.node).retention == 0);
 }
 
-TEST_CASE_TEMPLATE("a bad insert throws logic_error and changes nothing", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
+TEST_CASE_TEMPLATE("a bad insert throws logic_error and changes nothing", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
     auto ok = tree.insert({run(1, 4)}, {.pages = vpages(1, 2)});
     const auto key = run(1, 8);
     CHECK_THROWS_AS((void)tree.insert({std::span(key).first(7)}, {.pages = vpages(1, 3)}), unikv::logic_error);

@@ -11,8 +11,9 @@ using namespace unikv::test;
 
 // P [0,8) with child C [8,24), W = 4. A write-back SWA eviction leaves P as a plain tombstone [0,4) and a tombstone
 // [4,8) with a host copy of its window, all FULL rows resident.
-TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is committed", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .events = EventMode::record});
+TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is committed", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .events = EventMode::record});
     const auto key = run(1, 24);
     const auto k8 = std::span(key).first(8);
     auto p = tree.insert({k8}, {.pages = vpages(1, 8)});
@@ -62,8 +63,9 @@ TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is commit
 
 // One 8-token leaf, page 2, W = 3 (window 4 tokens): a write-back FULL eviction leaves a host-only upper part
 // [0,4) (FULL copy) and a host-only tail [4,8) (FULL, SWA window and Mamba copies).
-TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committed top-down", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committed top-down", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
     const NodeRef upper = write_back_leaf(tree, ins.node);
@@ -127,8 +129,9 @@ std::vector<Step> steps(std::span<const LoadBackStep> plan) {
 
 // The same 8-token leaf as above: the plan names every host copy the host hit needs, top-down, and shrinks as
 // commits land; a device hit needs none.
-TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, top-down", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, top-down", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
     CHECK(tree.load_back_plan(ins.node).empty());  // all on device
@@ -160,8 +163,9 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
 
 // W = 4 over P [0,8) and C [8,24): only P's last window [4,8) was copied. A host hit at P loads SWA there only
 // (FULL is resident), as `swa_host_hit_length` says; C's own window is on device.
-TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boundary", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boundary", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
     const auto key = run(1, 24);
     auto p = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});

@@ -459,6 +459,16 @@ private:
 #include <unikv/detail/tree/radix_tree_evict_lock.inl>
 
 namespace unikv {
+
+/// The fast tree core as a policy tag: `impl<Cs...>` is `RadixTree<Cs...>`. A composed type takes the tag and
+/// derives its tree from the layout's components with `tree_core_t<RadixTreeCore, Mask>`.
+struct RadixTreeCore {
+    /// The tree over components `Cs...` (`Full` first, then any of `Swa`, `Mamba`).
+    template <class... Cs>
+    using impl = RadixTree<Cs...>;
+};
+
+static_assert(check_tree_core_policy<RadixTreeCore>());
 static_assert(is_tree_core_v<RadixTree<Full>>);
 static_assert(is_tree_core_v<RadixTree<Full, Swa>>);
 static_assert(is_tree_core_v<RadixTree<Full, Mamba>>);

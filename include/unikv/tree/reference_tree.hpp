@@ -246,6 +246,17 @@ private:
 #include <unikv/detail/tree/reference_tree.inl>
 
 namespace unikv {
+
+/// The reference tree core as a policy tag (for differential tests; not for serving): `impl<Cs...>` is
+/// `ReferenceTree<Cs...>`. A composed type takes the tag and derives its tree from the layout's components with
+/// `tree_core_t<ReferenceTreeCore, Mask>`.
+struct ReferenceTreeCore {
+    /// The tree over components `Cs...` (`Full` first, then any of `Swa`, `Mamba`).
+    template <class... Cs>
+    using impl = ReferenceTree<Cs...>;
+};
+
+static_assert(check_tree_core_policy<ReferenceTreeCore>());
 static_assert(is_tree_core_v<ReferenceTree<Full>>);
 static_assert(is_tree_core_v<ReferenceTree<Full, Swa>>);
 static_assert(is_tree_core_v<ReferenceTree<Full, Mamba>>);
