@@ -504,7 +504,7 @@ private:
         }
         return {info.ns.value, tokens};
     }
-    // Both plans name the same nodes, components and host copies (or both reject the node).
+    // Both plans name the same nodes, components, host copies and FULL pages (or both reject the node).
     void compare_load_back_plans(NodeRef a, NodeRef b) {
         std::span<const LoadBackStep> pa, pb;
         const bool ta = threw([&] { pa = fast_.load_back_plan(a); });
@@ -515,12 +515,19 @@ private:
         for (std::size_t i = 0; i < pa.size() && i < pb.size(); ++i) {
             expect(pa[i].component == pb[i].component && pa[i].start == pb[i].start &&
                        pa[i].length == pb[i].length &&
-                       std::equal(pa[i].host.begin(), pa[i].host.end(), pb[i].host.begin(), pb[i].host.end()),
+                       std::equal(pa[i].host.begin(), pa[i].host.end(), pb[i].host.begin(), pb[i].host.end()) &&
+                       std::equal(pa[i].full_pages.begin(), pa[i].full_pages.end(), pb[i].full_pages.begin(),
+                                  pb[i].full_pages.end()),
                    "load_back_plan steps differ");
             expect(span_of(fast_, pa[i].node) == span_of(ref_, pb[i].node), "load_back_plan nodes differ");
             const NodeInfo n = fast_.node_info(pa[i].node);
             expect(!n.device[pa[i].component] && !n.host[pa[i].component].empty(),
                    "load_back_plan names data that is on device, or has no host copy");
+            // SWA rows bind under the node's FULL pages as they are now; other steps bind under none.
+            const bool names_node_pages = std::equal(pa[i].full_pages.begin(), pa[i].full_pages.end(),
+                                                     n.pages.begin(), n.pages.end());
+            expect(pa[i].component == Component::swa ? names_node_pages : pa[i].full_pages.empty(),
+                   "load_back_plan's FULL pages are not the node's");
         }
         if (!pa.empty()) ++stats["load_back_plan with steps"];
     }

@@ -112,23 +112,26 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
 }
 
 namespace {
-// A load-back step as (component, start, length, host pages), node checked separately.
+// A load-back step as (component, start, length, host pages, FULL pages), node checked separately.
 struct Step {
     Component component;
     std::int32_t start;
     std::int32_t length;
     std::vector<int> host;
+    std::vector<int> full;
     friend bool operator==(const Step&, const Step&) = default;
 };
 std::vector<Step> steps(std::span<const LoadBackStep> plan) {
     std::vector<Step> out;
-    for (const LoadBackStep& s : plan) out.push_back({s.component, s.start, s.length, ints(s.host)});
+    for (const LoadBackStep& s : plan)
+        out.push_back({s.component, s.start, s.length, ints(s.host), ints(s.full_pages)});
     return out;
 }
 }  // namespace
 
 // The same 8-token leaf as above: the plan names every host copy the host hit needs, top-down, and shrinks as
-// commits land; a device hit needs none.
+// commits land; a device hit needs none. An SWA step names the node's FULL pages to bind its rows under once
+// they are resident; while the plan still loads them (a FULL step of the same node before it), it names none.
 TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, top-down", Core, RadixTreeCore,
                    ReferenceTreeCore) {
     typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
@@ -141,8 +144,8 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
     const MatchResult h = tree.match_prefix({key}, {.host_hits = HostHits::include});
     REQUIRE(h.best_node == ins.node);
     const auto plan = tree.load_back_plan(h.best_node);
-    CHECK(steps(plan) == std::vector<Step>{{F, 0, 4, {30, 31}}, {F, 4, 4, {40, 41}}, {S, 4, 4, {10, 11}},
-                                           {M, 4, 4, {20}}});
+    CHECK(steps(plan) == std::vector<Step>{{F, 0, 4, {30, 31}, {}}, {F, 4, 4, {40, 41}, {}},
+                                           {S, 4, 4, {10, 11}, {}}, {M, 4, 4, {20}, {}}});
     REQUIRE(plan.size() == 4);
     CHECK(plan[0].node == upper);
     CHECK(plan[1].node == ins.node);
@@ -153,7 +156,8 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
     LockReceipt load = tree.lock(h.best_node);
     tree.commit_load_back(upper, F, {.pages = vpages(11, 2)});
     tree.commit_load_back(ins.node, F, {.pages = vpages(13, 2)});
-    CHECK(steps(tree.load_back_plan(ins.node)) == std::vector<Step>{{S, 4, 4, {10, 11}}, {M, 4, 4, {20}}});
+    CHECK(steps(tree.load_back_plan(ins.node)) ==
+          std::vector<Step>{{S, 4, 4, {10, 11}, {13, 14}}, {M, 4, 4, {20}, {}}});
     tree.commit_load_back(ins.node, S);
     tree.commit_load_back(ins.node, M, {.state = StateId{6}});
     CHECK(tree.load_back_plan(ins.node).empty());
@@ -162,7 +166,8 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
 }
 
 // W = 4 over P [0,8) and C [8,24): only P's last window [4,8) was copied. A host hit at P loads SWA there only
-// (FULL is resident), as `swa_host_hit_length` says; C's own window is on device.
+// (FULL is resident: the step names P's FULL pages 5..8 to bind the rows under), as `swa_host_hit_length` says;
+// C's own window is on device.
 TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boundary", Core, RadixTreeCore,
                    ReferenceTreeCore) {
     typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
@@ -177,6 +182,6 @@ TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boun
     REQUIRE(h.best_node == p.node);
     CHECK(h.swa_host_hit_length == 4);
     const auto plan = tree.load_back_plan(h.best_node);
-    CHECK(steps(plan) == std::vector<Step>{{S, 4, 4, {200, 201, 202, 203}}});
+    CHECK(steps(plan) == std::vector<Step>{{S, 4, 4, {200, 201, 202, 203}, {5, 6, 7, 8}}});
     CHECK(tree.load_back_plan(c.node).empty());  // C's 16 tokens cover its window on device
 }

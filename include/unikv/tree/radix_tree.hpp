@@ -200,7 +200,8 @@ public:
     /// each node of the path without FULL device data, SWA on the nodes of the last window before `node`'s end
     /// (whole nodes, as `MatchResult::swa_host_hit_length` counts them) whose SWA rows are only on host, Mamba on
     /// `node` when its state is only on host. Top-down, FULL before SWA before Mamba on a node: the order
-    /// `commit_load_back` takes them. Meant for the `best_node` of a host-hit match; empty for a device hit.
+    /// `commit_load_back` takes them. An SWA step names the node's FULL pages to bind the loaded rows under
+    /// (`LoadBackStep::full_pages`; empty when a FULL step of the plan loads them first). Meant for the `best_node` of a host-hit match; empty for a device hit.
     /// Points into a buffer the tree owns: valid until the next non-const call. Preconditions (`logic_error`): `node`
     /// alive; no backup pending; every component accepts `node` in some tier. O(depth), allocation-free once the
     /// buffer has grown to the path.

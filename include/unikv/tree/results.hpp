@@ -137,7 +137,7 @@ struct [[nodiscard]] EvictResult {
 };
 
 /// One load-back a request needs (see `RadixTree::load_back_plan`): copy `host`, the host copy of `component` on
-/// `node`, to device, then record it with `commit_load_back(node, component, ...)`.
+/// `node`, to device (SWA rows under `full_pages`), then record it with `commit_load_back(node, component, ...)`.
 struct LoadBackStep {
     /// The node to load.
     NodeRef node{};
@@ -151,6 +151,12 @@ struct LoadBackStep {
     /// non-const call on it other than `commit_load_back` (so a caller can load the plan step by step). Lock the
     /// node (device and host tiers) while the copies run, so no eviction drops the host pages being read.
     std::span<const HostPage> host{};
+    /// For an SWA step, the node's FULL virtual pages, one per page: the loaded SWA rows are bound under them
+    /// (`UnifiedAllocator::bind_swa(full_pages, reservation)`). Empty when the node has no FULL device pages when
+    /// the plan is made, i.e. an earlier FULL step of this plan loads them: bind under the pages given to that
+    /// step's `commit_load_back`. Always empty for a FULL step (its destination pages are the caller's, from
+    /// `alloc_full`) and for a Mamba step (a state has its own slot). Same validity as `host`.
+    std::span<const VirtualPage> full_pages{};
 };
 
 /// A copy of one node's state, for tests, debugging and tools (cold path: allocates).

@@ -411,7 +411,9 @@ std::span<const LoadBackStep> RadixTree<Cs...>::load_back_plan(NodeRef node) {
     for (std::size_t i = 0; i < path_.size(); ++i) {
         const Node& n = nodes_[path_[i]];
         const auto step = [&](Component c, std::span<const HostPage> host) {
-            plan_.push_back({ref(path_[i]), c, n.start, n.length, host});
+            // An SWA step binds under the node's FULL pages (none yet when a FULL step above loads them).
+            const std::span<const VirtualPage> full = c == Component::swa ? n.pages : std::span<const VirtualPage>{};
+            plan_.push_back({ref(path_[i]), c, n.start, n.length, host, full});
         };
         if (n.pages.empty()) {
             UNIKV_EXPECTS(has_host(n, Component::full), unservable);

@@ -687,7 +687,9 @@ std::span<const LoadBackStep> ReferenceTree<Cs...>::load_back_plan(NodeRef node)
                                 (c == Component::mamba && path[i] == target);
             if (!in_set(c) || !needed || has_device(n, c)) continue;
             UNIKV_EXPECTS(has_host(n, c), "a component needed on the path has no data in any tier");
-            plan_.push_back({ref(path[i]), c, n.start, n.length(), n.host[c]});
+            const std::span<const VirtualPage> full =
+                c == Component::swa ? std::span<const VirtualPage>(n.pages) : std::span<const VirtualPage>{};
+            plan_.push_back({ref(path[i]), c, n.start, n.length(), n.host[c], full});
         }
     }
     return plan_;
