@@ -5,9 +5,12 @@
 ///
 /// Nodes live in one arena (a vector) and link by slot index; freed slots are reused (their buffers keep their
 /// capacity). A split copies only the upper part: the lower part drops its front in O(1) (`TrimVector`).
-/// Children are found through one tree-wide hash table keyed by (parent, first page), after a per-node hint (the
-/// child the last walk took), which spares chains of turns the hash and the probe. Eviction candidates sit
-/// in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
+/// Children are found through one tree-wide hash table keyed by (parent, first page), after the parent's four
+/// walk hints (the children recent walks took, filed under a print of their first page and always verified by the
+/// compare), which spare chains of turns, hot prefixes and prompts with a few live histories the hash and the
+/// probe. Each candidate node is compared with the key by one `tokens_equal` (AVX2 lanes where the CPU has them,
+/// memcmp otherwise); only a node the key ends or diverges in is scanned for the first difference. Eviction
+/// candidates sit in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
 /// an LRU refresh only writes the node's stamp, and the heap repairs stale entries when it is popped.
 /// Sizes are kept incrementally. Hot paths (`match_prefix`, `insert`, `lock`, `unlock`) take no locks and, once
 /// the arena and scratch buffers have grown to the working set (see `reserve`), allocate only for new nodes'
@@ -15,17 +18,18 @@
 ///
 /// Complexity, for a key of K tokens walking D nodes, a tree of n nodes, page size P, window W (w nodes within
 /// W + P above a node), e nodes evicted:
-/// | call            | cost                                                                    |
-/// |-----------------|-------------------------------------------------------------------------|
-/// | `match_prefix`  | O(K + D): one memcmp per node, O(1) per node otherwise (pages as runs)   |
-/// | `insert`        | the same, plus O(new tokens) to copy new nodes                          |
-/// | split           | O(upper part), which the key covers, so within the two rows above       |
+/// | call            | cost                                                                      |
+/// |-----------------|---------------------------------------------------------------------------|
+/// | `match_prefix`  | O(K + D): one token compare per node, O(1) per node otherwise (page runs) |
+/// | `insert`        | the same, plus O(new tokens) to copy new nodes                            |
+/// | split           | O(upper part), which the key covers, so within the two rows above         |
 /// | `lock`/`unlock` | O(D + w) counter updates, O(log n) per node whose lock goes 0 <-> 1       |
-/// | `evict`         | O((e + s) log n), s = stale heap entries repaired on the way            |
-/// | sizes           | O(1)                                                                    |
+/// | `evict`         | O((e + s) log n), s = stale heap entries repaired on the way              |
+/// | sizes           | O(1)                                                                      |
 ///
 /// The rules (validators, window semantics, recovery, cascade) are written out in `docs/tree.md`.
-/// `ReferenceTree` implements the same contract simply; the differential test holds the two equal.
+/// `ReferenceTree` implements the same contract simply; the differential test holds the two equal. A composed
+/// type names this core by its policy tag, `RadixTreeCore` (end of this header).
 
 #include <array>
 #include <cstdint>

@@ -243,7 +243,9 @@ private:
 
 }  // namespace unikv
 
-#include <unikv/detail/tree/reference_tree.inl>
+#include <unikv/detail/tree/reference_tree_core.inl>
+#include <unikv/detail/tree/reference_tree_match_insert.inl>
+#include <unikv/detail/tree/reference_tree_evict_lock.inl>
 
 namespace unikv {
 
