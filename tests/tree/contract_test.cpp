@@ -19,6 +19,11 @@ struct NotATreeCore {
     using impl = NotATree;
 };
 struct NoImpl {};
+// A tag that ignores the components it is given.
+struct FullOnlyCore {
+    template <class... Cs>
+    using impl = RadixTree<Full>;
+};
 }  // namespace
 
 // The shipped tags are tree-core policies; the tests above and below run on both.
@@ -28,6 +33,9 @@ static_assert(std::is_same_v<ReferenceTreeCore::impl<Full>, ReferenceTree<Full>>
 static_assert(!is_tree_core_policy_v<NotATreeCore> && has_tree_impl_v<NotATreeCore>);
 static_assert(!is_tree_core_policy_v<NoImpl> && !has_tree_impl_v<NoImpl>);
 static_assert(!TreeCorePolicy<RadixTree<Full>>);  // a tree is not a tag
+static_assert(tree_impl_holds_mask_v<RadixTreeCore, ComponentMask::all()>);
+static_assert(TreeCorePolicy<FullOnlyCore> && tree_impl_holds_mask_v<FullOnlyCore, ComponentMask::of(Component::full)>);
+static_assert(!tree_impl_holds_mask_v<FullOnlyCore, ComponentMask::all()>);
 
 // A tree derived from a component mask holds exactly that mask, in the order a tree lists components.
 template <class Core>

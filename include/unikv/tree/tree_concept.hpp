@@ -240,14 +240,24 @@ consteval bool holds_mask() {
     }
 }
 
+}  // namespace detail
+
+/// Rule: given the components of `Mask`, `Core::impl` holds exactly them, so the tree a composed type derives
+/// matches its layout's pools. (True for a tag without `impl` or with a non-tree `impl`: those are reported by
+/// `check_tree_core_policy`.)
+template <class Core, ComponentMask Mask>
+inline constexpr bool tree_impl_holds_mask_v =
+    detail::holds_mask<typename detail::apply_tree_core<Core, detail::mask_components_t<Mask>>::type, Mask>();
+
+namespace detail {
 template <class Core, ComponentMask Mask>
 struct tree_core_for {
     static_assert(check_tree_core_policy<Core>());
-    using type = typename apply_tree_core<Core, mask_components_t<Mask>>::type;
-    static_assert(!is_tree_core_policy_v<Core> || holds_mask<type, Mask>(),
+    static_assert(!is_tree_core_policy_v<Core> || tree_impl_holds_mask_v<Core, Mask>,
                   "unikv: a tree-core policy tag's impl<Cs...> must hold exactly the components it is given, so "
                   "the tree matches the layout's pools; make impl<Cs...> forward Cs... to the tree (e.g. "
                   "`using impl = RadixTree<Cs...>`)");
+    using type = typename apply_tree_core<Core, mask_components_t<Mask>>::type;
 };
 }  // namespace detail
 
