@@ -78,9 +78,12 @@ public:
     [[nodiscard]] constexpr std::uint8_t bits() const noexcept { return bits_; }
     friend constexpr bool operator==(ComponentMask, ComponentMask) noexcept = default;
 
+    /// The bits; public only so that a mask is a structural type, usable as a template argument
+    /// (`tree_core_t<Core, Mask>`). Read it through `bits()` and build masks with `of` / `with`.
+    std::uint8_t bits_ = 0;
+
 private:
     constexpr explicit ComponentMask(std::uint8_t bits) noexcept : bits_(bits) {}
-    std::uint8_t bits_ = 0;
 };
 
 /// One `T` per component, indexed by `Component`: per-pool demands, sizes and counters. An aggregate, so

@@ -155,8 +155,8 @@ private:
                 expect(seen_pages.insert(p.value()).second, "a page is held by two nodes");
             }
             s << ']';
-            for (std::size_t c = 0; c < component_count; ++c) {
-                s << " c" << c << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-') << " l"
+            for (Component c : all_components) {
+                s << " c" << index_of(c) << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-') << " l"
                   << info.device_locks[c] << '/' << info.host_locks[c] << " h[";
                 for (auto h : info.host[c]) s << h.value() << ',';
                 s << ']';
@@ -182,13 +182,14 @@ private:
             const NodeInfo info = fast_.node_info(n);
             // free_pages frees FULL rows and the SWA rows bound to them; free_swa only the SWA rows.
             for (auto page : info.pages) {
-                if (info.device_locks[0] > 0 || info.device_locks[1] > 0) p.pages.insert(page.value());
-                if (info.device_locks[1] > 0) p.swa_pages.insert(page.value());
+                if (info.device_locks[Component::full] > 0 || info.device_locks[Component::swa] > 0)
+                    p.pages.insert(page.value());
+                if (info.device_locks[Component::swa] > 0) p.swa_pages.insert(page.value());
             }
-            if (info.device_locks[2] > 0 && info.state.is_valid()) p.states.insert(info.state.value());
-            for (std::size_t c = 0; c < component_count; ++c)
+            if (info.device_locks[Component::mamba] > 0 && info.state.is_valid()) p.states.insert(info.state.value());
+            for (Component c : all_components)
                 if (info.host_locks[c] > 0)
-                    for (auto h : info.host[c]) p.host.insert(h.value() + static_cast<int>(c) * 1'000'000);
+                    for (auto h : info.host[c]) p.host.insert(h.value() + static_cast<int>(index_of(c)) * 1'000'000);
         }
         return p;
     }
@@ -503,7 +504,7 @@ private:
         }
         return {info.ns.value, tokens};
     }
-    // Both plans name the same nodes, components and host copies (or both reject the node).
+    // Both plans name the same nodes, components, host copies and FULL pages (or both reject the node).
     void compare_load_back_plans(NodeRef a, NodeRef b) {
         std::span<const LoadBackStep> pa, pb;
         const bool ta = threw([&] { pa = fast_.load_back_plan(a); });
@@ -514,12 +515,19 @@ private:
         for (std::size_t i = 0; i < pa.size() && i < pb.size(); ++i) {
             expect(pa[i].component == pb[i].component && pa[i].start == pb[i].start &&
                        pa[i].length == pb[i].length &&
-                       std::equal(pa[i].host.begin(), pa[i].host.end(), pb[i].host.begin(), pb[i].host.end()),
+                       std::equal(pa[i].host.begin(), pa[i].host.end(), pb[i].host.begin(), pb[i].host.end()) &&
+                       std::equal(pa[i].full_pages.begin(), pa[i].full_pages.end(), pb[i].full_pages.begin(),
+                                  pb[i].full_pages.end()),
                    "load_back_plan steps differ");
             expect(span_of(fast_, pa[i].node) == span_of(ref_, pb[i].node), "load_back_plan nodes differ");
             const NodeInfo n = fast_.node_info(pa[i].node);
-            expect(!n.device[index_of(pa[i].component)] && !n.host[index_of(pa[i].component)].empty(),
+            expect(!n.device[pa[i].component] && !n.host[pa[i].component].empty(),
                    "load_back_plan names data that is on device, or has no host copy");
+            // SWA rows bind under the node's FULL pages as they are now; other steps bind under none.
+            const bool names_node_pages = std::equal(pa[i].full_pages.begin(), pa[i].full_pages.end(),
+                                                     n.pages.begin(), n.pages.end());
+            expect(pa[i].component == Component::swa ? names_node_pages : pa[i].full_pages.empty(),
+                   "load_back_plan's FULL pages are not the node's");
         }
         if (!pa.empty()) ++stats["load_back_plan with steps"];
     }

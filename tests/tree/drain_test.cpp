@@ -26,9 +26,10 @@ struct CountingHandler {
 };
 }  // namespace
 
-TEST_CASE_TEMPLATE("an undrained action list is reported when it is destroyed", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("an undrained action list is reported when it is destroyed", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
     CountingHandler handler;
-    typename Core::template tree<Full> tree({.page_size = {1}});
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     const std::uint64_t before = dropped_count();
     { auto dup = tree.insert({run(1, 4)}, {.pages = vpages(9, 4)}); }  // duplicates never freed
@@ -45,9 +46,9 @@ TEST_CASE_TEMPLATE("an undrained action list is reported when it is destroyed", 
     CHECK(dropped_actions == 1);
 }
 
-TEST_CASE_TEMPLATE("a receipt destroyed while holding locks is reported", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("a receipt destroyed while holding locks is reported", Core, RadixTreeCore, ReferenceTreeCore) {
     CountingHandler handler;
-    typename Core::template tree<Full> tree({.page_size = {1}});
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     { LockReceipt r = tree.lock(a.node); }
     CHECK(dropped_receipts == 1);

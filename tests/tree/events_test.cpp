@@ -17,8 +17,10 @@ std::uint64_t prefix_hash(const std::vector<TokenId>& tokens, std::int32_t upto,
 }
 }  // namespace
 
-TEST_CASE_TEMPLATE("events report stored and removed data per component and tier", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 2, .events = EventMode::record});
+TEST_CASE_TEMPLATE("events report stored and removed data per component and tier", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree(
+        {.page_size = {2}, .swa_window = 2, .events = EventMode::record});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 4, .state = StateId{3}});
     const std::uint64_t h4 = prefix_hash(key, 4, 2);
@@ -54,8 +56,9 @@ TEST_CASE_TEMPLATE("events report stored and removed data per component and tier
     CHECK(tree.take_events().empty());
 }
 
-TEST_CASE_TEMPLATE("prefix hashes do not depend on node boundaries or on other namespaces", Core, FastCore, RefCore) {
-    using Tree = typename Core::template tree<Full>;
+TEST_CASE_TEMPLATE("prefix hashes do not depend on node boundaries or on other namespaces", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    using Tree = typename Core::template impl<Full>;
     const auto key = run(5, 8);
     Tree whole({.page_size = {2}, .events = EventMode::record});
     Tree pieces({.page_size = {2}, .events = EventMode::record});
@@ -73,8 +76,8 @@ TEST_CASE_TEMPLATE("prefix hashes do not depend on node boundaries or on other n
     CHECK(events[0].hash != prefix_hash(key, 8, 2));
 }
 
-TEST_CASE_TEMPLATE("no events are recorded unless asked for", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("no events are recorded unless asked for", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     CHECK(tree.take_events().empty());
 }

@@ -9,8 +9,9 @@
 using namespace unikv;
 using namespace unikv::test;
 
-TEST_CASE_TEMPLATE("FULL eviction takes the least recently used unlocked leaf", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("FULL eviction takes the least recently used unlocked leaf", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     const auto shared = run(1, 4);
     auto x = tree.insert({cat(shared, run(10, 2))}, {.pages = cat_pages(vpages(1, 2), vpages(10, 1))});
     auto y = tree.insert({cat(shared, run(20, 2))}, {.pages = cat_pages(vpages(1, 2), vpages(20, 1))});
@@ -30,8 +31,8 @@ TEST_CASE_TEMPLATE("FULL eviction takes the least recently used unlocked leaf", 
     (void)y;
 }
 
-TEST_CASE_TEMPLATE("a leaf with a host copy is demoted to host-only", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a leaf with a host copy is demoted to host-only", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 3)}, {.pages = vpages(1, 3)});
     tree.set_host(ins.node, F, hpages(60, 3));
     CHECK(tree.host_size(F) == 3);
@@ -39,8 +40,8 @@ TEST_CASE_TEMPLATE("a leaf with a host copy is demoted to host-only", Core, Fast
     CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3})});
     CHECK(tree.contains(ins.node));
     const NodeInfo n = tree.node_info(ins.node);
-    CHECK_FALSE(n.device[0]);
-    CHECK(ints(n.host[0]) == std::vector<int>{60, 61, 62});
+    CHECK_FALSE(n.device[F]);
+    CHECK(ints(n.host[F]) == std::vector<int>{60, 61, 62});
     CHECK(tree.evictable_size(F) == 0);
     CHECK(tree.host_size(F) == 3);
     // A host-only node is no longer a device candidate.
@@ -48,9 +49,10 @@ TEST_CASE_TEMPLATE("a leaf with a host copy is demoted to host-only", Core, Fast
     CHECK(again.actions.empty());
 }
 
-TEST_CASE_TEMPLATE("ancestors that can no longer end a match are removed with the leaf", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("ancestors that can no longer end a match are removed with the leaf", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
     SUBCASE("an SWA tombstone parent") {
-        typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+        typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
         auto ins = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .swa_evicted = 4});
         CHECK(tree.node_count() == 2);
         auto ev = tree.evict(F, 4);
@@ -61,7 +63,7 @@ TEST_CASE_TEMPLATE("ancestors that can no longer end a match are removed with th
         (void)ins;
     }
     SUBCASE("a parent without a Mamba state") {
-        typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+        typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
         auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
         auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{3}});
         auto ev = tree.evict(M, 1);
@@ -74,8 +76,9 @@ TEST_CASE_TEMPLATE("ancestors that can no longer end a match are removed with th
     }
 }
 
-TEST_CASE_TEMPLATE("SWA eviction tombstones internal nodes and cascades to Mamba", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+TEST_CASE_TEMPLATE("SWA eviction tombstones internal nodes and cascades to Mamba", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
     auto ev = tree.evict(S, 4);
@@ -84,7 +87,7 @@ TEST_CASE_TEMPLATE("SWA eviction tombstones internal nodes and cascades to Mamba
     CHECK(ev.freed(M) == 1);
     CHECK(ev.freed(F) == 0);
     const NodeInfo n = tree.node_info(a.node);
-    CHECK(n.device == std::array<bool, 3>{true, false, false});
+    CHECK(n.device == per_component<bool>{{true, false, false}});
     CHECK(sizes(tree) == Sizes{{8, 4, 1}, {0, 0, 0}});
 
     // The leaf is an unlocked device leaf: SWA eviction takes it whole, and its tombstone parent goes too.
@@ -95,8 +98,9 @@ TEST_CASE_TEMPLATE("SWA eviction tombstones internal nodes and cascades to Mamba
     (void)b;
 }
 
-TEST_CASE_TEMPLATE("lower retention classes are evicted first, LRU within a class", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("lower retention classes are evicted first, LRU within a class", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto pinned = tree.insert({run(10, 2)}, {.pages = vpages(10, 2), .retention = 1});
     auto old = tree.insert({run(20, 2)}, {.pages = vpages(20, 2)});
     auto young = tree.insert({run(30, 2)}, {.pages = vpages(30, 2)});
@@ -121,8 +125,9 @@ TEST_CASE_TEMPLATE("lower retention classes are evicted first, LRU within a clas
 // The SGLang write-back window scenarios: a parent P (8 tokens) with a child C (16 tokens); SWA eviction of 8
 // tokens must drop P's SWA window (P is the older SWA segment) and keep every FULL row. W = 4, so a backup copies
 // only the last 4 tokens of P: P splits into a plain tombstone [0,4) and the backed-up window [4,8).
-TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has no host copy", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has no host copy", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
     const auto key = run(1, 24);
     auto p = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});
@@ -135,7 +140,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         CHECK(ev.freed(S) == 8);
         CHECK(ev.freed(F) == 0);
         CHECK(tree.node_count() == 2);                   // no split: nothing was copied
-        CHECK(tree.node_info(p.node).host[0].empty());  // no FULL host copy was made
+        CHECK(tree.node_info(p.node).host[F].empty());  // no FULL host copy was made
         CHECK(tree.evictable_size(F) == 24);
         CHECK(tree.host_size(S) == 8);
     }
@@ -148,12 +153,12 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         CHECK(tree.node_count() == 3);
         const NodeInfo lower = tree.node_info(p.node);
         CHECK(lower.start == 4);
-        CHECK(lower.backup_pending[1]);
-        CHECK_FALSE(tree.node_info(lower.parent).backup_pending[1]);
+        CHECK(lower.backup_pending[S]);
+        CHECK_FALSE(tree.node_info(lower.parent).backup_pending[S]);
         CHECK_THROWS_AS((void)tree.match_prefix({key}), unikv::logic_error);  // backups first
         CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
-        CHECK(ints(tree.node_info(p.node).host[1]) == ints(hpages(200, 4)));
-        CHECK(tree.node_info(lower.parent).host[1].empty());
+        CHECK(ints(tree.node_info(p.node).host[S]) == ints(hpages(200, 4)));
+        CHECK(tree.node_info(lower.parent).host[S].empty());
         CHECK(tree.host_size(S) == 4);
         CHECK(tree.evictable_size(F) == 24);
         CHECK(tree.match_prefix({key}).device_length == 24);
@@ -163,9 +168,9 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         ev.actions.mark_drained();
         CHECK(finish(tree, p.node, S).empty());  // no host room: the copy was not made
         const NodeInfo n = tree.node_info(p.node);
-        CHECK_FALSE(n.device[1]);
-        CHECK(n.host[1].empty());
-        CHECK(n.host[0].empty());
+        CHECK_FALSE(n.device[S]);
+        CHECK(n.host[S].empty());
+        CHECK(n.host[F].empty());
         CHECK(ints(n.pages) == std::vector<int>{5, 6, 7, 8});
         CHECK(ints(tree.node_info(n.parent).pages) == std::vector<int>{1, 2, 3, 4});
         CHECK(tree.host_size(S) == 0);
@@ -177,8 +182,8 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
 // A 32-token node with W = 6 and 4-token pages: the window rounds up to 8 tokens, so only the last two pages of
 // the node are copied, not all eight.
 TEST_CASE_TEMPLATE("a write-back SWA backup covers one window before the segment's end, not the whole node", Core,
-                   FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {4}, .swa_window = 6});
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {4}, .swa_window = 6});
     const auto key = run(1, 40);
     auto p = tree.insert({std::span(key).first(32)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 10)});
@@ -201,14 +206,15 @@ TEST_CASE_TEMPLATE("a write-back SWA backup covers one window before the segment
     (void)c;
 }
 
-TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a node that stays", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a node that stays", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{7}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{8}});
     auto ev = tree.evict(M, 1, {.write_back = WriteBack::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(M, {7}), free_states({7})});
     CHECK(finish(tree, a.node, M, hpages(300, 1)).empty());
-    CHECK(ints(tree.node_info(a.node).host[2]) == std::vector<int>{300});
+    CHECK(ints(tree.node_info(a.node).host[M]) == std::vector<int>{300});
     CHECK(tree.host_size(M) == 1);
     // The host copy counts for a host hit at that node.
     const MatchResult m = tree.match_prefix({run(1, 4)}, {.host_hits = HostHits::include});
@@ -220,23 +226,24 @@ TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a n
 
 // Reference §4.2 / §5.6: under write-back an unbacked FULL device leaf is copied before its rows are freed, and
 // the copy decides its fate: host-only, or gone when the host had no room.
-TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to host-only", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to host-only", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto ev = tree.evict(F, 4, {.write_back = WriteBack::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     CHECK(ev.freed(F) == 4);
     REQUIRE(ev.actions.list()[0].node == ins.node);
     CHECK(tree.contains(ins.node));
-    CHECK(tree.node_info(ins.node).backup_pending[0]);
-    CHECK_FALSE(tree.node_info(ins.node).device[0]);
+    CHECK(tree.node_info(ins.node).backup_pending[F]);
+    CHECK_FALSE(tree.node_info(ins.node).device[F]);
     CHECK(tree.evictable_size(F) == 0);
     CHECK_THROWS_AS((void)tree.match_prefix({run(1, 4)}), unikv::logic_error);  // backups first
 
     SUBCASE("the copy landed: host-only") {
         CHECK(finish(tree, ins.node, F, hpages(100, 4)).empty());
         CHECK(tree.host_size(F) == 4);
-        CHECK(ints(tree.node_info(ins.node).host[0]) == std::vector<int>{100, 101, 102, 103});
+        CHECK(ints(tree.node_info(ins.node).host[F]) == std::vector<int>{100, 101, 102, 103});
         const MatchResult m = tree.match_prefix({run(1, 4)}, {.host_hits = HostHits::include});
         CHECK(m.device_length == 0);
         CHECK(m.best_length == 4);
@@ -252,8 +259,9 @@ TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to h
     }
 }
 
-TEST_CASE_TEMPLATE("a write-back FULL eviction continues up the path in one call", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a write-back FULL eviction continues up the path in one call", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8)});
     auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
@@ -271,9 +279,10 @@ TEST_CASE_TEMPLATE("a write-back FULL eviction continues up the path in one call
     CHECK(m.host_hit_length == 8);
 }
 
-TEST_CASE_TEMPLATE("a FULL leaf backup also copies its SWA window and Mamba state", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("a FULL leaf backup also copies its SWA window and Mamba state", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
     // Page 2, W = 3: the window rounds up to 4 tokens. The 10-token leaf splits at 6.
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 10);
     auto ins = tree.insert({key}, {.pages = vpages(1, 5), .state = StateId{9}});
     auto ev = tree.evict(F, 1, {.write_back = WriteBack::on});
@@ -316,8 +325,9 @@ TEST_CASE_TEMPLATE("a FULL leaf backup also copies its SWA window and Mamba stat
     }
 }
 
-TEST_CASE_TEMPLATE("a write-back leaf whose copy fails gives back its other host copies", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a write-back leaf whose copy fails gives back its other host copies", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{5}});
     tree.set_host(ins.node, M, hpages(300, 1));
     auto ev = tree.evict(F, 4, {.write_back = WriteBack::on});
@@ -329,8 +339,9 @@ TEST_CASE_TEMPLATE("a write-back leaf whose copy fails gives back its other host
     CHECK(tree.host_size(M) == 0);
 }
 
-TEST_CASE_TEMPLATE("SWA eviction keeps a locked Mamba state on the node it tombstones", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+TEST_CASE_TEMPLATE("SWA eviction keeps a locked Mamba state on the node it tombstones", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
     LockReceipt r = tree.lock(a.node, {.components = ComponentMask::of(F).with(M)});
@@ -344,9 +355,9 @@ TEST_CASE_TEMPLATE("SWA eviction keeps a locked Mamba state on the node it tombs
     (void)b;
 }
 
-TEST_CASE_TEMPLATE("retention classes order SWA and Mamba eviction too", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("retention classes order SWA and Mamba eviction too", Core, RadixTreeCore, ReferenceTreeCore) {
     // X -> X2 pinned (class 1), Y -> Y2 not; X is the least recently used SWA and Mamba segment overall.
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
     const auto x = run(10, 4);
     const auto y = run(20, 4);
     auto ix = tree.insert({x}, {.pages = vpages(1, 4), .state = StateId{1}, .retention = 1});
@@ -369,8 +380,8 @@ TEST_CASE_TEMPLATE("retention classes order SWA and Mamba eviction too", Core, F
     (void)iy2;
 }
 
-TEST_CASE_TEMPLATE("set_retention never lowers a shared ancestor", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("set_retention never lowers a shared ancestor", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     const auto prompt = run(1, 4);
     auto p = tree.insert({prompt}, {.pages = vpages(1, 4), .retention = 2});  // a pinned system prompt
     auto s1 = tree.insert({cat(prompt, run(10, 2))}, {.pages = cat_pages(vpages(1, 4), vpages(5, 2))});
@@ -393,9 +404,10 @@ TEST_CASE_TEMPLATE("set_retention never lowers a shared ancestor", Core, FastCor
     (void)s2;
 }
 
-TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones internal copies", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones internal copies", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
     SUBCASE("FULL host leaves") {
-        typename Core::template tree<Full> tree({.page_size = {1}});
+        typename Core::template impl<Full> tree({.page_size = {1}});
         auto x = tree.insert({run(10, 2)}, {.pages = vpages(10, 2)});
         auto y = tree.insert({run(20, 2)}, {.pages = vpages(20, 2)});
         tree.set_host(x.node, F, hpages(110, 2));
@@ -414,7 +426,7 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
     }
     SUBCASE("an internal SWA copy becomes a host tombstone, its Mamba copy goes with it") {
         // W = 2: A [0,4) splits at 2 for its window copy; A keeps [2,4) with the state.
-        typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+        typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
         auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
         auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
         auto ev = tree.evict(S, 4, {.write_back = WriteBack::on});
@@ -433,7 +445,7 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         (void)b;
     }
     SUBCASE("Mamba host copies: an internal copy goes alone, a host-only leaf goes whole") {
-        typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+        typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
         auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
         auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
         tree.set_host(a.node, M, hpages(300, 1));
@@ -462,9 +474,9 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
 // X [0,4) with child C [4,8), page 1: one write-back FULL eviction backs up C, then X (a device leaf once C is
 // gone). X's copy fails: a match needs FULL on every node of its path, so C's host copy can never be matched
 // and goes with X, whichever backup finishes first.
-TEST_CASE_TEMPLATE("a failed FULL copy of an internal node drops the host-only nodes below it", Core, FastCore,
-                   RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a failed FULL copy of an internal node drops the host-only nodes below it", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     const auto key = run(1, 8);
     auto x = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
     auto c = tree.insert({key}, {.pages = vpages(1, 8)});
@@ -491,8 +503,8 @@ TEST_CASE_TEMPLATE("a failed FULL copy of an internal node drops the host-only n
 
 // The same, with a host lock on C: a locked host copy is never freed, so C (and X above it) stay; unlocking does
 // not drop them (nothing revisits the subtree), host eviction does.
-TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     const auto key = run(1, 8);
     auto x = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
     auto c = tree.insert({key}, {.pages = vpages(1, 8)});
@@ -515,8 +527,8 @@ TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, Fa
 // One 8-token leaf, page 2, W = 3: backups of the tail's SWA window and Mamba state and of both parts' FULL rows,
 // completed in reverse order. A completion on a node with other backups in flight changes nothing structural;
 // the end state equals the in-order one.
-TEST_CASE_TEMPLATE("finish_backup completes in any order", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+TEST_CASE_TEMPLATE("finish_backup completes in any order", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
     const NodeRef upper = write_back_leaf(tree, ins.node);

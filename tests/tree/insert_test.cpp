@@ -8,8 +8,9 @@
 using namespace unikv;
 using namespace unikv::test;
 
-TEST_CASE_TEMPLATE("incoming pages that duplicate cached ones come back to be freed", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("incoming pages that duplicate cached ones come back to be freed", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     const auto key = run(1, 8);
     auto first = tree.insert({key}, {.pages = vpages(1, 4)});
     CHECK(first.prefix_length == 0);
@@ -24,8 +25,9 @@ TEST_CASE_TEMPLATE("incoming pages that duplicate cached ones come back to be fr
     CHECK(tree.evictable_size(F) == 8);
 }
 
-TEST_CASE_TEMPLATE("insert extends a prefix with a leaf and splits where keys diverge", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("insert extends a prefix with a leaf and splits where keys diverge", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     const auto base = run(1, 8);
     auto a = tree.insert({base}, {.pages = vpages(1, 4)});
     auto b = tree.insert({cat(base, run(50, 4))}, {.pages = cat_pages(vpages(1, 4), vpages(5, 2))});
@@ -48,16 +50,16 @@ TEST_CASE_TEMPLATE("insert extends a prefix with a leaf and splits where keys di
     CHECK(tree.evictable_size(F) == 16);
 }
 
-TEST_CASE_TEMPLATE("an empty key inserts nothing", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("an empty key inserts nothing", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     auto r = tree.insert({}, {});
     CHECK(r.node.is_root());
     CHECK(r.actions.empty());
     CHECK(tree.node_count() == 0);
 }
 
-TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}, .events = EventMode::record});
+TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}, .events = EventMode::record});
     const auto key = run(1, 4);
     auto a = tree.insert({key}, {.pages = vpages(1, 4)});
     tree.set_host(a.node, F, hpages(70, 4));
@@ -69,7 +71,7 @@ TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, FastCore,
     CHECK(b.node == a.node);
     const NodeInfo n = tree.node_info(a.node);
     CHECK(ints(n.pages) == std::vector<int>{30, 31, 32, 33});
-    CHECK(ints(n.host[0]) == std::vector<int>{70, 71, 72, 73});
+    CHECK(ints(n.host[F]) == std::vector<int>{70, 71, 72, 73});
     CHECK(tree.evictable_size(F) == 4);
     CHECK(tree.host_size(F) == 4);
     const auto events = tree.take_events();
@@ -78,8 +80,9 @@ TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, FastCore,
     CHECK(events[0].tier == Tier::device);
 }
 
-TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA range", Core, FastCore, RefCore) {
-    using Tree = typename Core::template tree<Full, Swa>;
+TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA range", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    using Tree = typename Core::template impl<Full, Swa>;
     const auto key = run(1, 8);
 
     SUBCASE("a tombstone wholly inside the range takes the incoming pages and frees its old ones") {
@@ -92,7 +95,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         CHECK(drain(again.actions) == std::vector<Act>{free_pages({1, 2, 13, 14})});
         const NodeInfo upper = tree.node_info(tree.node_info(first.node).parent);
         CHECK(ints(upper.pages) == std::vector<int>{11, 12});
-        CHECK(upper.device[1]);
+        CHECK(upper.device[S]);
         CHECK(tree.evictable_size(S) == 8);
         CHECK(tree.evictable_size(F) == 8);
     }
@@ -107,9 +110,9 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         const NodeInfo lower = tree.node_info(first.node);
         const NodeInfo upper = tree.node_info(lower.parent);
         CHECK(ints(upper.pages) == std::vector<int>{1, 2});
-        CHECK_FALSE(upper.device[1]);
+        CHECK_FALSE(upper.device[S]);
         CHECK(ints(lower.pages) == std::vector<int>{13, 14});
-        CHECK(lower.device[1]);
+        CHECK(lower.device[S]);
         CHECK(tree.evictable_size(S) == 4);
     }
     SUBCASE("under a locked FULL the node keeps its pages and the SWA binding moves to them") {
@@ -123,7 +126,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
               std::vector<Act>{recover_locked({1, 2}, {11, 12}), free_pages({11, 12, 13, 14})});
         const NodeInfo upper = tree.node_info(tree.node_info(first.node).parent);
         CHECK(ints(upper.pages) == std::vector<int>{1, 2});
-        CHECK(upper.device[1]);
+        CHECK(upper.device[S]);
         CHECK(tree.evictable_size(S) == 4);  // the recovered rows are outside the lock's window
         CHECK(tree.protected_size(S) == 4);
         tree.unlock(std::move(held));
@@ -143,10 +146,10 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         const NodeInfo lower = tree.node_info(first.node);
         const NodeInfo upper = tree.node_info(lower.parent);
         CHECK(ints(upper.pages) == std::vector<int>{1, 2});
-        CHECK_FALSE(upper.device[1]);
+        CHECK_FALSE(upper.device[S]);
         CHECK(ints(lower.pages) == std::vector<int>{3, 4});
-        CHECK(lower.device[1]);
-        CHECK(upper.device_locks == std::array<std::uint32_t, 3>{1, 1, 0});  // the split copied the locks
+        CHECK(lower.device[S]);
+        CHECK(upper.device_locks == per_component<std::uint32_t>{{1, 1, 0}});  // the split copied the locks
         CHECK(sizes(tree) == Sizes{{0, 0, 0}, {8, 4, 0}});
         tree.unlock(std::move(held));
         CHECK(sizes(tree) == Sizes{{8, 4, 0}, {0, 0, 0}});
@@ -156,7 +159,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         auto first = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 4});
         auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 4});
         CHECK(drain(again.actions) == std::vector<Act>{free_pages({11, 12, 13, 14})});
-        CHECK_FALSE(tree.node_info(tree.node_info(first.node).parent).device[1]);
+        CHECK_FALSE(tree.node_info(tree.node_info(first.node).parent).device[S]);
         CHECK(tree.evictable_size(S) == 4);
     }
     SUBCASE("pages the request shares with the node are never recovered") {
@@ -168,12 +171,12 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
     }
 }
 
-TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
+TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
     SUBCASE("a leaf wholly outside the range holds a tombstone") {
         auto r = tree.insert({run(1, 8)}, {.pages = vpages(1, 4), .swa_evicted = 8});
         CHECK(tree.node_count() == 1);
-        CHECK_FALSE(tree.node_info(r.node).device[1]);
+        CHECK_FALSE(tree.node_info(r.node).device[S]);
         CHECK(tree.evictable_size(F) == 8);
         CHECK(tree.evictable_size(S) == 0);
     }
@@ -182,8 +185,8 @@ TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Co
         CHECK(tree.node_count() == 2);
         const NodeInfo leaf = tree.node_info(r.node);
         CHECK(leaf.start == 6);
-        CHECK(leaf.device[1]);
-        CHECK_FALSE(tree.node_info(leaf.parent).device[1]);
+        CHECK(leaf.device[S]);
+        CHECK_FALSE(tree.node_info(leaf.parent).device[S]);
         CHECK(tree.evictable_size(S) == 2);
     }
     SUBCASE("a leaf inside the range is live") {
@@ -193,8 +196,9 @@ TEST_CASE_TEMPLATE("new nodes hold SWA only inside the request's live range", Co
     }
 }
 
-TEST_CASE_TEMPLATE("a Mamba state lands on the end node and a second one is returned", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a Mamba state lands on the end node and a second one is returned", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     const auto key = run(1, 6);
     auto a = tree.insert({key}, {.pages = vpages(1, 6), .state = StateId{5}});
     CHECK(tree.node_info(a.node).state == StateId{5});
@@ -210,8 +214,8 @@ TEST_CASE_TEMPLATE("a Mamba state lands on the end node and a second one is retu
     CHECK(tree.evictable_size(M) == 2);
 }
 
-TEST_CASE_TEMPLATE("insert raises the retention class along the path", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("insert raises the retention class along the path", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .retention = 2});
     auto b = tree.insert({run(1, 6)}, {.pages = vpages(1, 6), .retention = 1});
     CHECK(tree.node_info(a.node).retention == 2);  // raised, never lowered by insert
@@ -223,8 +227,8 @@ TEST_CASE_TEMPLATE("insert raises the retention class along the path", Core, Fas
     CHECK(tree.node_info(a.node).retention == 0);
 }
 
-TEST_CASE_TEMPLATE("a bad insert throws logic_error and changes nothing", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
+TEST_CASE_TEMPLATE("a bad insert throws logic_error and changes nothing", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
     auto ok = tree.insert({run(1, 4)}, {.pages = vpages(1, 2)});
     const auto key = run(1, 8);
     CHECK_THROWS_AS((void)tree.insert({std::span(key).first(7)}, {.pages = vpages(1, 3)}), unikv::logic_error);

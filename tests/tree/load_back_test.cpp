@@ -11,8 +11,9 @@ using namespace unikv::test;
 
 // P [0,8) with child C [8,24), W = 4. A write-back SWA eviction leaves P as a plain tombstone [0,4) and a tombstone
 // [4,8) with a host copy of its window, all FULL rows resident.
-TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is committed", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .events = EventMode::record});
+TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is committed", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .events = EventMode::record});
     const auto key = run(1, 24);
     const auto k8 = std::span(key).first(8);
     auto p = tree.insert({k8}, {.pages = vpages(1, 8)});
@@ -42,8 +43,8 @@ TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is commit
     CHECK(events[0].start == 4);
     CHECK(events[0].length == 4);
     CHECK(sizes(tree) == Sizes{{16, 16, 0}, {8, 4, 0}});
-    CHECK(tree.node_info(p.node).device[1]);
-    CHECK(ints(tree.node_info(p.node).host[1]) == ints(hpages(200, 4)));  // the host copy stays
+    CHECK(tree.node_info(p.node).device[S]);
+    CHECK(ints(tree.node_info(p.node).host[S]) == ints(hpages(200, 4)));  // the host copy stays
 
     const MatchResult m = tree.match_prefix({k8});
     CHECK(m.device_length == 8);
@@ -62,8 +63,9 @@ TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is commit
 
 // One 8-token leaf, page 2, W = 3 (window 4 tokens): a write-back FULL eviction leaves a host-only upper part
 // [0,4) (FULL copy) and a host-only tail [4,8) (FULL, SWA window and Mamba copies).
-TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committed top-down", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committed top-down", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
     const NodeRef upper = write_back_leaf(tree, ins.node);
@@ -95,9 +97,9 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
     tree.commit_load_back(ins.node, M, {.state = StateId{6}});
     CHECK(sizes(tree) == Sizes{{0, 0, 0}, {8, 4, 1}});
     const NodeInfo n = tree.node_info(ins.node);
-    CHECK(n.device == std::array<bool, 3>{true, true, true});
+    CHECK(n.device == per_component<bool>{{true, true, true}});
     CHECK(n.state == StateId{6});
-    CHECK(ints(n.host[0]) == std::vector<int>{40, 41});  // host copies stay: device+host
+    CHECK(ints(n.host[F]) == std::vector<int>{40, 41});  // host copies stay: device+host
 
     const MatchResult m = tree.match_prefix({key});
     CHECK(m.device_length == 8);
@@ -110,25 +112,29 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
 }
 
 namespace {
-// A load-back step as (component, start, length, host pages), node checked separately.
+// A load-back step as (component, start, length, host pages, FULL pages), node checked separately.
 struct Step {
     Component component;
     std::int32_t start;
     std::int32_t length;
     std::vector<int> host;
+    std::vector<int> full;
     friend bool operator==(const Step&, const Step&) = default;
 };
 std::vector<Step> steps(std::span<const LoadBackStep> plan) {
     std::vector<Step> out;
-    for (const LoadBackStep& s : plan) out.push_back({s.component, s.start, s.length, ints(s.host)});
+    for (const LoadBackStep& s : plan)
+        out.push_back({s.component, s.start, s.length, ints(s.host), ints(s.full_pages)});
     return out;
 }
 }  // namespace
 
 // The same 8-token leaf as above: the plan names every host copy the host hit needs, top-down, and shrinks as
-// commits land; a device hit needs none.
-TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, top-down", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+// commits land; a device hit needs none. An SWA step names the node's FULL pages to bind its rows under once
+// they are resident; while the plan still loads them (a FULL step of the same node before it), it names none.
+TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, top-down", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 8);
     auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
     CHECK(tree.load_back_plan(ins.node).empty());  // all on device
@@ -138,8 +144,8 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
     const MatchResult h = tree.match_prefix({key}, {.host_hits = HostHits::include});
     REQUIRE(h.best_node == ins.node);
     const auto plan = tree.load_back_plan(h.best_node);
-    CHECK(steps(plan) == std::vector<Step>{{F, 0, 4, {30, 31}}, {F, 4, 4, {40, 41}}, {S, 4, 4, {10, 11}},
-                                           {M, 4, 4, {20}}});
+    CHECK(steps(plan) == std::vector<Step>{{F, 0, 4, {30, 31}, {}}, {F, 4, 4, {40, 41}, {}},
+                                           {S, 4, 4, {10, 11}, {}}, {M, 4, 4, {20}, {}}});
     REQUIRE(plan.size() == 4);
     CHECK(plan[0].node == upper);
     CHECK(plan[1].node == ins.node);
@@ -150,7 +156,8 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
     LockReceipt load = tree.lock(h.best_node);
     tree.commit_load_back(upper, F, {.pages = vpages(11, 2)});
     tree.commit_load_back(ins.node, F, {.pages = vpages(13, 2)});
-    CHECK(steps(tree.load_back_plan(ins.node)) == std::vector<Step>{{S, 4, 4, {10, 11}}, {M, 4, 4, {20}}});
+    CHECK(steps(tree.load_back_plan(ins.node)) ==
+          std::vector<Step>{{S, 4, 4, {10, 11}, {13, 14}}, {M, 4, 4, {20}, {}}});
     tree.commit_load_back(ins.node, S);
     tree.commit_load_back(ins.node, M, {.state = StateId{6}});
     CHECK(tree.load_back_plan(ins.node).empty());
@@ -159,9 +166,11 @@ TEST_CASE_TEMPLATE("the load-back plan lists the host copies a host hit needs, t
 }
 
 // W = 4 over P [0,8) and C [8,24): only P's last window [4,8) was copied. A host hit at P loads SWA there only
-// (FULL is resident), as `swa_host_hit_length` says; C's own window is on device.
-TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boundary", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+// (FULL is resident: the step names P's FULL pages 5..8 to bind the rows under), as `swa_host_hit_length` says;
+// C's own window is on device.
+TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boundary", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
     const auto key = run(1, 24);
     auto p = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});
@@ -173,6 +182,6 @@ TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boun
     REQUIRE(h.best_node == p.node);
     CHECK(h.swa_host_hit_length == 4);
     const auto plan = tree.load_back_plan(h.best_node);
-    CHECK(steps(plan) == std::vector<Step>{{S, 4, 4, {200, 201, 202, 203}}});
+    CHECK(steps(plan) == std::vector<Step>{{S, 4, 4, {200, 201, 202, 203}, {5, 6, 7, 8}}});
     CHECK(tree.load_back_plan(c.node).empty());  // C's 16 tokens cover its window on device
 }

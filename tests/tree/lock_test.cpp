@@ -32,8 +32,9 @@ struct Chain {
 
 static_assert(!std::is_copy_constructible_v<LockReceipt> && std::is_nothrow_move_constructible_v<LockReceipt>);
 
-TEST_CASE_TEMPLATE("a device lock covers the FULL path, one SWA window and one Mamba node", Core, FastCore, RefCore) {
-    Chain<typename Core::template tree<Full, Swa, Mamba>> ch;
+TEST_CASE_TEMPLATE("a device lock covers the FULL path, one SWA window and one Mamba node", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    Chain<typename Core::template impl<Full, Swa, Mamba>> ch;
     auto& tree = ch.tree;
     LockReceipt r = tree.lock(ch.c);
     CHECK(r.swa_segment_start() == 2);  // C (2 tokens) then B reaches W = 3
@@ -59,8 +60,8 @@ TEST_CASE_TEMPLATE("a device lock covers the FULL path, one SWA window and one M
     CHECK(sizes(tree) == Sizes{{6, 4, 1}, {0, 0, 0}});
 }
 
-TEST_CASE_TEMPLATE("early SWA release keeps the FULL path lock", Core, FastCore, RefCore) {
-    Chain<typename Core::template tree<Full, Swa, Mamba>> ch;
+TEST_CASE_TEMPLATE("early SWA release keeps the FULL path lock", Core, RadixTreeCore, ReferenceTreeCore) {
+    Chain<typename Core::template impl<Full, Swa, Mamba>> ch;
     auto& tree = ch.tree;
     LockReceipt r = tree.lock(ch.c);
     tree.release_swa(r);
@@ -79,19 +80,19 @@ TEST_CASE_TEMPLATE("early SWA release keeps the FULL path lock", Core, FastCore,
     CHECK(tree.evictable_size(F) == 6);
 }
 
-TEST_CASE_TEMPLATE("the SWA window counts tombstones toward W", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+TEST_CASE_TEMPLATE("the SWA window counts tombstones toward W", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
     auto ins = tree.insert({run(1, 6)}, {.pages = vpages(1, 6), .swa_evicted = 4});  // A [0,4) tombstone, B [4,6)
     LockReceipt r = tree.lock(ins.node);
     CHECK(r.swa_segment_start() == 0);
     CHECK(tree.protected_size(S) == 2);  // only B has SWA rows to protect
-    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[1] == 1);
+    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[S] == 1);
     tree.unlock(std::move(r));
-    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[1] == 0);
+    CHECK(tree.node_info(tree.node_info(ins.node).parent).device_locks[S] == 0);
 }
 
-TEST_CASE_TEMPLATE("a lock can skip components", Core, FastCore, RefCore) {
-    Chain<typename Core::template tree<Full, Swa, Mamba>> ch;
+TEST_CASE_TEMPLATE("a lock can skip components", Core, RadixTreeCore, ReferenceTreeCore) {
+    Chain<typename Core::template impl<Full, Swa, Mamba>> ch;
     LockReceipt r = ch.tree.lock(ch.c, {.components = ComponentMask::all().without(M)});
     CHECK_FALSE(r.holds(M));
     CHECK(ch.tree.protected_size(M) == 0);
@@ -99,8 +100,8 @@ TEST_CASE_TEMPLATE("a lock can skip components", Core, FastCore, RefCore) {
     ch.tree.unlock(std::move(r));
 }
 
-TEST_CASE_TEMPLATE("host locks keep host values from host eviction", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("host locks keep host values from host eviction", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 2)});
     tree.set_host(ins.node, F, hpages(40, 2));
     auto ev = tree.evict(F, 4);
@@ -118,8 +119,9 @@ TEST_CASE_TEMPLATE("host locks keep host values from host eviction", Core, FastC
     CHECK(tree.node_count() == 0);
 }
 
-TEST_CASE_TEMPLATE("a receipt that does not match is rejected and changes nothing", Core, FastCore, RefCore) {
-    using Tree = typename Core::template tree<Full, Swa>;
+TEST_CASE_TEMPLATE("a receipt that does not match is rejected and changes nothing", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    using Tree = typename Core::template impl<Full, Swa>;
     Tree one({.page_size = {1}, .swa_window = 2});
     Tree two({.page_size = {1}, .swa_window = 2});
     auto a = one.insert({run(1, 4)}, {.pages = vpages(1, 4)});
@@ -147,8 +149,8 @@ TEST_CASE_TEMPLATE("a receipt that does not match is rejected and changes nothin
     }
 }
 
-TEST_CASE_TEMPLATE("handles to deleted nodes are rejected", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("handles to deleted nodes are rejected", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto ev = tree.evict(F, 4);
     ev.actions.mark_drained();
@@ -161,8 +163,8 @@ TEST_CASE_TEMPLATE("handles to deleted nodes are rejected", Core, FastCore, RefC
     CHECK_FALSE(tree.contains(ins.node));
 }
 
-TEST_CASE_TEMPLATE("locking the root protects nothing and releases cleanly", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+TEST_CASE_TEMPLATE("locking the root protects nothing and releases cleanly", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     LockReceipt r = tree.lock(NodeRef{});
     CHECK(tree.protected_size(F) == 0);
@@ -170,14 +172,14 @@ TEST_CASE_TEMPLATE("locking the root protects nothing and releases cleanly", Cor
     CHECK(tree.evictable_size(F) == 4);
 }
 
-TEST_CASE_TEMPLATE("a device lock must include Full", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+TEST_CASE_TEMPLATE("a device lock must include Full", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     for (ComponentMask without_full : {ComponentMask::of(S), ComponentMask::of(M), ComponentMask::of(S).with(M),
                                        ComponentMask{}}) {
         CHECK_THROWS_AS((void)tree.lock(ins.node, {.components = without_full}), unikv::logic_error);
     }
-    CHECK(tree.node_info(ins.node).device_locks == std::array<std::uint32_t, 3>{0, 0, 0});
+    CHECK(tree.node_info(ins.node).device_locks == per_component<std::uint32_t>{{0, 0, 0}});
     CHECK(sizes(tree) == Sizes{{4, 4, 1}, {0, 0, 0}});
     // With Full, evictable FULL is exactly what evict(Full) can free.
     LockReceipt r = tree.lock(ins.node, {.components = ComponentMask::of(F).with(S)});
@@ -193,14 +195,14 @@ TEST_CASE_TEMPLATE("a device lock must include Full", Core, FastCore, RefCore) {
     auto again = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     // A host lock may name any subset.
     LockReceipt host = tree.lock(again.node, {.tier = Tier::host, .components = ComponentMask::of(S)});
-    CHECK(tree.node_info(again.node).host_locks == std::array<std::uint32_t, 3>{0, 1, 0});
+    CHECK(tree.node_info(again.node).host_locks == per_component<std::uint32_t>{{0, 1, 0}});
     tree.unlock(std::move(host));
 }
 
 // A [0,4), B [4,8), W = 2: both SWA segments are host-only; a host lock anchored at B covers B alone (B's 4 tokens
 // reach W), so host eviction takes A's copy and keeps B's.
-TEST_CASE_TEMPLATE("an SWA host lock covers one window", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+TEST_CASE_TEMPLATE("an SWA host lock covers one window", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
     const auto key = run(1, 8);
     auto a = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
     auto b = tree.insert({key}, {.pages = vpages(1, 8)});
@@ -211,8 +213,8 @@ TEST_CASE_TEMPLATE("an SWA host lock covers one window", Core, FastCore, RefCore
     CHECK(drain(dev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     LockReceipt pin = tree.lock(b.node, {.tier = Tier::host});
     CHECK(pin.swa_segment_start() == 4);
-    CHECK(tree.node_info(a.node).host_locks == std::array<std::uint32_t, 3>{1, 0, 0});  // FULL: the whole path
-    CHECK(tree.node_info(b.node).host_locks == std::array<std::uint32_t, 3>{1, 1, 0});
+    CHECK(tree.node_info(a.node).host_locks == per_component<std::uint32_t>{{1, 0, 0}});  // FULL: the whole path
+    CHECK(tree.node_info(b.node).host_locks == per_component<std::uint32_t>{{1, 1, 0}});
     auto host = tree.evict_host(S, 100);
     CHECK(drain(host.actions) == std::vector<Act>{free_host(S, {100, 101, 102, 103})});  // A's copy, not B's
     CHECK(host.host_freed_of(S) == 4);
@@ -223,15 +225,15 @@ TEST_CASE_TEMPLATE("an SWA host lock covers one window", Core, FastCore, RefCore
     tree.unlock(std::move(keep));
 }
 
-TEST_CASE_TEMPLATE("a Mamba host lock keeps the node's host state", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a Mamba host lock keeps the node's host state", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
     tree.set_host(a.node, M, hpages(300, 1));
     auto ev = tree.evict(M, 1);  // A's state: hosted, so no backup
     CHECK(drain(ev.actions) == std::vector<Act>{free_states({1})});
     LockReceipt pin = tree.lock(a.node, {.tier = Tier::host, .components = ComponentMask::of(M)});
-    CHECK(tree.node_info(a.node).host_locks == std::array<std::uint32_t, 3>{0, 0, 1});
+    CHECK(tree.node_info(a.node).host_locks == per_component<std::uint32_t>{{0, 0, 1}});
     auto blocked = tree.evict_host(M, 10);
     CHECK(blocked.actions.empty());
     CHECK(tree.host_size(M) == 1);
@@ -242,8 +244,8 @@ TEST_CASE_TEMPLATE("a Mamba host lock keeps the node's host state", Core, FastCo
     (void)b;
 }
 
-TEST_CASE_TEMPLATE("a moved-from tree holds nothing and rejects every call", Core, FastCore, RefCore) {
-    using Tree = typename Core::template tree<Full, Swa>;
+TEST_CASE_TEMPLATE("a moved-from tree holds nothing and rejects every call", Core, RadixTreeCore, ReferenceTreeCore) {
+    using Tree = typename Core::template impl<Full, Swa>;
     const TreeConfig config{.page_size = {1}, .swa_window = 2};
     Tree a(config);
     auto ins = a.insert({run(1, 4)}, {.pages = vpages(1, 4)});

@@ -8,8 +8,8 @@
 using namespace unikv;
 using namespace unikv::test;
 
-TEST_CASE_TEMPLATE("a miss returns the root and zero lengths", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 4});
+TEST_CASE_TEMPLATE("a miss returns the root and zero lengths", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 4});
     const auto key = run(1, 8);
     const MatchResult m = tree.match_prefix({key});
     CHECK(m.device_node.is_root());
@@ -21,8 +21,9 @@ TEST_CASE_TEMPLATE("a miss returns the root and zero lengths", Core, FastCore, R
     CHECK(tree.node_count() == 0);
 }
 
-TEST_CASE_TEMPLATE("a match returns whole pages and splits the node it ends in", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {4}});
+TEST_CASE_TEMPLATE("a match returns whole pages and splits the node it ends in", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {4}});
     const auto key = run(100, 12);
     auto ins = tree.insert({key}, {.pages = vpages(10, 3)});
     CHECK(ins.actions.empty());
@@ -49,8 +50,9 @@ TEST_CASE_TEMPLATE("a match returns whole pages and splits the node it ends in",
     CHECK(tree.node_count() == 3);
 }
 
-TEST_CASE_TEMPLATE("equal tokens under different namespaces never share nodes", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {2}});
+TEST_CASE_TEMPLATE("equal tokens under different namespaces never share nodes", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
     const auto key = run(7, 6);
     auto a = tree.insert({key, KeyNamespace{1}}, {.pages = vpages(1, 3)});
     auto b = tree.insert({key, KeyNamespace{2}}, {.pages = vpages(11, 3)});
@@ -69,8 +71,8 @@ TEST_CASE_TEMPLATE("equal tokens under different namespaces never share nodes", 
 // are walked in orders that defeat any four-entry cache, and a child is evicted and replaced by a sibling with the
 // same two tokens (likely in the freed slot), so stale hints point at a live child that is not the key's.
 TEST_CASE_TEMPLATE("walks alternating among many children, with look-alike first pages, take the right child", Core,
-                   FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {4}});
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {4}});
     const auto prompt = run(1, 8);
     // First pages: children 0 and 1 share their first and last token, so do 2 and 3; 4 and 5 differ.
     const std::vector<std::vector<TokenId>> first_pages{toks({50, 60, 61, 51}), toks({50, 70, 71, 51}),
@@ -110,8 +112,8 @@ TEST_CASE_TEMPLATE("walks alternating among many children, with look-alike first
     CHECK(tree.node_count() == 3);
 }
 
-TEST_CASE_TEMPLATE("a split during match keeps locks and exact sizes", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
+TEST_CASE_TEMPLATE("a split during match keeps locks and exact sizes", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
     const auto key = run(1, 6);
     auto ins = tree.insert({key}, {.pages = vpages(1, 6), .state = StateId{9}});
     LockReceipt held = tree.lock(ins.node);
@@ -131,8 +133,8 @@ TEST_CASE_TEMPLATE("a split during match keeps locks and exact sizes", Core, Fas
     CHECK(upper.length == 4);
     CHECK(lower.start == 4);
     CHECK(lower.length == 2);
-    CHECK(upper.device_locks == std::array<std::uint32_t, 3>{1, 1, 0});
-    CHECK(lower.device_locks == std::array<std::uint32_t, 3>{1, 1, 1});
+    CHECK(upper.device_locks == per_component<std::uint32_t>{{1, 1, 0}});
+    CHECK(lower.device_locks == per_component<std::uint32_t>{{1, 1, 1}});
     CHECK(upper.state == StateId{});
     CHECK(lower.state == StateId{9});
     CHECK(sizes(tree) == Sizes{{0, 0, 0}, {6, 6, 1}});
@@ -151,8 +153,9 @@ Tree tombstone_then_live(std::int32_t window) {
     return tree;
 }
 
-TEST_CASE_TEMPLATE("SWA accepts a boundary once W contiguous SWA tokens precede it", Core, FastCore, RefCore) {
-    using Tree = typename Core::template tree<Full, Swa>;
+TEST_CASE_TEMPLATE("SWA accepts a boundary once W contiguous SWA tokens precede it", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    using Tree = typename Core::template impl<Full, Swa>;
     const auto key = run(1, 8);
 
     SUBCASE("window smaller than the node") {
@@ -188,8 +191,8 @@ TEST_CASE_TEMPLATE("SWA accepts a boundary once W contiguous SWA tokens precede 
     }
 }
 
-TEST_CASE_TEMPLATE("Mamba needs a state on the boundary node", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("Mamba needs a state on the boundary node", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     const auto key = run(1, 10);
     auto a = tree.insert({std::span(key).first(6)}, {.pages = vpages(1, 6), .state = StateId{1}});
     auto b = tree.insert({key}, {.pages = vpages(1, 10), .state = StateId{2}});
@@ -211,9 +214,9 @@ TEST_CASE_TEMPLATE("Mamba needs a state on the boundary node", Core, FastCore, R
     CHECK(whole.device_pages.size() == 10);
 }
 
-TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Core, RadixTreeCore, ReferenceTreeCore) {
     SUBCASE("FULL") {
-        typename Core::template tree<Full> tree({.page_size = {2}});
+        typename Core::template impl<Full> tree({.page_size = {2}});
         const auto key = run(1, 8);
         auto ins = tree.insert({key}, {.pages = vpages(1, 4)});
         tree.set_host(ins.node, F, hpages(50, 4));
@@ -231,7 +234,7 @@ TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Cor
         CHECK(with_host.best_node == ins.node);
     }
     SUBCASE("FULL and SWA: the SWA host copies within one window are reported") {
-        typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+        typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
         const auto key = run(1, 8);
         auto ins = tree.insert({key}, {.pages = vpages(1, 8)});
         tree.set_host(ins.node, F, hpages(50, 8));
@@ -247,9 +250,10 @@ TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Cor
     }
 }
 
-TEST_CASE_TEMPLATE("a match refreshes SWA only within one window plus one page", Core, FastCore, RefCore) {
+TEST_CASE_TEMPLATE("a match refreshes SWA only within one window plus one page", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
     // Four 2-token nodes A B C D, inserted turn by turn; W = 2, so a refresh reaches W + 1 = 3 tokens: D and C.
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
     const auto key = run(1, 8);
     for (int n = 2; n <= 8; n += 2) {
         auto ins = tree.insert({std::span(key).first(static_cast<std::size_t>(n))}, {.pages = vpages(1, n)});
@@ -273,8 +277,8 @@ TEST_CASE_TEMPLATE("a match refreshes SWA only within one window plus one page",
     CHECK(tree.match_prefix({std::span(key).first(4)}).device_length == 0);
 }
 
-TEST_CASE_TEMPLATE("a match refreshes FULL along the whole path", Core, FastCore, RefCore) {
-    typename Core::template tree<Full> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a match refreshes FULL along the whole path", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {1}});
     auto x = tree.insert({run(10, 4)}, {.pages = vpages(10, 4)});
     auto y = tree.insert({run(20, 4)}, {.pages = vpages(20, 4)});
     CHECK(tree.match_prefix({run(10, 4)}).device_length == 4);  // x is now the most recent
@@ -286,8 +290,9 @@ TEST_CASE_TEMPLATE("a match refreshes FULL along the whole path", Core, FastCore
 
 // X [0,4) with child Y [4,8), W = 2 (a refresh reaches W + 1 = 3 tokens: Y alone); Z is inserted after both. A
 // match of X+Y refreshes FULL on X and Y but SWA on Y only, so X stays the oldest SWA segment.
-TEST_CASE_TEMPLATE("an SWA refresh leaves ancestors beyond one window plus one page old", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+TEST_CASE_TEMPLATE("an SWA refresh leaves ancestors beyond one window plus one page old", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
     auto x = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto y = tree.insert({cat(run(1, 4), run(10, 4))}, {.pages = vpages(1, 8)});
     auto z = tree.insert({run(50, 4)}, {.pages = vpages(50, 4)});
@@ -302,8 +307,8 @@ TEST_CASE_TEMPLATE("an SWA refresh leaves ancestors beyond one window plus one p
     (void)y;
 }
 
-TEST_CASE_TEMPLATE("a Mamba refresh touches only the matched node", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Mamba> tree({.page_size = {1}});
+TEST_CASE_TEMPLATE("a Mamba refresh touches only the matched node", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
     auto z = tree.insert({run(50, 4)}, {.pages = vpages(50, 4), .state = StateId{3}});
@@ -317,8 +322,9 @@ TEST_CASE_TEMPLATE("a Mamba refresh touches only the matched node", Core, FastCo
 
 // A [0,4), B [4,6), C [6,8), W = 4: every SWA segment is host-only, and C is the best node. The host-only SWA that
 // a load-back needs is one window before C's end: C and B (4 tokens), not A.
-TEST_CASE_TEMPLATE("swa_host_hit_length counts host-only SWA within one window only", Core, FastCore, RefCore) {
-    typename Core::template tree<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
+TEST_CASE_TEMPLATE("swa_host_hit_length counts host-only SWA within one window only", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4});
     const auto key = run(1, 8);
     auto a = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
     auto b = tree.insert({std::span(key).first(6)}, {.pages = vpages(1, 6)});

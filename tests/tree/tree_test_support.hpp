@@ -1,6 +1,7 @@
 #pragma once
-// Helpers shared by the tree tests: the two core families for TEST_CASE_TEMPLATE, key and id builders, and a
-// canonical form of action lists that compares equal across cores (node handles are per tree, ids are not).
+// Helpers shared by the tree tests, which run on both shipped core tags (`RadixTreeCore`, `ReferenceTreeCore`)
+// through TEST_CASE_TEMPLATE: key and id builders, and a canonical form of action lists that compares equal across
+// cores (node handles are per tree, ids are not).
 
 #include <array>
 #include <cstdint>
@@ -14,16 +15,6 @@
 #include <unikv/tree/reference_tree.hpp>
 
 namespace unikv::test {
-
-// The two tree cores, as families over the component set.
-struct FastCore {
-    template <class... Cs>
-    using tree = RadixTree<Cs...>;
-};
-struct RefCore {
-    template <class... Cs>
-    using tree = ReferenceTree<Cs...>;
-};
 
 inline std::vector<TokenId> toks(std::initializer_list<int> values) { return {values.begin(), values.end()}; }
 

@@ -5,9 +5,12 @@
 ///
 /// Nodes live in one arena (a vector) and link by slot index; freed slots are reused (their buffers keep their
 /// capacity). A split copies only the upper part: the lower part drops its front in O(1) (`TrimVector`).
-/// Children are found through one tree-wide hash table keyed by (parent, first page), after a per-node hint (the
-/// child the last walk took), which spares chains of turns the hash and the probe. Eviction candidates sit
-/// in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
+/// Children are found through one tree-wide hash table keyed by (parent, first page), after the parent's four
+/// walk hints (the children recent walks took, filed under a print of their first page and always verified by the
+/// compare), which spare chains of turns, hot prefixes and prompts with a few live histories the hash and the
+/// probe. Each candidate node is compared with the key by one `tokens_equal` (AVX2 lanes where the CPU has them,
+/// memcmp otherwise); only a node the key ends or diverges in is scanned for the first difference. Eviction
+/// candidates sit in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
 /// an LRU refresh only writes the node's stamp, and the heap repairs stale entries when it is popped.
 /// Sizes are kept incrementally. Hot paths (`match_prefix`, `insert`, `lock`, `unlock`) take no locks and, once
 /// the arena and scratch buffers have grown to the working set (see `reserve`), allocate only for new nodes'
@@ -15,17 +18,18 @@
 ///
 /// Complexity, for a key of K tokens walking D nodes, a tree of n nodes, page size P, window W (w nodes within
 /// W + P above a node), e nodes evicted:
-/// | call            | cost                                                                    |
-/// |-----------------|-------------------------------------------------------------------------|
-/// | `match_prefix`  | O(K + D): one memcmp per node, O(1) per node otherwise (pages as runs)   |
-/// | `insert`        | the same, plus O(new tokens) to copy new nodes                          |
-/// | split           | O(upper part), which the key covers, so within the two rows above       |
+/// | call            | cost                                                                      |
+/// |-----------------|---------------------------------------------------------------------------|
+/// | `match_prefix`  | O(K + D): one token compare per node, O(1) per node otherwise (page runs) |
+/// | `insert`        | the same, plus O(new tokens) to copy new nodes                            |
+/// | split           | O(upper part), which the key covers, so within the two rows above         |
 /// | `lock`/`unlock` | O(D + w) counter updates, O(log n) per node whose lock goes 0 <-> 1       |
-/// | `evict`         | O((e + s) log n), s = stale heap entries repaired on the way            |
-/// | sizes           | O(1)                                                                    |
+/// | `evict`         | O((e + s) log n), s = stale heap entries repaired on the way              |
+/// | sizes           | O(1)                                                                      |
 ///
 /// The rules (validators, window semantics, recovery, cascade) are written out in `docs/tree.md`.
-/// `ReferenceTree` implements the same contract simply; the differential test holds the two equal.
+/// `ReferenceTree` implements the same contract simply; the differential test holds the two equal. A composed
+/// type names this core by its policy tag, `RadixTreeCore` (end of this header).
 
 #include <array>
 #include <cstdint>
@@ -200,7 +204,8 @@ public:
     /// each node of the path without FULL device data, SWA on the nodes of the last window before `node`'s end
     /// (whole nodes, as `MatchResult::swa_host_hit_length` counts them) whose SWA rows are only on host, Mamba on
     /// `node` when its state is only on host. Top-down, FULL before SWA before Mamba on a node: the order
-    /// `commit_load_back` takes them. Meant for the `best_node` of a host-hit match; empty for a device hit.
+    /// `commit_load_back` takes them. An SWA step names the node's FULL pages to bind the loaded rows under
+    /// (`LoadBackStep::full_pages`; empty when a FULL step of the plan loads them first). Meant for the `best_node` of a host-hit match; empty for a device hit.
     /// Points into a buffer the tree owns: valid until the next non-const call. Preconditions (`logic_error`): `node`
     /// alive; no backup pending; every component accepts `node` in some tier. O(depth), allocation-free once the
     /// buffer has grown to the path.
@@ -213,14 +218,14 @@ public:
 
     /// Device units of `component` present and unlocked (tokens; states for Mamba). O(1).
     [[nodiscard]] std::int64_t evictable_size(Component component) const noexcept {
-        return evictable_[index_of(component)];
+        return evictable_[component];
     }
     /// Device units of `component` present and locked. O(1).
     [[nodiscard]] std::int64_t protected_size(Component component) const noexcept {
-        return protected_[index_of(component)];
+        return protected_[component];
     }
     /// Host units of `component` recorded (pending backups excluded). O(1).
-    [[nodiscard]] std::int64_t host_size(Component component) const noexcept { return host_[index_of(component)]; }
+    [[nodiscard]] std::int64_t host_size(Component component) const noexcept { return host_[component]; }
 
     /// Returns and clears the recorded KV events, oldest first.
     [[nodiscard]] std::vector<KvEvent> take_events() { return std::exchange(events_, {}); }
@@ -244,9 +249,16 @@ private:
     using Id = std::uint32_t;
     static constexpr Id root = 0;
     static constexpr Id npos = detail::tree::NodeHeap::npos;
-    static constexpr std::size_t F = 0, S = 1, M = 2;
     static constexpr std::size_t heap_count = 2 * component_count;  // device heaps 0..2, host heaps 3..5
     static constexpr std::size_t edge_samples = 8;                    // tokens hashed from a first page
+    // The heap of a component's device (host) eviction candidates, and the component a heap orders.
+    [[nodiscard]] static constexpr std::size_t device_heap(Component c) noexcept { return index_of(c); }
+    [[nodiscard]] static constexpr std::size_t host_heap(Component c) noexcept {
+        return component_count + index_of(c);
+    }
+    [[nodiscard]] static constexpr Component heap_component(std::size_t heap) noexcept {
+        return all_components[heap % component_count];
+    }
 
     // A child a walk took, filed under its first page's print (see `page_print`).
     struct ChildHint {
@@ -270,10 +282,10 @@ private:
         std::array<ChildHint, child_hints> hints{};  // children recent walks took, newest first (may be stale)
 
         detail::tree::TrimVector<VirtualPage> pages;  // FULL device pages; empty = no FULL device data
-        std::array<std::uint64_t, component_count> stamp{};
+        per_component<std::uint64_t> stamp{};
         StateId state{};                    // Mamba device state
         HostPage state_host{};              // Mamba host copy
-        std::array<detail::tree::TrimVector<HostPage>, 2> host_pages;  // FULL and SWA host copies; empty = none
+        std::array<detail::tree::TrimVector<HostPage>, 2> host_pages;  // FULL and SWA (by index_of); empty = none
 
         std::uint32_t generation = 0;
         std::uint64_t key_hash = 0;         // hash of (ns, first page): the edge key under `parent`
@@ -283,21 +295,24 @@ private:
         Id first_child = npos;              // children as a doubly linked list (walks use the edge table;
         Id next_sibling = npos;             // dropping a subtree enumerates it)
         Id prev_sibling = npos;
-        std::array<std::uint32_t, component_count> locks{};
-        std::array<std::uint32_t, component_count> host_locks{};
+        per_component<std::uint32_t> locks{};
+        per_component<std::uint32_t> host_locks{};
         std::array<std::uint32_t, heap_count> heap_pos{npos, npos, npos, npos, npos, npos};  // npos: not a candidate
-        std::array<bool, component_count> pending{};  // a write-back backup of the component is in flight
+        per_component<bool> pending{};  // a write-back backup of the component is in flight
         detail::tree::TrimVector<TokenId> tokens;      // storage of `token_data`
 
         [[nodiscard]] std::int32_t end() const noexcept { return start + length; }
     };
+    // Five cache lines (on 64-bit targets); the walk's first line and the grouping above are tuned, so a change in
+    // size is a change in the walk's memory traffic: measure it (bench_tree_match) before moving this.
+    static_assert(sizeof(void*) != 8 || sizeof(Node) == 5 * 64, "unikv: RadixTree::Node changed size");
 
     // What a heap needs from the tree: the current eviction key and the position slot of a node.
     struct HeapContext {
         RadixTree& tree;
         std::size_t heap;
         [[nodiscard]] detail::tree::EvictionKey key(Id id) const noexcept {
-            return tree.eviction_key(id, heap % component_count);
+            return tree.eviction_key(id, heap_component(heap));
         }
         [[nodiscard]] std::uint32_t& pos(Id id) const noexcept { return tree.nodes_[id].heap_pos[heap]; }
     };
@@ -306,7 +321,7 @@ private:
         const RadixTree& tree;
         std::size_t heap;
         [[nodiscard]] detail::tree::EvictionKey key(Id id) const noexcept {
-            return tree.eviction_key(id, heap % component_count);
+            return tree.eviction_key(id, heap_component(heap));
         }
         [[nodiscard]] std::uint32_t pos(Id id) const noexcept { return tree.nodes_[id].heap_pos[heap]; }
     };
@@ -319,20 +334,22 @@ private:
     enum class LockStep : std::uint8_t { acquire, release };
 
     // ---- state predicates (the rules; see docs/tree.md) ----
-    [[nodiscard]] static bool in_set(std::size_t c) noexcept { return components::mask.has(static_cast<Component>(c)); }
-    [[nodiscard]] static bool has_device(const Node& n, std::size_t c) noexcept;
-    [[nodiscard]] static bool has_host(const Node& n, std::size_t c) noexcept;
-    [[nodiscard]] static bool keeps(const Node& n, std::size_t c) noexcept;
+    [[nodiscard]] static bool in_set(Component c) noexcept { return components::mask.has(c); }
+    [[nodiscard]] static bool has_device(const Node& n, Component c) noexcept;
+    [[nodiscard]] static bool has_host(const Node& n, Component c) noexcept;
+    [[nodiscard]] static bool keeps(const Node& n, Component c) noexcept;
     [[nodiscard]] static bool cannot_end_match(const Node& n) noexcept;
     [[nodiscard]] static bool device_unlocked(const Node& n) noexcept;
     [[nodiscard]] static bool host_unlocked(const Node& n) noexcept;
     [[nodiscard]] static bool any_pending(const Node& n) noexcept {
-        return n.pending[F] || n.pending[S] || n.pending[M];
+        return n.pending[Component::full] || n.pending[Component::swa] || n.pending[Component::mamba];
     }
-    [[nodiscard]] static std::int64_t units(const Node& n, std::size_t c) noexcept { return c == M ? 1 : n.length; }
-    [[nodiscard]] bool device_candidate(Id id, std::size_t c) const noexcept;
-    [[nodiscard]] bool host_candidate(Id id, std::size_t c) const noexcept;
-    [[nodiscard]] detail::tree::EvictionKey eviction_key(Id id, std::size_t c) const noexcept {
+    [[nodiscard]] static std::int64_t units(const Node& n, Component c) noexcept {
+        return c == Component::mamba ? 1 : n.length;
+    }
+    [[nodiscard]] bool device_candidate(Id id, Component c) const noexcept;
+    [[nodiscard]] bool host_candidate(Id id, Component c) const noexcept;
+    [[nodiscard]] detail::tree::EvictionKey eviction_key(Id id, Component c) const noexcept {
         return {nodes_[id].retention, nodes_[id].stamp[c], nodes_[id].end()};
     }
 
@@ -378,7 +395,7 @@ private:
     [[nodiscard]] std::int32_t whole_pages_of(std::int32_t tokens) const noexcept;
     [[nodiscard, gnu::always_inline]] std::int32_t common_length(const Node& n, const TokenId* key,
                                                                  std::int32_t available) const noexcept;
-    void account(Id id, std::size_t c, std::int64_t sign) noexcept;
+    void account(Id id, Component c, std::int64_t sign) noexcept;
     void set_pages(Id id, std::span<const VirtualPage> pages);
     void clear_pages(Id id) noexcept;
     void refresh(std::span<const Id> path);
@@ -393,13 +410,13 @@ private:
     // ---- eviction steps ----
     [[nodiscard]] std::int32_t window_tokens() const noexcept;
     Id split_window(Id id);
-    void start_backup(Id id, std::size_t c, detail::ActionsBuilder& out);
+    void start_backup(Id id, Component c, detail::ActionsBuilder& out);
     void free_device_data(Id id, detail::ActionsBuilder& out, EvictResult& result);
     void evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
-    void drop_rows(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
-    void drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
-    void drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
-    void free_host_value(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_rows(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_device(Id id, Component c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_host(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result);
+    void free_host_value(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result);
     void remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result);
     void unlink(Id id) noexcept;
     void link_child(Id parent, Id id) noexcept;
@@ -412,11 +429,11 @@ private:
     // ---- locks ----
     template <class Visit>
     void for_each_locked(Id anchor, ComponentMask parts, std::int32_t swa_start, Visit&& visit) const;
-    void change_lock(Id id, std::size_t c, Tier tier, LockStep step);
+    void change_lock(Id id, Component c, Tier tier, LockStep step);
     void release(LockReceipt& receipt, ComponentMask parts);
 
     // ---- events ----
-    void emit(EventKind kind, std::size_t c, Tier tier, Id id);
+    void emit(EventKind kind, Component c, Tier tier, Id id);
     void expect_no_pending() const;
 
     TreeConfig config_;
@@ -427,9 +444,9 @@ private:
     std::size_t live_nodes_ = 0;
     detail::tree::ChildTable edges_;
     std::array<detail::tree::NodeHeap, heap_count> heaps_;
-    std::array<std::int64_t, component_count> evictable_{};
-    std::array<std::int64_t, component_count> protected_{};
-    std::array<std::int64_t, component_count> host_{};
+    per_component<std::int64_t> evictable_{};
+    per_component<std::int64_t> protected_{};
+    per_component<std::int64_t> host_{};
     std::vector<KvEvent> events_;
     std::uint64_t clock_ = 0;
     std::int64_t pending_backups_ = 0;
@@ -447,6 +464,16 @@ private:
 #include <unikv/detail/tree/radix_tree_evict_lock.inl>
 
 namespace unikv {
+
+/// The fast tree core as a policy tag: `impl<Cs...>` is `RadixTree<Cs...>`. A composed type takes the tag and
+/// derives its tree from the layout's components with `tree_core_t<RadixTreeCore, Mask>`.
+struct RadixTreeCore {
+    /// The tree over components `Cs...` (`Full` first, then any of `Swa`, `Mamba`).
+    template <class... Cs>
+    using impl = RadixTree<Cs...>;
+};
+
+static_assert(check_tree_core_policy<RadixTreeCore>());
 static_assert(is_tree_core_v<RadixTree<Full>>);
 static_assert(is_tree_core_v<RadixTree<Full, Swa>>);
 static_assert(is_tree_core_v<RadixTree<Full, Mamba>>);

@@ -104,7 +104,6 @@ public:
 private:
     using Id = std::uint32_t;
     static constexpr Id root = 0;
-    static constexpr std::size_t F = 0, S = 1, M = 2;
 
     // Whether a node's SWA rows are bound (new or adopted nodes).
     enum class SwaRows : std::uint8_t { tombstone, live };
@@ -122,11 +121,11 @@ private:
         std::vector<VirtualPage> pages;                        // FULL device pages; empty = none
         bool swa = false;                                      // SWA rows bound to `pages`
         StateId state{};                                       // Mamba device state
-        std::array<std::vector<HostPage>, component_count> host;  // host copies (Mamba: 0 or 1 page)
-        std::array<bool, component_count> pending{};
-        std::array<std::uint32_t, component_count> locks{};
-        std::array<std::uint32_t, component_count> host_locks{};
-        std::array<std::uint64_t, component_count> stamp{};
+        per_component<std::vector<HostPage>> host;             // host copies (Mamba: 0 or 1 page)
+        per_component<bool> pending{};
+        per_component<std::uint32_t> locks{};
+        per_component<std::uint32_t> host_locks{};
+        per_component<std::uint64_t> stamp{};
         std::uint8_t retention = 0;
 
         [[nodiscard]] std::int32_t length() const { return static_cast<std::int32_t>(tokens.size()); }
@@ -134,48 +133,53 @@ private:
     };
 
     // ---- plain predicates: each is the definition of the rule it names ----
-    [[nodiscard]] bool in_set(std::size_t c) const { return components::mask.has(static_cast<Component>(c)); }
-    [[nodiscard]] static bool has_device(const Node& n, std::size_t c) {
-        return c == F ? !n.pages.empty() : c == S ? n.swa : n.state.is_valid();
+    [[nodiscard]] bool in_set(Component c) const { return components::mask.has(c); }
+    [[nodiscard]] static bool has_device(const Node& n, Component c) {
+        return c == Component::full ? !n.pages.empty() : c == Component::swa ? n.swa : n.state.is_valid();
     }
-    [[nodiscard]] static bool has_host(const Node& n, std::size_t c) { return !n.host[c].empty(); }
-    [[nodiscard]] bool keeps(const Node& n, std::size_t c) const {
+    [[nodiscard]] static bool has_host(const Node& n, Component c) { return !n.host[c].empty(); }
+    [[nodiscard]] bool keeps(const Node& n, Component c) const {
         return has_device(n, c) || has_host(n, c) || n.pending[c];
     }
     [[nodiscard]] bool dead(const Node& n) const {
-        for (std::size_t c = 0; c < component_count; ++c)
+        for (Component c : all_components)
             if (in_set(c) && !keeps(n, c)) return true;
         return false;
     }
     [[nodiscard]] bool holds_nothing(const Node& n) const {
-        for (std::size_t c = 0; c < component_count; ++c)
+        for (Component c : all_components)
             if (keeps(n, c)) return false;
         return true;
     }
     [[nodiscard]] static bool device_unlocked(const Node& n) {
-        return n.locks[F] == 0 && n.locks[S] == 0 && n.locks[M] == 0;
+        return n.locks[Component::full] == 0 && n.locks[Component::swa] == 0 && n.locks[Component::mamba] == 0;
     }
-    [[nodiscard]] static bool no_pending(const Node& n) { return !n.pending[F] && !n.pending[S] && !n.pending[M]; }
+    [[nodiscard]] static bool no_pending(const Node& n) {
+        return !n.pending[Component::full] && !n.pending[Component::swa] && !n.pending[Component::mamba];
+    }
     [[nodiscard]] static bool host_clear(const Node& n) {
-        return n.host_locks[F] == 0 && n.host_locks[S] == 0 && n.host_locks[M] == 0 && no_pending(n);
+        return n.host_locks[Component::full] == 0 && n.host_locks[Component::swa] == 0 &&
+               n.host_locks[Component::mamba] == 0 && no_pending(n);
     }
     [[nodiscard]] bool device_leaf(const Node& n) const {
         return std::none_of(n.children.begin(), n.children.end(),
                             [&](Id c) { return !nodes_[c].pages.empty(); });
     }
-    [[nodiscard]] bool device_candidate(Id id, std::size_t c) const {
+    [[nodiscard]] bool device_candidate(Id id, Component c) const {
         const Node& n = nodes_[id];
         if (id == root || !n.alive || !has_device(n, c) || !no_pending(n)) return false;
-        if (c == F) return device_leaf(n) && device_unlocked(n);
+        if (c == Component::full) return device_leaf(n) && device_unlocked(n);
         return n.locks[c] == 0;
     }
-    [[nodiscard]] bool host_candidate(Id id, std::size_t c) const {
+    [[nodiscard]] bool host_candidate(Id id, Component c) const {
         const Node& n = nodes_[id];
         if (id == root || !n.alive || !has_host(n, c) || has_device(n, c)) return false;
-        if (c == F) return n.children.empty() && host_clear(n) && device_unlocked(n);
+        if (c == Component::full) return n.children.empty() && host_clear(n) && device_unlocked(n);
         return n.host_locks[c] == 0;
     }
-    [[nodiscard]] std::int64_t units(const Node& n, std::size_t c) const { return c == M ? 1 : n.length(); }
+    [[nodiscard]] std::int64_t units(const Node& n, Component c) const {
+        return c == Component::mamba ? 1 : n.length();
+    }
     [[nodiscard]] std::int64_t sum_device(Component component, LockState state) const;
 
     // ---- structure ----
@@ -208,14 +212,14 @@ private:
     Id add_leaves(Id parent, std::int32_t from, InsertState& st);
 
     // ---- eviction steps ----
-    [[nodiscard]] std::optional<Id> oldest(Tier tier, std::size_t c) const;
+    [[nodiscard]] std::optional<Id> oldest(Tier tier, Component c) const;
     void evict_node_data(Id id, detail::ActionsBuilder& out, EvictResult& result);
     [[nodiscard]] std::optional<Id> window_split(Id id);
-    void backup(Id id, std::size_t c, detail::ActionsBuilder& out);
+    void backup(Id id, Component c, detail::ActionsBuilder& out);
     void evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
-    void drop_without_backup(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
-    void drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
-    void drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_without_backup(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_device(Id id, Component c, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result);
+    void drop_host(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result);
 
     // ---- locks ----
     [[nodiscard]] std::vector<Id> swa_segment(Id anchor, std::int32_t start) const;
@@ -224,7 +228,7 @@ private:
 
     // ---- events ----
     [[nodiscard]] std::uint64_t prefix_hash(Id id, std::int32_t upto) const;
-    void emit(EventKind kind, std::size_t c, Tier tier, Id id);
+    void emit(EventKind kind, Component c, Tier tier, Id id);
 
     TreeConfig config_;
     std::uint64_t tree_id_ = detail::next_tree_id();
@@ -239,9 +243,22 @@ private:
 
 }  // namespace unikv
 
-#include <unikv/detail/tree/reference_tree.inl>
+#include <unikv/detail/tree/reference_tree_core.inl>
+#include <unikv/detail/tree/reference_tree_match_insert.inl>
+#include <unikv/detail/tree/reference_tree_evict_lock.inl>
 
 namespace unikv {
+
+/// The reference tree core as a policy tag (for differential tests; not for serving): `impl<Cs...>` is
+/// `ReferenceTree<Cs...>`. A composed type takes the tag and derives its tree from the layout's components with
+/// `tree_core_t<ReferenceTreeCore, Mask>`.
+struct ReferenceTreeCore {
+    /// The tree over components `Cs...` (`Full` first, then any of `Swa`, `Mamba`).
+    template <class... Cs>
+    using impl = ReferenceTree<Cs...>;
+};
+
+static_assert(check_tree_core_policy<ReferenceTreeCore>());
 static_assert(is_tree_core_v<ReferenceTree<Full>>);
 static_assert(is_tree_core_v<ReferenceTree<Full, Swa>>);
 static_assert(is_tree_core_v<ReferenceTree<Full, Mamba>>);

@@ -123,21 +123,21 @@ struct [[nodiscard]] InsertResult {
 
 /// What `evict`, `evict_host` or `finish_backup` did.
 struct [[nodiscard]] EvictResult {
-    /// Device units freed per component: tokens for Full and Swa, states for Mamba (`index_of(c)`).
-    std::array<std::int64_t, component_count> device_freed{};
+    /// Device units freed per component: tokens for Full and Swa, states for Mamba.
+    per_component<std::int64_t> device_freed{};
     /// Host units freed per component, same units.
-    std::array<std::int64_t, component_count> host_freed{};
+    per_component<std::int64_t> host_freed{};
     /// Backups first, then frees, in order: execute, then `mark_drained()`.
     TreeActions actions;
 
     /// Device units of `c` freed.
-    [[nodiscard]] std::int64_t freed(Component c) const noexcept { return device_freed[index_of(c)]; }
+    [[nodiscard]] std::int64_t freed(Component c) const noexcept { return device_freed[c]; }
     /// Host units of `c` freed.
-    [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[index_of(c)]; }
+    [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[c]; }
 };
 
 /// One load-back a request needs (see `RadixTree::load_back_plan`): copy `host`, the host copy of `component` on
-/// `node`, to device, then record it with `commit_load_back(node, component, ...)`.
+/// `node`, to device (SWA rows under `full_pages`), then record it with `commit_load_back(node, component, ...)`.
 struct LoadBackStep {
     /// The node to load.
     NodeRef node{};
@@ -151,6 +151,12 @@ struct LoadBackStep {
     /// non-const call on it other than `commit_load_back` (so a caller can load the plan step by step). Lock the
     /// node (device and host tiers) while the copies run, so no eviction drops the host pages being read.
     std::span<const HostPage> host{};
+    /// For an SWA step, the node's FULL virtual pages, one per page: the loaded SWA rows are bound under them
+    /// (`UnifiedAllocator::bind_swa(full_pages, reservation)`). Empty when the node has no FULL device pages when
+    /// the plan is made, i.e. an earlier FULL step of this plan loads them: bind under the pages given to that
+    /// step's `commit_load_back`. Always empty for a FULL step (its destination pages are the caller's, from
+    /// `alloc_full`) and for a Mamba step (a state has its own slot). Same validity as `host`.
+    std::span<const VirtualPage> full_pages{};
 };
 
 /// A copy of one node's state, for tests, debugging and tools (cold path: allocates).
@@ -172,17 +178,17 @@ struct NodeInfo {
     /// FULL device pages (empty: no FULL device data).
     std::vector<VirtualPage> pages;
     /// Host pages per component (Mamba: one page when present).
-    std::array<std::vector<HostPage>, component_count> host;
+    per_component<std::vector<HostPage>> host;
     /// Device data present, per component (SWA: rows bound to `pages`).
-    std::array<bool, component_count> device{};
+    per_component<bool> device{};
     /// A backup of the component is pending (`finish_backup` not called yet).
-    std::array<bool, component_count> backup_pending{};
+    per_component<bool> backup_pending{};
     /// The Mamba device state (none when absent).
     StateId state{};
     /// Device lock counts per component.
-    std::array<std::uint32_t, component_count> device_locks{};
+    per_component<std::uint32_t> device_locks{};
     /// Host lock counts per component.
-    std::array<std::uint32_t, component_count> host_locks{};
+    per_component<std::uint32_t> host_locks{};
 };
 
 }  // namespace unikv

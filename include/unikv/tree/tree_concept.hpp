@@ -3,6 +3,10 @@
 /// The tree-core contract: one detection trait per requirement, the aggregate `is_tree_core_v`, the C++20
 /// concept `TreeCoreModel`, and `check_tree_core<T>()`, which a consumer calls to get one named error per
 /// missing member. `RadixTree` and `ReferenceTree` both model it; contract tests run on both.
+///
+/// A composed type names a tree core by its policy tag (`RadixTreeCore`, `ReferenceTreeCore`: a nested
+/// `impl<Cs...>`), checked by `check_tree_core_policy<Core>()`, and derives the tree from its layout's component
+/// mask with `tree_core_t<Core, Mask>`, so a tree that does not match the layout's pools cannot be written.
 
 #include <concepts>
 #include <cstdint>
@@ -149,5 +153,118 @@ consteval bool check_tree_core() {
     static_assert(is_move_only_owner_v<T>, "unikv: a tree core is an owner: nothrow-movable and not copyable");
     return true;
 }
+
+// ---- tree-core policy tags ------------------------------------------------------------------------------
+
+/// Has a nested `impl<Cs...>` alias template: `Core::template impl<Full>` names a tree.
+template <class Core>
+inline constexpr bool has_tree_impl_v = requires { typename Core::template impl<Full>; };
+
+namespace detail {
+template <class Core>
+consteval bool tree_impl_is_core() {
+    if constexpr (has_tree_impl_v<Core>) {
+        return is_tree_core_v<typename Core::template impl<Full>>;
+    } else {
+        return false;
+    }
+}
+}  // namespace detail
+
+/// `Core::template impl<Full>` models the tree-core contract (`TreeCoreModel`).
+template <class Core>
+inline constexpr bool tree_impl_is_core_v = detail::tree_impl_is_core<Core>();
+
+/// True when `Core` is a tree-core policy tag: a nested `impl<Cs...>` that is a tree core over `Cs...`.
+template <class Core>
+inline constexpr bool is_tree_core_policy_v = has_tree_impl_v<Core> && tree_impl_is_core_v<Core>;
+
+/// A tree-core policy tag (`RadixTreeCore`, `ReferenceTreeCore`): what a composed type names to pick its tree.
+template <class Core>
+concept TreeCorePolicy = is_tree_core_policy_v<Core>;
+
+/// Checks a tree-core tag, one rule per `static_assert`, each guarded by the ones before it so a bad tag gets
+/// exactly one message. Returns true, so it sits inside a `static_assert`.
+template <class Core>
+consteval bool check_tree_core_policy() {
+    static_assert(has_tree_impl_v<Core>,
+                  "unikv: a tree-core policy tag names its tree through a nested `template <class... Cs> using "
+                  "impl = ...`; add it (e.g. `using impl = RadixTree<Cs...>`), or pick RadixTreeCore or "
+                  "ReferenceTreeCore");
+    static_assert(!has_tree_impl_v<Core> || tree_impl_is_core_v<Core>,
+                  "unikv: a tree-core policy tag's impl<Full> is not a tree core; make impl<Cs...> name a type "
+                  "that models TreeCoreModel (check_tree_core<Core::impl<Full>>() names the missing member), or "
+                  "pick RadixTreeCore or ReferenceTreeCore");
+    return true;
+}
+
+namespace detail {
+template <class... Cs>
+struct component_list {};
+
+template <class List, bool Add, class C>
+struct append_if {
+    using type = List;
+};
+template <class... Cs, class C>
+struct append_if<component_list<Cs...>, true, C> {
+    using type = component_list<Cs..., C>;
+};
+
+// The component policies of a mask, in the order a tree lists them: Full, Swa, Mamba.
+template <ComponentMask Mask>
+using mask_components_t = typename append_if<
+    typename append_if<typename append_if<component_list<>, Mask.has(Component::full), Full>::type,
+                       Mask.has(Component::swa), Swa>::type,
+    Mask.has(Component::mamba), Mamba>::type;
+
+// What a tag without `impl` gives, so that its one message is the tag check's.
+struct not_a_tree_core {};
+
+template <class Core, class List, bool = has_tree_impl_v<Core>>
+struct apply_tree_core {
+    using type = not_a_tree_core;
+};
+template <class Core, class... Cs>
+struct apply_tree_core<Core, component_list<Cs...>, true> {
+    using type = typename Core::template impl<Cs...>;
+};
+
+// True unless `Tree` is a tree whose components are not `Mask` (a type that is no tree was already reported).
+template <class Tree, ComponentMask Mask>
+consteval bool holds_mask() {
+    if constexpr (requires { Tree::components::mask; }) {
+        return Tree::components::mask == Mask;
+    } else {
+        return true;
+    }
+}
+
+}  // namespace detail
+
+/// Rule: given the components of `Mask`, `Core::impl` holds exactly them, so the tree a composed type derives
+/// matches its layout's pools. (True for a tag without `impl` or with a non-tree `impl`: those are reported by
+/// `check_tree_core_policy`.)
+template <class Core, ComponentMask Mask>
+inline constexpr bool tree_impl_holds_mask_v =
+    detail::holds_mask<typename detail::apply_tree_core<Core, detail::mask_components_t<Mask>>::type, Mask>();
+
+namespace detail {
+template <class Core, ComponentMask Mask>
+struct tree_core_for {
+    static_assert(check_tree_core_policy<Core>());
+    static_assert(!is_tree_core_policy_v<Core> || tree_impl_holds_mask_v<Core, Mask>,
+                  "unikv: a tree-core policy tag's impl<Cs...> must hold exactly the components it is given, so "
+                  "the tree matches the layout's pools; make impl<Cs...> forward Cs... to the tree (e.g. "
+                  "`using impl = RadixTree<Cs...>`)");
+    using type = typename apply_tree_core<Core, mask_components_t<Mask>>::type;
+};
+}  // namespace detail
+
+/// The tree of core `Core` over the components of `Mask` (Full, then Swa and Mamba when the mask has them), e.g.
+/// `tree_core_t<RadixTreeCore, layout_components_v<L>>`: a composed type derives its tree from its layout, so the
+/// two cannot disagree. A mask the tree rejects (no Full, empty) fails with the tree's component-set message.
+template <class Core, ComponentMask Mask>
+using tree_core_t = typename detail::tree_core_for<Core, Mask>::type;
 
 }  // namespace unikv

@@ -90,52 +90,53 @@ void RadixTree<Cs...>::reserve(ReserveOptions sizes) {
 // rules
 
 template <class... Cs>
-bool RadixTree<Cs...>::has_device(const Node& n, std::size_t c) noexcept {
-    return c == F ? !n.pages.empty() : c == S ? n.swa : n.state.is_valid();
+bool RadixTree<Cs...>::has_device(const Node& n, Component c) noexcept {
+    return c == Component::full ? !n.pages.empty() : c == Component::swa ? n.swa : n.state.is_valid();
 }
 
 template <class... Cs>
-bool RadixTree<Cs...>::has_host(const Node& n, std::size_t c) noexcept {
-    return c == M ? n.state_host.is_valid() : !n.host_pages[c].empty();
+bool RadixTree<Cs...>::has_host(const Node& n, Component c) noexcept {
+    return c == Component::mamba ? n.state_host.is_valid() : !n.host_pages[index_of(c)].empty();
 }
 
 // A component's data is kept by a node while it has device data, a host copy, or a backup in flight.
 template <class... Cs>
-bool RadixTree<Cs...>::keeps(const Node& n, std::size_t c) noexcept {
+bool RadixTree<Cs...>::keeps(const Node& n, Component c) noexcept {
     return has_device(n, c) || has_host(n, c) || n.pending[c];
 }
 
 // A node that some component cannot serve from any tier can never be a match boundary: as a leaf it is garbage.
 template <class... Cs>
 bool RadixTree<Cs...>::cannot_end_match(const Node& n) noexcept {
-    return !keeps(n, F) || (components::has_swa && !keeps(n, S)) || (components::has_mamba && !keeps(n, M));
+    return !keeps(n, Component::full) || (components::has_swa && !keeps(n, Component::swa)) ||
+           (components::has_mamba && !keeps(n, Component::mamba));
 }
 
 template <class... Cs>
 bool RadixTree<Cs...>::device_unlocked(const Node& n) noexcept {
-    return (n.locks[F] | n.locks[S] | n.locks[M]) == 0;
+    return (n.locks[Component::full] | n.locks[Component::swa] | n.locks[Component::mamba]) == 0;
 }
 
 template <class... Cs>
 bool RadixTree<Cs...>::host_unlocked(const Node& n) noexcept {
-    return (n.host_locks[F] | n.host_locks[S] | n.host_locks[M]) == 0 && !n.pending[F] && !n.pending[S] &&
-           !n.pending[M];
+    return (n.host_locks[Component::full] | n.host_locks[Component::swa] | n.host_locks[Component::mamba]) == 0 &&
+           !n.pending[Component::full] && !n.pending[Component::swa] && !n.pending[Component::mamba];
 }
 
 // A node with a backup in flight is never chosen again (it cannot be anyway: the pending component has no device
 // data and no eviction runs until every backup finished; this keeps the rule local).
 template <class... Cs>
-bool RadixTree<Cs...>::device_candidate(Id id, std::size_t c) const noexcept {
+bool RadixTree<Cs...>::device_candidate(Id id, Component c) const noexcept {
     const Node& n = nodes_[id];
     if (id == root || !n.alive || !in_set(c) || !has_device(n, c) || any_pending(n)) return false;
-    return c == F ? n.device_children == 0 && device_unlocked(n) : n.locks[c] == 0;
+    return c == Component::full ? n.device_children == 0 && device_unlocked(n) : n.locks[c] == 0;
 }
 
 template <class... Cs>
-bool RadixTree<Cs...>::host_candidate(Id id, std::size_t c) const noexcept {
+bool RadixTree<Cs...>::host_candidate(Id id, Component c) const noexcept {
     const Node& n = nodes_[id];
     if (id == root || !n.alive || !in_set(c) || !has_host(n, c) || has_device(n, c)) return false;
-    return c == F ? n.children == 0 && host_unlocked(n) && device_unlocked(n) : n.host_locks[c] == 0;
+    return c == Component::full ? n.children == 0 && host_unlocked(n) && device_unlocked(n) : n.host_locks[c] == 0;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -284,11 +285,11 @@ auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, 
     edges_.insert(parent, n.key_hash, id);
     link_child(parent, id);
     set_pages(id, pages);
-    emit(EventKind::stored, F, Tier::device, id);
+    emit(EventKind::stored, Component::full, Tier::device, id);
     if (swa == SwaRows::live) {
         nodes_[id].swa = true;
-        account(id, S, +1);
-        emit(EventKind::stored, S, Tier::device, id);
+        account(id, Component::swa, +1);
+        emit(EventKind::stored, Component::swa, Tier::device, id);
     }
     sync(id);
     sync(parent);
@@ -323,17 +324,17 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
         up.pages.assign(low.pages.begin(), low.pages.begin() + at_pages);
         low.pages.drop_front(static_cast<std::size_t>(at_pages));
     }
-    for (std::size_t c : {F, S}) {
-        auto& from = low.host_pages[c];
+    for (Component c : {Component::full, Component::swa}) {
+        auto& from = low.host_pages[index_of(c)];
         if (from.empty()) continue;
-        up.host_pages[c].assign(from.begin(), from.begin() + at_pages);
+        up.host_pages[index_of(c)].assign(from.begin(), from.begin() + at_pages);
         from.drop_front(static_cast<std::size_t>(at_pages));
     }
     up.swa = low.swa;
-    up.locks[F] = low.locks[F];
-    up.locks[S] = low.locks[S];
-    up.host_locks[F] = low.host_locks[F];
-    up.host_locks[S] = low.host_locks[S];
+    up.locks[Component::full] = low.locks[Component::full];
+    up.locks[Component::swa] = low.locks[Component::swa];
+    up.host_locks[Component::full] = low.host_locks[Component::full];
+    up.host_locks[Component::swa] = low.host_locks[Component::swa];
     up.stamp = low.stamp;
     up.retention = low.retention;
     // The upper part takes the lower part's place among its siblings; the lower part is its only child.
@@ -389,7 +390,7 @@ void RadixTree<Cs...>::unlink_child(Id id) noexcept {
 template <class... Cs>
 void RadixTree<Cs...>::sync(Id id) {
     for (std::size_t h = 0; h < heap_count; ++h) {
-        const std::size_t c = h % component_count;
+        const Component c = heap_component(h);
         if (!in_set(c)) continue;
         const bool want = h < component_count ? device_candidate(id, c) : host_candidate(id, c);
         const bool have = nodes_[id].heap_pos[h] != npos;
@@ -405,7 +406,7 @@ void RadixTree<Cs...>::sync(Id id) {
 
 // Adds (sign +1) or removes (-1) `id`'s device units of `c` to the evictable or protected total.
 template <class... Cs>
-void RadixTree<Cs...>::account(Id id, std::size_t c, std::int64_t sign) noexcept {
+void RadixTree<Cs...>::account(Id id, Component c, std::int64_t sign) noexcept {
     const Node& n = nodes_[id];
     (n.locks[c] > 0 ? protected_ : evictable_)[c] += sign * units(n, c);
 }
@@ -414,7 +415,7 @@ template <class... Cs>
 void RadixTree<Cs...>::set_pages(Id id, std::span<const VirtualPage> pages) {
     UNIKV_ASSERT(nodes_[id].pages.empty() && !pages.empty());
     nodes_[id].pages.assign(pages.begin(), pages.end());
-    account(id, F, +1);
+    account(id, Component::full, +1);
     ++nodes_[nodes_[id].parent].device_children;
 }
 
@@ -422,7 +423,7 @@ template <class... Cs>
 void RadixTree<Cs...>::clear_pages(Id id) noexcept {
     Node& n = nodes_[id];
     UNIKV_ASSERT(!n.pages.empty() && !n.swa);
-    account(id, F, -1);
+    account(id, Component::full, -1);
     n.pages.clear();
     --nodes_[n.parent].device_children;
 }
@@ -443,15 +444,15 @@ void RadixTree<Cs...>::refresh(std::span<const Id> path) {
     if (path.empty()) return;
     const std::uint64_t clock = clock_;
     clock_ += path.size();
-    if constexpr (components::has_mamba) nodes_[path.back()].stamp[M] = clock_;
+    if constexpr (components::has_mamba) nodes_[path.back()].stamp[Component::mamba] = clock_;
     [[maybe_unused]] const std::int64_t limit = std::int64_t{config_.swa_window} + config_.page_size.tokens;
     [[maybe_unused]] std::int64_t covered = 0;
     for (std::size_t i = path.size(); i-- > 0;) {
         Node& n = nodes_[path[i]];
-        n.stamp[F] = clock + i + 1;
+        n.stamp[Component::full] = clock + i + 1;
         if constexpr (components::has_swa) {
             if (covered < limit) {
-                n.stamp[S] = n.stamp[F];
+                n.stamp[Component::swa] = n.stamp[Component::full];
                 covered += n.length;
             }
         }
@@ -459,10 +460,10 @@ void RadixTree<Cs...>::refresh(std::span<const Id> path) {
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::emit(EventKind kind, std::size_t c, Tier tier, Id id) {
+void RadixTree<Cs...>::emit(EventKind kind, Component c, Tier tier, Id id) {
     if (config_.events != EventMode::record) return;
     const Node& n = nodes_[id];
-    events_.push_back(KvEvent{kind, static_cast<Component>(c), tier, n.ns, n.start, n.length, hash_start_of(n), n.hash_end});
+    events_.push_back(KvEvent{kind, c, tier, n.ns, n.start, n.length, hash_start_of(n), n.hash_end});
 }
 
 template <class... Cs>
@@ -485,10 +486,12 @@ NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
     info.retention = n.retention;
     info.tokens.assign(n.tokens.begin(), n.tokens.end());
     info.pages.assign(n.pages.begin(), n.pages.end());
-    info.host[F].assign(n.host_pages[F].begin(), n.host_pages[F].end());
-    info.host[S].assign(n.host_pages[S].begin(), n.host_pages[S].end());
-    if (n.state_host.is_valid()) info.host[M] = {n.state_host};
-    for (std::size_t c = 0; c < component_count; ++c) info.device[c] = has_device(n, c);
+    for (Component c : {Component::full, Component::swa}) {
+        const auto& host = n.host_pages[index_of(c)];
+        info.host[c].assign(host.begin(), host.end());
+    }
+    if (n.state_host.is_valid()) info.host[Component::mamba] = {n.state_host};
+    for (Component c : all_components) info.device[c] = has_device(n, c);
     info.backup_pending = n.pending;
     info.state = n.state;
     info.device_locks = n.locks;
@@ -509,7 +512,7 @@ template <class... Cs>
 std::string RadixTree<Cs...>::check_invariants() const {
     expect_live();
     const std::int32_t ps = config_.page_size.tokens;
-    std::array<std::int64_t, component_count> evictable{}, locked{}, host{};
+    per_component<std::int64_t> evictable{}, locked{}, host{};
     std::vector<std::uint32_t> children(nodes_.size()), device_children(nodes_.size());
     std::size_t live = 0;
     std::int64_t pending = 0;
@@ -517,7 +520,7 @@ std::string RadixTree<Cs...>::check_invariants() const {
         const Node& n = nodes_[id];
         if (!n.alive) continue;
         ++live;
-        pending += n.pending[F] + n.pending[S] + n.pending[M];
+        pending += n.pending[Component::full] + n.pending[Component::swa] + n.pending[Component::mamba];
         const Node& p = nodes_[n.parent];
         const auto fail = [&](const char* what) { return detail::concat("node ", id, ": ", what); };
         if (!p.alive) return fail("parent is dead");
@@ -530,24 +533,27 @@ std::string RadixTree<Cs...>::check_invariants() const {
         if (!edges_.has(n.parent, n.key_hash, id)) return fail("missing edge from the parent");
         if (!n.pages.empty() && n.pages.size() * static_cast<std::size_t>(ps) != n.tokens.size())
             return fail("page count does not match the length");
-        for (std::size_t c : {F, S})
-            if (!n.host_pages[c].empty() && n.host_pages[c].size() * static_cast<std::size_t>(ps) != n.tokens.size())
+        for (Component c : {Component::full, Component::swa})
+            if (const auto& host = n.host_pages[index_of(c)];
+                !host.empty() && host.size() * static_cast<std::size_t>(ps) != n.tokens.size())
                 return fail("host page count does not match the length");
         if (n.swa && n.pages.empty()) return fail("SWA rows without FULL pages");
         if (n.state.is_valid() && n.pages.empty()) return fail("Mamba state without FULL pages");
         // A device lock always includes Full, so SWA and Mamba locks sit on FULL-locked nodes: the FULL units
         // counted as evictable are exactly the ones no lock keeps `evict(Full)` from taking.
-        if (n.locks[F] == 0 && (n.locks[S] > 0 || n.locks[M] > 0)) return fail("SWA or Mamba device lock without FULL");
-        if (n.pending[F] && !n.pages.empty()) return fail("FULL backup pending on a node that still has FULL pages");
+        if (n.locks[Component::full] == 0 && (n.locks[Component::swa] > 0 || n.locks[Component::mamba] > 0))
+            return fail("SWA or Mamba device lock without FULL");
+        if (n.pending[Component::full] && !n.pages.empty())
+            return fail("FULL backup pending on a node that still has FULL pages");
         if (!n.pages.empty() && n.parent != root && p.pages.empty()) return fail("FULL device data under a node without it");
         ++children[n.parent];
         if (!n.pages.empty()) ++device_children[n.parent];
-        for (std::size_t c = 0; c < component_count; ++c) {
+        for (Component c : all_components) {
             if (!in_set(c) && (has_device(n, c) || has_host(n, c) || n.locks[c] || n.host_locks[c]))
                 return fail("data or lock of a component outside the set");
             if (has_device(n, c)) (n.locks[c] > 0 ? locked : evictable)[c] += units(n, c);
             if (has_host(n, c)) host[c] += units(n, c);
-            for (std::size_t h : {c, c + component_count}) {
+            for (std::size_t h : {device_heap(c), host_heap(c)}) {
                 if (!in_set(c)) continue;
                 const bool want = h < component_count ? device_candidate(id, c) : host_candidate(id, c);
                 const std::uint32_t pos = n.heap_pos[h];
@@ -573,10 +579,13 @@ std::string RadixTree<Cs...>::check_invariants() const {
     if (live != live_nodes_) return "live node count is stale";
     if (pending != pending_backups_) return "pending backup count is stale";
     if (edges_.size() != live) return "edge table size differs from the node count";
-    for (std::size_t c = 0; c < component_count; ++c) {
-        if (evictable[c] != evictable_[c]) return detail::concat("evictable size of component ", c, " is stale");
-        if (locked[c] != protected_[c]) return detail::concat("protected size of component ", c, " is stale");
-        if (host[c] != host_[c]) return detail::concat("host size of component ", c, " is stale");
+    for (Component c : all_components) {
+        const auto stale = [&](const char* size) {
+            return detail::concat(size, " size of component ", to_string(c), " is stale");
+        };
+        if (evictable[c] != evictable_[c]) return stale("evictable");
+        if (locked[c] != protected_[c]) return stale("protected");
+        if (host[c] != host_[c]) return stale("host");
     }
     for (std::size_t h = 0; h < heap_count; ++h) {
         const HeapView view{*this, h};

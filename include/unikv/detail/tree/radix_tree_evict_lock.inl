@@ -12,21 +12,21 @@ void RadixTree<Cs...>::free_device_data(Id id, detail::ActionsBuilder& out, Evic
     Node& n = nodes_[id];
     if (!n.pages.empty()) {
         out.free_pages(n.pages);
-        result.device_freed[F] += n.length;
-        emit(EventKind::removed, F, Tier::device, id);
+        result.device_freed[Component::full] += n.length;
+        emit(EventKind::removed, Component::full, Tier::device, id);
         if (n.swa) {
-            result.device_freed[S] += n.length;
-            emit(EventKind::removed, S, Tier::device, id);
-            account(id, S, -1);
+            result.device_freed[Component::swa] += n.length;
+            emit(EventKind::removed, Component::swa, Tier::device, id);
+            account(id, Component::swa, -1);
             n.swa = false;
         }
         clear_pages(id);
     }
     if (n.state.is_valid()) {
         out.free_state(n.state);
-        result.device_freed[M] += 1;
-        emit(EventKind::removed, M, Tier::device, id);
-        account(id, M, -1);
+        result.device_freed[Component::mamba] += 1;
+        emit(EventKind::removed, Component::mamba, Tier::device, id);
+        account(id, Component::mamba, -1);
         n.state = StateId{};
     }
     sync(id);
@@ -51,12 +51,12 @@ auto RadixTree<Cs...>::split_window(Id id) -> Id {
 
 // Emits a backup of component `c`'s device data of `id` and records the pending host value.
 template <class... Cs>
-void RadixTree<Cs...>::start_backup(Id id, std::size_t c, detail::ActionsBuilder& out) {
+void RadixTree<Cs...>::start_backup(Id id, Component c, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
-    if (c == M) {
+    if (c == Component::mamba) {
         out.backup_state(ref(id), n.state);
     } else {
-        out.backup_pages(static_cast<Component>(c), ref(id), n.pages);
+        out.backup_pages(c, ref(id), n.pages);
     }
     n.pending[c] = true;
     ++pending_backups_;
@@ -69,13 +69,14 @@ template <class... Cs>
 void RadixTree<Cs...>::evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result) {
     Id upper = npos;
     if (options.write_back == WriteBack::on) {
-        if (components::has_swa && nodes_[id].swa && !has_host(nodes_[id], S)) {
+        if (components::has_swa && nodes_[id].swa && !has_host(nodes_[id], Component::swa)) {
             upper = split_window(id);
-            start_backup(id, S, out);
+            start_backup(id, Component::swa, out);
         }
-        if (components::has_mamba && nodes_[id].state.is_valid() && !has_host(nodes_[id], M)) start_backup(id, M, out);
-        if (upper != npos && !has_host(nodes_[upper], F)) start_backup(upper, F, out);
-        if (!has_host(nodes_[id], F)) start_backup(id, F, out);
+        if (components::has_mamba && nodes_[id].state.is_valid() && !has_host(nodes_[id], Component::mamba))
+            start_backup(id, Component::mamba, out);
+        if (upper != npos && !has_host(nodes_[upper], Component::full)) start_backup(upper, Component::full, out);
+        if (!has_host(nodes_[id], Component::full)) start_backup(id, Component::full, out);
     }
     if (upper != npos) free_device_data(upper, out, result);
     free_device_data(id, out, result);
@@ -83,12 +84,12 @@ void RadixTree<Cs...>::evict_whole(Id id, EvictOptions options, detail::ActionsB
 
 // Drops component `c` (Swa or Mamba) of a node that stays, without backup.
 template <class... Cs>
-void RadixTree<Cs...>::drop_rows(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+void RadixTree<Cs...>::drop_rows(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result) {
     Node& n = nodes_[id];
     account(id, c, -1);
     result.device_freed[c] += units(n, c);
     emit(EventKind::removed, c, Tier::device, id);
-    if (c == S) {
+    if (c == Component::swa) {
         out.free_swa(n.pages);
         n.swa = false;
     } else {
@@ -101,29 +102,30 @@ void RadixTree<Cs...>::drop_rows(Id id, std::size_t c, detail::ActionsBuilder& o
 // Drops component `c` (Swa or Mamba) from a node that stays; SWA cascades to the node's unlocked Mamba state.
 // Under write-back, data without a host copy is backed up first (SWA: one window before the node's end).
 template <class... Cs>
-void RadixTree<Cs...>::drop_device(Id id, std::size_t c, EvictOptions options, detail::ActionsBuilder& out,
+void RadixTree<Cs...>::drop_device(Id id, Component c, EvictOptions options, detail::ActionsBuilder& out,
                                    EvictResult& result) {
     Id upper = npos;
     if (options.write_back == WriteBack::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
-        if (c == S) upper = split_window(id);
+        if (c == Component::swa) upper = split_window(id);
         start_backup(id, c, out);
     }
-    if (upper != npos) drop_rows(upper, S, out, result);
+    if (upper != npos) drop_rows(upper, Component::swa, out, result);
     drop_rows(id, c, out, result);
-    if (c == S && components::has_mamba && nodes_[id].state.is_valid() && nodes_[id].locks[M] == 0)
-        drop_device(id, M, options, out, result);
+    if (c == Component::swa && components::has_mamba && nodes_[id].state.is_valid() &&
+        nodes_[id].locks[Component::mamba] == 0)
+        drop_device(id, Component::mamba, options, out, result);
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::free_host_value(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+void RadixTree<Cs...>::free_host_value(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result) {
     Node& n = nodes_[id];
     const std::int64_t u = units(n, c);
-    if (c == M) {
+    if (c == Component::mamba) {
         out.free_host(Component::mamba, std::span<const HostPage>(&n.state_host, 1));
         n.state_host = HostPage{};
     } else {
-        out.free_host(static_cast<Component>(c), n.host_pages[c]);
-        n.host_pages[c].clear();
+        out.free_host(c, n.host_pages[index_of(c)]);
+        n.host_pages[index_of(c)].clear();
     }
     host_[c] -= u;
     result.host_freed[c] += u;
@@ -131,16 +133,17 @@ void RadixTree<Cs...>::free_host_value(Id id, std::size_t c, detail::ActionsBuil
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::drop_host(Id id, std::size_t c, detail::ActionsBuilder& out, EvictResult& result) {
+void RadixTree<Cs...>::drop_host(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result) {
     free_host_value(id, c, out, result);
-    if (c == S && has_host(nodes_[id], M) && nodes_[id].host_locks[M] == 0) free_host_value(id, M, out, result);
+    if (c == Component::swa && has_host(nodes_[id], Component::mamba) && nodes_[id].host_locks[Component::mamba] == 0)
+        free_host_value(id, Component::mamba, out, result);
     sync(id);
 }
 
 template <class... Cs>
 void RadixTree<Cs...>::remove_node(Id id, detail::ActionsBuilder& out, EvictResult& result) {
     free_device_data(id, out, result);
-    for (std::size_t c = 0; c < component_count; ++c)
+    for (Component c : all_components)
         if (has_host(nodes_[id], c)) free_host_value(id, c, out, result);
     unlink(id);
 }
@@ -149,8 +152,8 @@ void RadixTree<Cs...>::remove_node(Id id, detail::ActionsBuilder& out, EvictResu
 template <class... Cs>
 void RadixTree<Cs...>::unlink(Id id) noexcept {
     Node& n = nodes_[id];
-    UNIKV_ASSERT(n.children == 0 && n.pages.empty() && !n.state.is_valid() && !has_host(n, F) && !has_host(n, S) &&
-                 !has_host(n, M));
+    UNIKV_ASSERT(n.children == 0 && n.pages.empty() && !n.state.is_valid() && !has_host(n, Component::full) &&
+                 !has_host(n, Component::swa) && !has_host(n, Component::mamba));
     for (std::size_t h = 0; h < heap_count; ++h) {
         if (n.heap_pos[h] == npos) continue;
         HeapContext ctx{*this, h};
@@ -177,7 +180,9 @@ void RadixTree<Cs...>::collect(Id id, detail::ActionsBuilder& out, EvictResult& 
 // The same for nodes that hold no data at all, which can be removed without any action (after an unlock).
 template <class... Cs>
 void RadixTree<Cs...>::collect_empty(Id id) noexcept {
-    const auto empty = [](const Node& n) { return !keeps(n, F) && !keeps(n, S) && !keeps(n, M); };
+    const auto empty = [](const Node& n) {
+        return !keeps(n, Component::full) && !keeps(n, Component::swa) && !keeps(n, Component::mamba);
+    };
     while (id != root && nodes_[id].children == 0 && empty(nodes_[id]) && device_unlocked(nodes_[id]) &&
            host_unlocked(nodes_[id])) {
         const Id parent = nodes_[id].parent;
@@ -192,7 +197,7 @@ template <class... Cs>
 auto RadixTree<Cs...>::unreachable_top(Id id) const noexcept -> Id {
     Id top = npos;
     for (Id x = id; x != root; x = nodes_[x].parent)
-        if (!keeps(nodes_[x], F)) top = x;
+        if (!keeps(nodes_[x], Component::full)) top = x;
     return top;
 }
 
@@ -249,12 +254,12 @@ EvictResult RadixTree<Cs...>::evict(Component component, std::int64_t amount, Ev
     expect_no_pending();
     EvictResult result;
     detail::ActionsBuilder out{result.actions};
-    const std::size_t c = index_of(component);
-    auto& candidates = heaps_[c];
-    HeapContext ctx{*this, c};
+    const Component c = component;
+    auto& candidates = heaps_[device_heap(c)];
+    HeapContext ctx{*this, device_heap(c)};
     while (result.device_freed[c] < amount && !candidates.empty()) {
         const Id id = candidates.top(ctx);
-        if (c == F || device_candidate(id, F)) {
+        if (c == Component::full || device_candidate(id, Component::full)) {
             evict_whole(id, options, out, result);
         } else {
             drop_device(id, c, options, out, result);
@@ -272,12 +277,12 @@ EvictResult RadixTree<Cs...>::evict_host(Component component, std::int64_t amoun
     expect_no_pending();
     EvictResult result;
     detail::ActionsBuilder out{result.actions};
-    const std::size_t c = index_of(component);
-    auto& candidates = heaps_[c + component_count];
-    HeapContext ctx{*this, c + component_count};
+    const Component c = component;
+    auto& candidates = heaps_[host_heap(c)];
+    HeapContext ctx{*this, host_heap(c)};
     while (result.host_freed[c] < amount && !candidates.empty()) {
         const Id id = candidates.top(ctx);
-        if (c == F || host_candidate(id, F)) {
+        if (c == Component::full || host_candidate(id, Component::full)) {
             const Id parent = nodes_[id].parent;
             remove_node(id, out, result);
             collect(parent, out, result);
@@ -295,20 +300,20 @@ EvictResult RadixTree<Cs...>::evict_host(Component component, std::int64_t amoun
 template <class... Cs>
 void RadixTree<Cs...>::set_host(NodeRef node, Component component, std::span<const HostPage> host) {
     const Id id = checked(node, "set_host");
-    const std::size_t c = index_of(component);
+    const Component c = component;
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     expect_no_pending();
     UNIKV_EXPECTS(id != root, "the root holds no data");
     Node& n = nodes_[id];
     UNIKV_EXPECTS(has_device(n, c), "the node has no device data of component ", to_string(component), " to back up");
     UNIKV_EXPECTS(!has_host(n, c), "the node already has a host copy of component ", to_string(component));
-    const std::size_t want = c == M ? 1 : n.pages.size();
+    const std::size_t want = c == Component::mamba ? 1 : n.pages.size();
     UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
     for (HostPage h : host) UNIKV_EXPECTS(h.is_valid(), "invalid host page ", h);
-    if (c == M) {
+    if (c == Component::mamba) {
         n.state_host = host[0];
     } else {
-        n.host_pages[c].assign(host.begin(), host.end());
+        n.host_pages[index_of(c)].assign(host.begin(), host.end());
     }
     host_[c] += units(n, c);
     emit(EventKind::stored, c, Tier::host, id);
@@ -319,18 +324,18 @@ template <class... Cs>
 EvictResult RadixTree<Cs...>::finish_backup(NodeRef node, Component component, std::span<const HostPage> host) {
     const Id id = checked(node, "finish_backup");
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
-    const std::size_t c = index_of(component);
+    const Component c = component;
     Node& n = nodes_[id];
     UNIKV_EXPECTS(n.pending[c], "no backup of component ", to_string(component), " is pending on this node");
     // The node's own page count: a FULL backup's device pages are already gone.
-    const std::size_t want = c == M ? 1 : static_cast<std::size_t>(n.length / config_.page_size.tokens);
+    const std::size_t want = c == Component::mamba ? 1 : static_cast<std::size_t>(n.length / config_.page_size.tokens);
     UNIKV_EXPECTS(host.empty() || host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
     for (HostPage h : host) UNIKV_EXPECTS(h.is_valid(), "invalid host page ", h);
     if (!host.empty()) {
-        if (c == M) {
+        if (c == Component::mamba) {
             n.state_host = host[0];
         } else {
-            n.host_pages[c].assign(host.begin(), host.end());
+            n.host_pages[index_of(c)].assign(host.begin(), host.end());
         }
         host_[c] += units(n, c);
         emit(EventKind::stored, c, Tier::host, id);
@@ -357,25 +362,26 @@ void RadixTree<Cs...>::commit_load_back(NodeRef node, Component component, const
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
     expect_no_pending();
     UNIKV_EXPECTS(id != root, "the root holds no data");
-    const std::size_t c = index_of(component);
+    const Component c = component;
     Node& n = nodes_[id];
     UNIKV_EXPECTS(!has_device(n, c), "the node already has device data of component ", to_string(component));
     UNIKV_EXPECTS(has_host(n, c), "the node has no host copy of component ", to_string(component), " to load");
-    UNIKV_EXPECTS(c == M ? value.state.is_valid() : !value.state.is_valid(),
-                  c == M ? "a Mamba load-back needs the loaded state" : "only a Mamba load-back takes a state");
-    if (c == F) {
+    UNIKV_EXPECTS(c == Component::mamba ? value.state.is_valid() : !value.state.is_valid(),
+                  c == Component::mamba ? "a Mamba load-back needs the loaded state"
+                                        : "only a Mamba load-back takes a state");
+    if (c == Component::full) {
         const auto want = static_cast<std::size_t>(n.length / config_.page_size.tokens);
         UNIKV_EXPECTS(value.pages.size() == want, "got ", value.pages.size(), " pages, the node needs ", want);
         for (VirtualPage p : value.pages) UNIKV_EXPECTS(p.is_valid(), "invalid page ", p);
         UNIKV_EXPECTS(n.parent == root || !nodes_[n.parent].pages.empty(),
                       "load the parent's FULL rows first: FULL device data is prefix-closed");
         set_pages(id, value.pages);
-        emit(EventKind::stored, F, Tier::device, id);
+        emit(EventKind::stored, Component::full, Tier::device, id);
         sync(n.parent);
     } else {
         UNIKV_EXPECTS(value.pages.empty(), "only a Full load-back takes pages");
         UNIKV_EXPECTS(!n.pages.empty(), "load the node's FULL rows first: SWA rows and Mamba states sit on FULL pages");
-        if (c == S) {
+        if (c == Component::swa) {
             n.swa = true;
         } else {
             n.state = value.state;
@@ -397,25 +403,28 @@ std::span<const LoadBackStep> RadixTree<Cs...>::load_back_plan(NodeRef node) {
     if constexpr (components::has_swa) {
         for (std::int64_t covered = 0; window_from > 0 && covered < config_.swa_window;) {
             const Node& n = nodes_[path_[--window_from]];
-            UNIKV_EXPECTS(n.swa || has_host(n, S), unservable);
+            UNIKV_EXPECTS(n.swa || has_host(n, Component::swa), unservable);
             covered += n.length;
         }
     }
     plan_.clear();
     for (std::size_t i = 0; i < path_.size(); ++i) {
         const Node& n = nodes_[path_[i]];
-        const auto step = [&](std::size_t c, std::span<const HostPage> host) {
-            plan_.push_back({ref(path_[i]), static_cast<Component>(c), n.start, n.length, host});
+        const auto step = [&](Component c, std::span<const HostPage> host) {
+            // An SWA step binds under the node's FULL pages (none yet when a FULL step above loads them).
+            const std::span<const VirtualPage> full = c == Component::swa ? n.pages : std::span<const VirtualPage>{};
+            plan_.push_back({ref(path_[i]), c, n.start, n.length, host, full});
         };
         if (n.pages.empty()) {
-            UNIKV_EXPECTS(has_host(n, F), unservable);
-            step(F, n.host_pages[F]);
+            UNIKV_EXPECTS(has_host(n, Component::full), unservable);
+            step(Component::full, n.host_pages[index_of(Component::full)]);
         }
-        if (components::has_swa && i >= window_from && !n.swa) step(S, n.host_pages[S]);
+        if (components::has_swa && i >= window_from && !n.swa)
+            step(Component::swa, n.host_pages[index_of(Component::swa)]);
         if (components::has_mamba && path_[i] == target && !n.state.is_valid()) {
-            UNIKV_EXPECTS(has_host(n, M), unservable);
+            UNIKV_EXPECTS(has_host(n, Component::mamba), unservable);
             plan_state_host_ = n.state_host;  // held by the tree, not the node: node storage may move
-            step(M, std::span<const HostPage>(&plan_state_host_, 1));
+            step(Component::mamba, std::span<const HostPage>(&plan_state_host_, 1));
         }
     }
     return plan_;
@@ -438,14 +447,14 @@ template <class... Cs>
 template <class Visit>
 void RadixTree<Cs...>::for_each_locked(Id anchor, ComponentMask parts, std::int32_t swa_start, Visit&& visit) const {
     if (parts.has(Component::full))
-        for (Id x = anchor; x != root; x = nodes_[x].parent) visit(x, F);
+        for (Id x = anchor; x != root; x = nodes_[x].parent) visit(x, Component::full);
     if (parts.has(Component::swa))
-        for (Id x = anchor; x != root && nodes_[x].start >= swa_start; x = nodes_[x].parent) visit(x, S);
-    if (parts.has(Component::mamba) && anchor != root) visit(anchor, M);
+        for (Id x = anchor; x != root && nodes_[x].start >= swa_start; x = nodes_[x].parent) visit(x, Component::swa);
+    if (parts.has(Component::mamba) && anchor != root) visit(anchor, Component::mamba);
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::change_lock(Id id, std::size_t c, Tier tier, LockStep step) {
+void RadixTree<Cs...>::change_lock(Id id, Component c, Tier tier, LockStep step) {
     Node& n = nodes_[id];
     std::uint32_t& count = tier == Tier::device ? n.locks[c] : n.host_locks[c];
     const bool up = step == LockStep::acquire;
@@ -474,7 +483,7 @@ LockReceipt RadixTree<Cs...>::lock(NodeRef node, LockOptions options) {
         }
     }
     for_each_locked(id, parts, swa_start,
-                    [&](Id x, std::size_t c) { change_lock(x, c, options.tier, LockStep::acquire); });
+                    [&](Id x, Component c) { change_lock(x, c, options.tier, LockStep::acquire); });
     return detail::ReceiptAccess::make(tree_id_, node, options.tier, parts, swa_start);
 }
 
@@ -486,12 +495,13 @@ void RadixTree<Cs...>::release(LockReceipt& receipt, ComponentMask parts) {
     if (parts.empty()) return;
     const Id id = checked(receipt.node(), "unlock");
     const Tier tier = receipt.tier();
-    for_each_locked(id, parts, receipt.swa_segment_start(), [&](Id x, std::size_t c) {
+    for_each_locked(id, parts, receipt.swa_segment_start(), [&](Id x, Component c) {
         const std::uint32_t count = tier == Tier::device ? nodes_[x].locks[c] : nodes_[x].host_locks[c];
-        UNIKV_EXPECTS(count > 0, "the receipt does not match the locks on its path (component ", c, ", slot ", x, ")");
+        UNIKV_EXPECTS(count > 0, "the receipt does not match the locks on its path (component ", to_string(c),
+                      ", slot ", x, ")");
     });
     for_each_locked(id, parts, receipt.swa_segment_start(),
-                    [&](Id x, std::size_t c) { change_lock(x, c, tier, LockStep::release); });
+                    [&](Id x, Component c) { change_lock(x, c, tier, LockStep::release); });
     collect_empty(id);
 }
 

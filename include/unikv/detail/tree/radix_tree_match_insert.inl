@@ -72,13 +72,13 @@ MatchResult RadixTree<Cs...>::match_prefix(TokenKey key, MatchOptions options) {
     for (std::size_t i = 0; i < path_.size(); ++i) {
         const Node& n = nodes_[path_[i]];
         const bool fd = !n.pages.empty();
-        full_chain &= static_cast<std::uint8_t>((fd ? 1 : 0) | ((fd || has_host(n, F)) ? 2 : 0));
+        full_chain &= static_cast<std::uint8_t>((fd ? 1 : 0) | ((fd || has_host(n, Component::full)) ? 2 : 0));
         if ((full_chain & 2) == 0) break;
         std::uint8_t device = 1;
         std::uint8_t any = 1;
         if constexpr (components::has_swa) {
             run_device = n.swa ? run_device + n.length : 0;
-            run_any = (n.swa || has_host(n, S)) ? run_any + n.length : 0;
+            run_any = (n.swa || has_host(n, Component::swa)) ? run_any + n.length : 0;
             device |= run_device >= window ? 2 : 0;
             any |= run_any >= window ? 2 : 0;
         } else {
@@ -118,7 +118,7 @@ MatchResult RadixTree<Cs...>::match_prefix(TokenKey key, MatchOptions options) {
             const Node& n = nodes_[path_[i - 1]];
             if (n.swa) {
                 covered += n.length;
-            } else if (has_host(n, S)) {
+            } else if (has_host(n, Component::swa)) {
                 covered += n.length;
                 r.swa_host_hit_length += n.length;
             } else {
@@ -193,8 +193,8 @@ InsertResult RadixTree<Cs...>::insert(TokenKey key, const InsertValues& values) 
             walk.out.free_state(values.state);
         } else {
             nodes_[at].state = values.state;
-            account(at, M, +1);
-            emit(EventKind::stored, M, Tier::device, at);
+            account(at, Component::mamba, +1);
+            emit(EventKind::stored, Component::mamba, Tier::device, at);
             sync(at);
         }
     }
@@ -251,11 +251,11 @@ auto RadixTree<Cs...>::overlap(Id id, Walk& walk) -> Id {
 template <class... Cs>
 void RadixTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa) {
     set_pages(id, pages);
-    emit(EventKind::stored, F, Tier::device, id);
+    emit(EventKind::stored, Component::full, Tier::device, id);
     if (swa == SwaRows::live) {
         nodes_[id].swa = true;
-        account(id, S, +1);
-        emit(EventKind::stored, S, Tier::device, id);
+        account(id, Component::swa, +1);
+        emit(EventKind::stored, Component::swa, Tier::device, id);
     }
     sync(id);
     sync(nodes_[id].parent);
@@ -264,7 +264,7 @@ void RadixTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows 
 template <class... Cs>
 void RadixTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
-    if (n.locks[F] == 0) {
+    if (n.locks[Component::full] == 0) {
         out.free_pages(n.pages);
         n.pages.assign(incoming.begin(), incoming.end());
     } else {
@@ -272,8 +272,8 @@ void RadixTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming,
         out.free_pages(incoming);
     }
     n.swa = true;
-    account(id, S, +1);
-    emit(EventKind::stored, S, Tier::device, id);
+    account(id, Component::swa, +1);
+    emit(EventKind::stored, Component::swa, Tier::device, id);
     sync(id);
 }
 

@@ -1,0 +1,222 @@
+#pragma once
+// ReferenceTree: match_prefix and insert, as docs/tree.md states them.
+
+namespace unikv {
+
+// ---------------------------------------------------------------------------------------------------------
+// match
+
+template <class... Cs>
+MatchResult ReferenceTree<Cs...>::match_prefix(TokenKey key, MatchOptions options) {
+    expect_live();
+    UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto usable = static_cast<std::int32_t>(key.tokens.size()) / ps * ps;
+    std::vector<Id> path;
+    Id cur = root;
+    std::int32_t pos = 0;
+    while (pos < usable) {
+        const auto child = find_child(cur, key.ns, key.tokens.subspan(pos, ps));
+        if (!child) break;
+        const Node& n = nodes_[*child];
+        std::int32_t m = 0;
+        while (m < n.length() && pos + m < usable &&
+               std::equal(n.tokens.begin() + m, n.tokens.begin() + m + ps, key.tokens.begin() + pos + m)) {
+            m += ps;
+        }
+        const Id hit = m < n.length() ? split(*child, m) : *child;
+        path.push_back(hit);
+        pos += m;
+        cur = hit;
+    }
+
+    constexpr std::int64_t unbroken = std::numeric_limits<std::int64_t>::max() / 2;
+    const std::int64_t window = config_.swa_window;
+    std::int64_t swa_device_run = unbroken;
+    std::int64_t swa_any_run = unbroken;
+    bool full_device = true;
+    bool full_any = true;
+    Id device_node = root;
+    Id best = root;
+    MatchResult r;
+    for (Id id : path) {
+        const Node& n = nodes_[id];
+        full_device = full_device && has_device(n, Component::full);
+        full_any = full_any && (has_device(n, Component::full) || has_host(n, Component::full));
+        if (!full_any) break;
+        bool swa_device_ok = true, swa_any_ok = true, mamba_device_ok = true, mamba_any_ok = true;
+        if constexpr (components::has_swa) {
+            swa_device_run = has_device(n, Component::swa) ? swa_device_run + n.length() : 0;
+            swa_any_run = (has_device(n, Component::swa) || has_host(n, Component::swa)) ? swa_any_run + n.length() : 0;
+            swa_device_ok = swa_device_run >= window;
+            swa_any_ok = swa_any_run >= window;
+        }
+        if constexpr (components::has_mamba) {
+            mamba_device_ok = has_device(n, Component::mamba);
+            mamba_any_ok = mamba_device_ok || has_host(n, Component::mamba);
+        }
+        if (full_device) {
+            r.full_length = n.end();
+            if (swa_device_ok && mamba_device_ok) device_node = id;
+            if (components::has_swa && mamba_device_ok) r.swa_branching_length = n.end();
+            if (components::has_mamba && swa_device_ok) r.mamba_branching_length = n.end();
+        }
+        if (swa_any_ok && mamba_any_ok) best = id;
+    }
+    if (options.host_hits == HostHits::exclude) best = device_node;
+
+    r.device_node = ref(device_node);
+    r.device_length = nodes_[device_node].end();
+    r.best_node = ref(best);
+    r.best_length = nodes_[best].end();
+    r.host_hit_length = r.best_length - r.device_length;
+    if (r.swa_branching_length <= r.device_length) r.swa_branching_length = 0;
+    if (r.mamba_branching_length <= r.device_length) r.mamba_branching_length = 0;
+    if (components::has_swa && options.host_hits == HostHits::include) {
+        std::int64_t seen = 0;
+        for (Id x = best; x != root && seen < window; x = nodes_[x].parent) {
+            const Node& n = nodes_[x];
+            if (!has_device(n, Component::swa) && !has_host(n, Component::swa)) break;
+            if (!has_device(n, Component::swa)) r.swa_host_hit_length += n.length();
+            seen += n.length();
+        }
+    }
+    match_runs_.clear();
+    for (Id x : path_to(device_node)) match_runs_.emplace_back(nodes_[x].pages);
+    r.device_pages = PageRuns(match_runs_, static_cast<std::size_t>(r.device_length / ps));
+    refresh(best);
+    return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// insert
+
+template <class... Cs>
+InsertResult ReferenceTree<Cs...>::insert(TokenKey key, const InsertValues& values) {
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto length = static_cast<std::int32_t>(key.tokens.size());
+    expect_live();
+    UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
+    UNIKV_EXPECTS(length % ps == 0, "a key of ", length, " tokens is not a whole number of ", ps, "-token pages");
+    UNIKV_EXPECTS(static_cast<std::int64_t>(values.pages.size()) * ps == length, values.pages.size(),
+                  " pages given for ", length, " tokens");
+    UNIKV_EXPECTS(std::all_of(values.pages.begin(), values.pages.end(), [](VirtualPage p) { return p.is_valid(); }),
+                  "a page id is invalid");
+    if constexpr (components::has_swa) {
+        UNIKV_EXPECTS(values.swa_evicted >= 0 && values.swa_evicted <= length && values.swa_evicted % ps == 0,
+                      "swa_evicted ", values.swa_evicted, " is not a page-aligned position in the key");
+    }
+    UNIKV_EXPECTS(length > 0 || !values.state.is_valid(), "a Mamba state needs a non-empty key");
+
+    InsertResult result;
+    InsertState st{key, values, detail::ActionsBuilder{result.actions}};
+    Id cur = root;
+    std::int32_t pos = 0;
+    while (pos < length) {
+        const auto child = find_child(cur, key.ns, key.tokens.subspan(pos, ps));
+        if (!child) {
+            cur = add_leaves(cur, pos, st);
+            break;
+        }
+        const Node& n = nodes_[*child];
+        std::int32_t m = 0;
+        while (m < n.length() && pos + m < length &&
+               std::equal(n.tokens.begin() + m, n.tokens.begin() + m + ps, key.tokens.begin() + pos + m)) {
+            m += ps;
+        }
+        const Id hit = m < n.length() ? split(*child, m) : *child;
+        result.prefix_length += m;
+        cur = overlap(hit, st);
+        pos += m;
+    }
+    if (components::has_mamba && values.state.is_valid()) {
+        if (nodes_[cur].state.is_valid()) {
+            st.out.free_state(values.state);
+        } else {
+            nodes_[cur].state = values.state;
+            emit(EventKind::stored, Component::mamba, Tier::device, cur);
+        }
+    }
+    for (Id x : path_to(cur)) nodes_[x].retention = std::max(nodes_[x].retention, values.retention);
+    refresh(cur);
+    result.node = ref(cur);
+    return result;
+}
+
+template <class... Cs>
+auto ReferenceTree<Cs...>::overlap(Id id, InsertState& st) -> Id {
+    const std::int32_t ps = config_.page_size.tokens;
+    const std::int32_t a = nodes_[id].start;
+    const std::int32_t b = nodes_[id].end();
+    const auto in = st.values.pages.subspan(static_cast<std::size_t>(a / ps), static_cast<std::size_t>((b - a) / ps));
+    const std::int32_t live_from = components::has_swa ? st.values.swa_evicted : 0;
+    if (!nodes_[id].pages.empty()) {
+        const auto& mine = nodes_[id].pages;
+        bool shared = false;
+        for (std::size_t i = 0; i < in.size(); ++i) shared = shared || in[i] == mine[i];
+        if (components::has_swa && !nodes_[id].swa && !shared && live_from < b) {
+            const auto dead_pages = static_cast<std::size_t>(std::max(0, live_from - a) / ps);
+            if (dead_pages > 0) {
+                split(id, live_from - a);
+                st.out.free_pages(in.first(dead_pages));
+            }
+            recover_swa(id, in.subspan(dead_pages), st.out);
+            return id;
+        }
+        for (std::size_t i = 0; i < in.size(); ++i)
+            if (in[i] != nodes_[id].pages[i]) st.out.free_pages(in.subspan(i, 1));
+        return id;
+    }
+    if (components::has_swa && a < live_from && live_from < b) {
+        const auto dead_pages = static_cast<std::size_t>((live_from - a) / ps);
+        const Id upper = split(id, live_from - a);
+        adopt(upper, in.first(dead_pages), SwaRows::tombstone);
+        adopt(id, in.subspan(dead_pages), SwaRows::live);
+    } else {
+        adopt(id, in, components::has_swa && live_from <= a ? SwaRows::live : SwaRows::tombstone);
+    }
+    return id;
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa) {
+    nodes_[id].pages.assign(pages.begin(), pages.end());
+    emit(EventKind::stored, Component::full, Tier::device, id);
+    if (swa == SwaRows::live) {
+        nodes_[id].swa = true;
+        emit(EventKind::stored, Component::swa, Tier::device, id);
+    }
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out) {
+    Node& n = nodes_[id];
+    if (n.locks[Component::full] == 0) {
+        out.free_pages(n.pages);
+        n.pages.assign(incoming.begin(), incoming.end());
+    } else {
+        out.recover_swa_locked_full(n.pages, incoming);
+        out.free_pages(incoming);
+    }
+    n.swa = true;
+    emit(EventKind::stored, Component::swa, Tier::device, id);
+}
+
+template <class... Cs>
+auto ReferenceTree<Cs...>::add_leaves(Id parent, std::int32_t from, InsertState& st) -> Id {
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto length = static_cast<std::int32_t>(st.key.tokens.size());
+    const std::int32_t live_from = components::has_swa ? st.values.swa_evicted : 0;
+    const auto tokens = [&](std::int32_t b, std::int32_t e) { return st.key.tokens.subspan(b, e - b); };
+    const auto pages = [&](std::int32_t b, std::int32_t e) { return st.values.pages.subspan(b / ps, (e - b) / ps); };
+    if (components::has_swa && from < live_from && live_from < length) {
+        const Id upper =
+            add_node(parent, st.key.ns, from, tokens(from, live_from), pages(from, live_from), SwaRows::tombstone);
+        return add_node(upper, st.key.ns, live_from, tokens(live_from, length), pages(live_from, length),
+                        SwaRows::live);
+    }
+    return add_node(parent, st.key.ns, from, tokens(from, length), pages(from, length),
+                    components::has_swa && live_from <= from ? SwaRows::live : SwaRows::tombstone);
+}
+
+}  // namespace unikv
