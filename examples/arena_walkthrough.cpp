@@ -1,9 +1,9 @@
 // The main job until the simulator lands: the real allocator (a tri-pool arena: Mamba | SWA float | FULL) and the
 // real radix tree, driven together through the action executor on the CPU backend. Requests over a shared
 // system prompt are matched, allocated, written, inserted, extended by a second turn (with their out-of-window
-// SWA rows dropped), evicted per component, re-matched (recovering an SWA tombstone) and compacted. Every token
-// row carries a marker derived from (token, position), read back through translation after each step; the
-// program fails loudly if one row is wrong.
+// SWA rows dropped), evicted per component while one conversation stays locked, re-served (recovering SWA
+// tombstones under its locked FULL pages) and compacted. Every token row carries a marker derived from (token,
+// position), read back through translation after each step; the program fails loudly if one row is wrong.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -99,7 +99,7 @@ struct Walkthrough {
         for (Component c : all_components) {
             ok = ok && alloc.live_pages(c) == (tree.evictable_size(c) + tree.protected_size(c)) / (c == Component::mamba ? 1 : page);
         }
-        std::printf("  %-62s %s\n", step, ok ? "ok" : "FAILED");
+        std::printf("  %-66s %s\n", step, ok ? "ok" : "FAILED");
         if (!ok) std::exit(1);
     }
 
@@ -165,15 +165,21 @@ int main() {
         hits += w.serve(key, static_cast<std::int32_t>(key.size()) - window - page);  // drop out-of-window SWA
     }
     w.check("second turns appended, their out-of-window SWA rows tombstoned");
-    EvictResult swa = w.tree.evict(Component::swa, 4 * page);
+    // Conversation 0 stays in use (its FULL path locked) while every unlocked SWA row is evicted.
+    MatchResult in_use = w.tree.match_prefix(TokenKey{conversation(0, 3)});
+    LockReceipt running = w.tree.lock(in_use.device_node);
+    EvictResult swa = w.tree.evict(Component::swa, 1 << 20);
     w.execute(std::move(swa.actions));
-    EvictResult mamba = w.tree.evict(Component::mamba, 2);
+    EvictResult mamba = w.tree.evict(Component::mamba, 1);
     w.execute(std::move(mamba.actions));
-    EvictResult full = w.tree.evict(Component::full, 3 * page);
+    EvictResult full = w.tree.evict(Component::full, 2 * page);
     w.execute(std::move(full.actions));
     w.check("SWA, Mamba and FULL evicted, the cascade's frees executed");
-    hits += w.serve(conversation(0, 3));
-    w.check("conversation 0 re-served over what eviction left");
+    // Its first turn again: the SWA tombstones above the lock are recovered from the request's fresh rows,
+    // moved under the tree's locked FULL pages (recover_swa_locked_full -> transfer_swa).
+    hits += w.serve(conversation(0, 1));
+    w.tree.unlock(std::move(running));
+    w.check("a re-served prefix recovered its SWA under the locked FULL pages");
     const FlushResult flushed = w.alloc.flush(FlushMode::urgent);
     const std::size_t float_moved = w.alloc.compact_holes(Side::low);
     w.check("flushed and float compacted: rows followed their virtual ids");
