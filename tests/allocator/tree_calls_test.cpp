@@ -224,6 +224,7 @@ TEST_CASE("shortfalls say how many pages of which pool are missing") {
     SUBCASE("a reservation is short by what exceeds SWA's room") {
         ReserveResult r = f.alloc.alloc_physical(Component::swa, static_cast<std::int32_t>(free_full + 4));
         CHECK(r.shortfall == Shortfall::room);
+        CHECK(r.component == Component::swa);
         CHECK(r.pages_short == 4);
     }
     SUBCASE("blocked moves: short by what fits without moving a page") {

@@ -158,7 +158,8 @@ private:
         ++executed_[static_cast<std::size_t>(a.kind)];
     }
 
-    std::array<std::uint64_t, 6> executed_{};
+    static constexpr std::size_t kind_count = static_cast<std::size_t>(ActionKind::free_host) + 1;  // the last kind
+    std::array<std::uint64_t, kind_count> executed_{};
 };
 
 }  // namespace unikv

@@ -68,7 +68,9 @@ struct AllocatorOptions {
 struct [[nodiscard]] ReserveResult {
     Reservation reservation;
     Shortfall shortfall = Shortfall::none;
-    /// Pages of the reserved pool missing on failure (0 on success); see `AllocResult::pages_short`.
+    /// The pool that fell short (the one asked; meaningful on failure).
+    Component component = Component::swa;
+    /// Pages of `component` missing on failure (0 on success); see `AllocResult::pages_short`.
     std::int64_t pages_short = 0;
     explicit operator bool() const noexcept { return shortfall == Shortfall::none; }
 };
