@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's main job: builds and runs the walkthrough on the CPU backend (an arena, a host pool, a
-# load-back and a compaction move, with every token row checked). Extra arguments go to the program.
+# The README's main job: builds and runs the walkthrough on the CPU backend (the real allocator and tree
+# through the action executor, with every token row checked). Extra arguments go to the program.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh

@@ -6,6 +6,7 @@
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
+#include <unikv/cache/action_executor.hpp>
 #include <unikv/component.hpp>
 #include <unikv/config.hpp>
 #include <unikv/error.hpp>

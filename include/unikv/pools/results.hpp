@@ -26,10 +26,15 @@ enum class Shortfall : std::uint8_t {
     moves_blocked,  ///< it would fit after compaction, but a reservation or a closed move gate blocks moves
 };
 
-/// The outcome of an allocation. Converts to true on success.
+/// The outcome of an allocation. Converts to true on success. On failure it says which pool fell short and by
+/// how many pages, so admission can report (and evict) exactly what is missing.
 struct [[nodiscard]] AllocResult {
     Shortfall shortfall = Shortfall::none;
     Component component = Component::full;  ///< the pool that fell short (meaningful on failure)
+    /// Pages of `component` missing (0 on success): with `virtual_ids`, the ids beyond the free ones; with
+    /// `room`, the pages that do not fit even after every compaction; with `moves_blocked`, the pages that do
+    /// not fit without moving any page. The other components' demands stay as asked when it is computed.
+    std::int64_t pages_short = 0;
     explicit constexpr operator bool() const noexcept { return shortfall == Shortfall::none; }
 };
 

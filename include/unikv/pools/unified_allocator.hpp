@@ -68,6 +68,10 @@ struct AllocatorOptions {
 struct [[nodiscard]] ReserveResult {
     Reservation reservation;
     Shortfall shortfall = Shortfall::none;
+    /// The pool that fell short (the one asked; meaningful on failure).
+    Component component = Component::swa;
+    /// Pages of `component` missing on failure (0 on success); see `AllocResult::pages_short`.
+    std::int64_t pages_short = 0;
     explicit operator bool() const noexcept { return shortfall == Shortfall::none; }
 };
 
@@ -198,6 +202,11 @@ public:
     /// Runs the shortfall ladder (flush the growth-side neighbours, ask the float for room) when needed.
     /// On failure nothing changes and the result says why. O(n) without compaction; no allocation.
     AllocResult alloc(std::span<VirtualPage> out);
+    /// Allocates `out.size()` virtual pages with a FULL page each and an SWA tombstone under each id: the
+    /// destination of a FULL load-back, whose SWA rows (if any) come later through `alloc_physical` and
+    /// `bind_swa`. Without an SWA pool it is exactly `alloc`. Same shortfall ladder, failure results and cost
+    /// as `alloc`: O(n) without compaction; no allocation.
+    AllocResult alloc_full(std::span<VirtualPage> out);
     /// Allocates the tokens `[prefix_lens[i], seq_lens[i])` of each request: first the rest of the page
     /// that holds token `prefix_lens[i] - 1` (continuing `last_locs[i]`), then new pages. `out` receives
     /// the virtual token ids in request order and must hold exactly the sum of the extensions. Throws
@@ -209,12 +218,20 @@ public:
     /// Frees whole virtual pages: the SWA page where one is bound (tombstones are skipped), then the FULL page
     /// and the id. Throws `logic_error` (nothing freed) for an id that is not allocated, listed twice, or
     /// bound to an SWA page of a pending reservation. Lazy pools: O(n), no copy, no stream work.
-    void free(std::span<const VirtualPage> pages);
-    /// Tombstones: frees only the SWA pages of `pages` (FULL stays live). Throws for an id whose FULL page
-    /// is not live or whose SWA entry already is a tombstone (never free a tombstone).
-    void free_swa(std::span<const VirtualPage> pages);
-    /// Frees only the FULL pages (and ids) of `pages`, whose SWA entries must already be tombstones.
-    void free_full(std::span<const VirtualPage> pages);
+    void free(std::span<const VirtualPage> pages) { free_virtual<free_part::whole>(pages, "free"); }
+    /// Tombstones: frees only the SWA pages of `pages` (FULL stays live). Throws as `free`, and for an id
+    /// whose SWA entry already is a tombstone (never free a tombstone). Needs an SWA pool (compile time).
+    void free_swa(std::span<const VirtualPage> pages) { free_virtual<free_part::swa>(pages, "free_swa"); }
+    /// Frees only the FULL pages (and ids) of `pages`, whose SWA entries must already be tombstones. Throws
+    /// as `free`, and for an id that still has an SWA page.
+    void free_full(std::span<const VirtualPage> pages) { free_virtual<free_part::full>(pages, "free_full"); }
+    /// Executes the tree's `recover_swa_locked_full` action: the SWA page bound under `incoming[i]` is rebound
+    /// under `kept[i]` (no copy: only page-table writes, whose dirty chunks the next publish sends to the
+    /// device mirror), and `incoming[i]` is left with an SWA tombstone (the action's later `free_pages` frees
+    /// it). Throws `logic_error` naming the id, with nothing changed, unless the spans have equal sizes, each
+    /// `kept[i]` is live with an SWA tombstone, each `incoming[i]` is live with an SWA page that belongs to no
+    /// pending reservation, and no id is listed twice. Needs an SWA pool (compile time). O(n), no stream work.
+    void transfer_swa(std::span<const VirtualPage> kept, std::span<const VirtualPage> incoming);
     /// Allocates `out.size()` Mamba state slots. Needs a Mamba pool (compile time).
     AllocResult alloc_state(std::span<StateId> out);
     /// Frees Mamba state slots. Throws for a slot that is not allocated or listed twice.
@@ -393,11 +410,21 @@ private:
     [[nodiscard]] AllocResult shortfall_of(const CapacityDemand& d) const;
 
     // Allocation helpers (unified_allocator_alloc.inl).
-    template <class Id>
+    // What a new virtual page gets besides its FULL page.
+    enum class swa_bind : std::uint8_t { with_swa, tombstone };
+    // What the SWA entry of each checked page must be.
+    enum class swa_entry : std::uint8_t { any, bound, tombstone };
+    // Whether a check leaves the repeat marks of the pages set (the caller's release loop clears them).
+    enum class repeat_marks : std::uint8_t { clear, keep };
+    // Which part of a virtual page a free releases.
+    enum class free_part : std::uint8_t { whole, swa, full };
+    template <swa_bind S, class Id>
     AllocResult bind_new_pages(std::span<Id> out);
     AllocResult alloc_pages(std::int32_t n);
-    void check_virtual_pages(std::span<const VirtualPage> pages, const char* call, bool need_swa_bound,
-                             bool need_swa_tombstone, bool keep_marks = false);
+    template <swa_entry E, repeat_marks M>
+    void check_virtual_pages(std::span<const VirtualPage> pages, const char* call);
+    template <free_part P>
+    void free_virtual(std::span<const VirtualPage> pages, const char* call);
     void check_last_loc(VirtualToken last, std::int32_t expected_offset, std::size_t request, const char* call) const;
     static void release_slot_pages(pools_t& pools, detail::reservation_registry& registry, std::uint32_t slot) noexcept;
     static void drop_reservation(void* owner, detail::reservation_registry& registry, std::uint32_t slot) noexcept;

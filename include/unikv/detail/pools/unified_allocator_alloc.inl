@@ -127,10 +127,11 @@ void UnifiedAllocator<L, B>::fill_handed() {
 // ---- allocation -------------------------------------------------------------------------------------------
 
 template <class L, class B>
-template <class Id>
+template <typename UnifiedAllocator<L, B>::swa_bind S, class Id>
 AllocResult UnifiedAllocator<L, B>::bind_new_pages(std::span<Id> out) {
+    constexpr bool bind_swa = has_swa && S == swa_bind::with_swa;
     const auto n = static_cast<std::int32_t>(out.size());
-    const CapacityDemand demand{.full = n, .swa = has_swa ? n : 0};
+    const CapacityDemand demand{.full = n, .swa = bind_swa ? n : 0};
     if (!covered_by_holes(demand)) {
         if (AllocResult r = relieve(demand); !r) return r;
     }
@@ -138,14 +139,14 @@ AllocResult UnifiedAllocator<L, B>::bind_new_pages(std::span<Id> out) {
     for (Id& id : out) id = Id{full.pop_id()};
     const std::span<const Id> ids(out.data(), out.size());
     take_bound<full_index>(ids);
-    if constexpr (has_swa) take_bound<swa_index>(ids);
+    if constexpr (bind_swa) take_bound<swa_index>(ids);
     return {};
 }
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::alloc_pages(std::int32_t n) {
     ids_.resize(static_cast<std::size_t>(n));
-    return bind_new_pages(std::span<std::int32_t>(ids_));
+    return bind_new_pages<swa_bind::with_swa>(std::span<std::int32_t>(ids_));
 }
 
 template <class L, class B>
@@ -153,7 +154,15 @@ AllocResult UnifiedAllocator<L, B>::alloc(std::span<VirtualPage> out) {
     if (out.empty()) return {};
     UNIKV_EXPECTS(out.size() <= static_cast<std::size_t>(spec_[Component::full].num_pages), "cannot allocate ",
                   out.size(), " pages: the FULL pool has ", spec_[Component::full].num_pages);
-    return bind_new_pages(out);
+    return bind_new_pages<swa_bind::with_swa>(out);
+}
+
+template <class L, class B>
+AllocResult UnifiedAllocator<L, B>::alloc_full(std::span<VirtualPage> out) {
+    if (out.empty()) return {};
+    UNIKV_EXPECTS(out.size() <= static_cast<std::size_t>(spec_[Component::full].num_pages), "alloc_full: cannot allocate ",
+                  out.size(), " pages: the FULL pool has ", spec_[Component::full].num_pages);
+    return bind_new_pages<swa_bind::tombstone>(out);
 }
 
 template <class L, class B>
@@ -235,8 +244,8 @@ AllocResult UnifiedAllocator<L, B>::alloc_decode(const DecodeBatch& batch, std::
 // ---- frees ------------------------------------------------------------------------------------------------
 
 template <class L, class B>
-void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pages, const char* call,
-                                                 bool need_swa_bound, bool need_swa_tombstone, bool keep_marks) {
+template <typename UnifiedAllocator<L, B>::swa_entry E, typename UnifiedAllocator<L, B>::repeat_marks M>
+void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pages, const char* call) {
     const PageTable& full = pool<full_index>().core().table();
     const bool track_repeats = pages.size() > 1;  // a single page cannot repeat: skip the marks (fast path)
     std::size_t marked = 0;
@@ -251,9 +260,11 @@ void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pa
         if constexpr (has_swa) {
             const detail::pool_core& swa = pool<swa_index>().core();
             const std::int32_t sp = swa.table().physical_of(v);
-            if (need_swa_bound && sp <= 0) fail("the SWA entry of virtual page ", v, " is already a tombstone");
-            if (need_swa_tombstone && sp > 0) {
-                fail("virtual page ", v, " still has SWA page ", sp, "; tombstone it with free_swa first");
+            if constexpr (E == swa_entry::bound) {
+                if (sp <= 0) fail("the SWA entry of virtual page ", v, " is already a tombstone");
+            }
+            if constexpr (E == swa_entry::tombstone) {
+                if (sp > 0) fail("virtual page ", v, " still has SWA page ", sp, "; tombstone it with free_swa first");
             }
             if (sp > 0 && swa.state(sp) == detail::page_state::live_reserved) {
                 fail("virtual page ", v, " is bound to SWA page ", sp,
@@ -265,54 +276,58 @@ void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pa
             ++marked;
         }
     }
-    if (track_repeats && !keep_marks) {
-        for (const VirtualPage page : pages) marks_[static_cast<std::size_t>(page.value())] = 0;
+    if constexpr (M == repeat_marks::clear) {
+        if (track_repeats) {
+            for (const VirtualPage page : pages) marks_[static_cast<std::size_t>(page.value())] = 0;
+        }
     }
 }
 
 template <class L, class B>
-void UnifiedAllocator<L, B>::free(std::span<const VirtualPage> pages) {
-    check_virtual_pages(pages, "free", false, false, true);
+template <typename UnifiedAllocator<L, B>::free_part P>
+void UnifiedAllocator<L, B>::free_virtual(std::span<const VirtualPage> pages, const char* call) {
+    static_assert(P != free_part::swa || has_swa, "unikv: free_swa needs a layout with a Swa pool");
+    constexpr swa_entry need = P == free_part::swa ? swa_entry::bound : P == free_part::full ? swa_entry::tombstone : swa_entry::any;
+    check_virtual_pages<need, repeat_marks::keep>(pages, call);
     auto& full = pool<full_index>();
     // Last to first: ids and holes are stacks, so the next allocation takes a freed row back in its order (a
     // request's rows stay ascending runs, which translation copies in bulk).
     for (auto it = pages.rbegin(); it != pages.rend(); ++it) {
         const std::int32_t v = it->value();
         marks_[static_cast<std::size_t>(v)] = 0;
-        if constexpr (has_swa) {
+        if constexpr (has_swa && P != free_part::full) {
             auto& swa = pool<swa_index>();
-            if (swa.core().table().physical_of(v) > 0) swa.release_page(swa.core().release_bound(v));
+            if (P == free_part::swa || swa.core().table().physical_of(v) > 0) swa.release_page(swa.core().release_bound(v));
         }
-        full.release_page(full.core().release_bound(v));
-        full.core().push_id(v);
+        if constexpr (P != free_part::swa) {
+            full.release_page(full.core().release_bound(v));
+            full.core().push_id(v);
+        }
     }
     if constexpr (has_eager_) {
-        if (!pages.empty()) with_moves([&](auto& ctx) { for_each_pool([&](auto& p, auto) { p.after_release(ctx); }); });
+        if (!pages.empty()) {
+            with_moves([&](auto& ctx) {
+                for_each_pool([&](auto& p, auto i) {
+                    constexpr Component c = layout_member_t<L, decltype(i)::value>::component;
+                    if constexpr (c == Component::full ? P != free_part::swa : c == Component::swa && P != free_part::full) {
+                        p.after_release(ctx);
+                    }
+                });
+            });
+        }
     }
 }
 
 template <class L, class B>
-void UnifiedAllocator<L, B>::free_swa(std::span<const VirtualPage> pages) {
-    static_assert(has_swa, "unikv: free_swa needs a layout with a Swa pool");
-    check_virtual_pages(pages, "free_swa", true, false);
-    auto& swa = pool<swa_index>();
-    for (auto it = pages.rbegin(); it != pages.rend(); ++it) swa.release_page(swa.core().release_bound(it->value()));
-    if constexpr (has_eager_) {
-        if (!pages.empty()) with_moves([&](auto& ctx) { swa.after_release(ctx); });
-    }
-}
-
-template <class L, class B>
-void UnifiedAllocator<L, B>::free_full(std::span<const VirtualPage> pages) {
-    check_virtual_pages(pages, "free_full", false, true);
-    auto& full = pool<full_index>();
-    for (auto it = pages.rbegin(); it != pages.rend(); ++it) {  // last to first, as in `free`
-        full.release_page(full.core().release_bound(it->value()));
-        full.core().push_id(it->value());
-    }
-    if constexpr (has_eager_) {
-        if (!pages.empty()) with_moves([&](auto& ctx) { full.after_release(ctx); });
-    }
+void UnifiedAllocator<L, B>::transfer_swa(std::span<const VirtualPage> kept, std::span<const VirtualPage> incoming) {
+    static_assert(has_swa, "unikv: transfer_swa needs a layout with a Swa pool");
+    UNIKV_EXPECTS(kept.size() == incoming.size(), "transfer_swa: ", kept.size(), " kept pages but ", incoming.size(),
+                  " incoming pages");
+    // A kept page has an SWA tombstone and an incoming one an SWA page, so no id can be in both lists.
+    check_virtual_pages<swa_entry::tombstone, repeat_marks::clear>(kept, "transfer_swa (kept)");
+    check_virtual_pages<swa_entry::bound, repeat_marks::clear>(incoming, "transfer_swa (incoming)");
+    detail::pool_core& swa = pool<swa_index>().core();
+    for (std::size_t i = 0; i < kept.size(); ++i) swa.occupy_bound(swa.release_bound(incoming[i].value()), kept[i].value());
 }
 
 template <class L, class B>

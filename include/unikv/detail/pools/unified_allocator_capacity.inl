@@ -240,7 +240,7 @@ AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const {
-    Component short_pool = Component::full;
+    Component short_pool = d.full > 0 ? Component::full : d.swa > 0 ? Component::swa : Component::mamba;
     for (Component c : {Component::full, Component::swa, Component::mamba}) {
         CapacityDemand alone;
         if (c == Component::full) alone.full = d.full;
@@ -251,12 +251,30 @@ AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const 
             break;
         }
     }
-    if (d.full > pool<full_index>().core().free_ids()) return {Shortfall::virtual_ids, Component::full};
-    if constexpr (has_mamba) {
-        if (d.mamba > pool<mamba_index>().core().free_ids()) return {Shortfall::virtual_ids, Component::mamba};
+    // The fewest pages of `short_pool` to take off `d` so that it fits under `mask` (binary search, failure
+    // path only: fitting is monotone in the demand).
+    const auto missing = [&](std::uint32_t mask, bool ignore_pins) {
+        std::int64_t lo = 0;
+        std::int64_t hi = d.of(short_pool);
+        while (lo < hi) {
+            const std::int64_t mid = lo + (hi - lo) / 2;
+            CapacityDemand less = d;
+            (short_pool == Component::full ? less.full : short_pool == Component::swa ? less.swa : less.mamba) -= mid;
+            if (fits(less, mask, ignore_pins)) hi = mid;
+            else lo = mid + 1;
+        }
+        return lo;
+    };
+    if (const std::int64_t ids = pool<full_index>().core().free_ids(); d.full > ids) {
+        return {Shortfall::virtual_ids, Component::full, d.full - ids};
     }
-    if (fits(d, compaction_set(d, true), true)) return {Shortfall::moves_blocked, short_pool};
-    return {Shortfall::room, short_pool};
+    if constexpr (has_mamba) {
+        if (const std::int64_t ids = pool<mamba_index>().core().free_ids(); d.mamba > ids) {
+            return {Shortfall::virtual_ids, Component::mamba, d.mamba - ids};
+        }
+    }
+    if (fits(d, compaction_set(d, true), true)) return {Shortfall::moves_blocked, short_pool, missing(0, false)};
+    return {Shortfall::room, short_pool, missing(compaction_set(d, true), true)};
 }
 
 template <class L, class B>

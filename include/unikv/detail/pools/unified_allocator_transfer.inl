@@ -72,7 +72,7 @@ ReserveResult UnifiedAllocator<L, B>::alloc_physical(Component c, std::int32_t p
         }
         auto& swa = pool<swa_index>();
         UNIKV_EXPECTS(pages >= 1 && pages <= swa.core().spec().num_pages, "cannot reserve ", pages, " pages");
-        if (AllocResult r = relieve(CapacityDemand{.swa = pages}); !r) return {Reservation{}, r.shortfall};
+        if (AllocResult r = relieve(CapacityDemand{.swa = pages}); !r) return {Reservation{}, r.shortfall, r.component, r.pages_short};
         const std::uint32_t slot = registry_->open(Component::swa);
         std::vector<PhysicalPage>& out = registry_->slot(slot).pages;
         handed_.clear();
@@ -98,7 +98,7 @@ void UnifiedAllocator<L, B>::bind_swa(std::span<const VirtualPage> full_pages, c
     UNIKV_EXPECTS(first <= reserved.size() && full_pages.size() <= reserved.size() - first, "binding ", full_pages.size(),
                   " pages from index ", first, " of a reservation of ", reserved.size());
     auto& swa = pool<swa_index>().core();
-    check_virtual_pages(full_pages, "bind_swa", false, true);
+    check_virtual_pages<swa_entry::tombstone, repeat_marks::clear>(full_pages, "bind_swa");
     for (std::size_t i = 0; i < full_pages.size(); ++i) {
         const std::int32_t p = reserved[first + i].value();
         const detail::page_state s = swa.state(p);
