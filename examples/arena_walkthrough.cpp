@@ -90,7 +90,7 @@ struct Walkthrough {
                 const std::int32_t pos = info.start + static_cast<std::int32_t>(i);
                 const std::int32_t id = info.pages[i / page].value() * page + static_cast<std::int32_t>(i % page);
                 ok = ok && holds(Component::full, id, marker(Component::full, info.tokens[i], pos));
-                if (info.device[index_of(Component::swa)]) ok = ok && holds(Component::swa, id, marker(Component::swa, info.tokens[i], pos));
+                if (info.device[Component::swa]) ok = ok && holds(Component::swa, id, marker(Component::swa, info.tokens[i], pos));
             }
             if (info.state.is_valid()) {
                 ok = ok && holds(Component::mamba, info.state.value(), marker(Component::mamba, info.tokens.back(), info.start + info.length));

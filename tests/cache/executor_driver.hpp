@@ -315,7 +315,7 @@ private:
                 const auto first = info.start + static_cast<std::int32_t>(k) * page_size;
                 REQUIRE(rows_.page_holds(Component::full, info.pages[k], key, first));
                 if constexpr (has_swa) {
-                    if (info.device[index_of(Component::swa)]) REQUIRE(rows_.page_holds(Component::swa, info.pages[k], key, first));
+                    if (info.device[Component::swa]) REQUIRE(rows_.page_holds(Component::swa, info.pages[k], key, first));
                 }
             }
             if constexpr (has_mamba) {
