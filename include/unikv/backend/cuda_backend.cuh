@@ -21,6 +21,7 @@
 #include <unikv/backend/counters.hpp>
 #include <unikv/backend/page_copy.hpp>
 #include <unikv/detail/backend/atomic_counters.hpp>
+#include <unikv/detail/backend/copy_entry_points.hpp>
 #include <unikv/detail/backend/cuda_check.cuh>
 #include <unikv/detail/backend/cuda_index_staging.cuh>
 #include <unikv/detail/backend/cuda_kernels.cuh>
@@ -41,7 +42,12 @@ struct state {
 }  // namespace detail::cuda
 
 /// The CUDA backend. Move-only; streams, events and buffers it hands out must not outlive it.
-class CudaBackend {
+///
+/// Page copies (`copy_pages_async`, `copy_page_slices_async`, any pair of memory spaces) validate on the host and
+/// throw `logic_error` before queuing anything. They never synchronize the host unless the index ring (4 MiB of
+/// indices, or 1024 lists) is full of lists still in flight, and they are not capturable in a CUDA graph (the
+/// ring is reused).
+class CudaBackend : public detail::copy_entry_points<CudaBackend> {
 public:
     class event_ref;
 
@@ -201,26 +207,6 @@ public:
         return Event(event_ref(state_.get(), e));
     }
 
-    /// Queues a gather/scatter of whole page envelopes on `s` (see `HostBackend::copy_pages_async`).
-    /// Validates on the host and throws `logic_error` before queuing anything. No host synchronization unless
-    /// the index ring (4 MiB of indices, or 1024 lists) is full of lists still in flight. Not capturable in a CUDA
-    /// graph (the ring is reused). Any pair of memory spaces.
-    template <MemorySpace S, MemorySpace D>
-    void copy_pages_async(basic_region_ref<S> src, std::span<const std::int32_t> src_pages, basic_region_ref<D> dst,
-                          std::span<const std::int32_t> dst_pages, std::size_t page_bytes, stream_ref s) {
-        queue_copy("copy_pages_async", detail::raw(src), src_pages, detail::raw(dst), dst_pages, page_bytes,
-                   EnvelopeSlice::whole(page_bytes), s);
-    }
-
-    /// Queues a copy of `slice` of each envelope on `s`; bytes outside the slice are not touched.
-    template <MemorySpace S, MemorySpace D>
-    void copy_page_slices_async(basic_region_ref<S> src, std::span<const std::int32_t> src_pages,
-                                basic_region_ref<D> dst, std::span<const std::int32_t> dst_pages,
-                                std::size_t page_bytes, EnvelopeSlice slice, stream_ref s) {
-        queue_copy("copy_page_slices_async", detail::raw(src), src_pages, detail::raw(dst), dst_pages, page_bytes,
-                   slice, s);
-    }
-
     /// Queues setting every byte of the listed envelopes to `value` on `s`.
     template <MemorySpace S>
     void fill_pages_async(basic_region_ref<S> region, std::span<const std::int32_t> pages, std::size_t page_bytes,
@@ -244,6 +230,8 @@ private:
     void check_stream(const char* call, stream_ref s) const {
         UNIKV_EXPECTS(s.state_ == state_.get(), call, ": the stream is empty or belongs to another CudaBackend");
     }
+
+    friend class detail::copy_entry_points<CudaBackend>;  // forwards the typed copy calls to queue_copy
 
     void queue_copy(const char* call, detail::raw_region src, std::span<const std::int32_t> src_pages,
                     detail::raw_region dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,

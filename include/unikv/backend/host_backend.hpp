@@ -21,6 +21,7 @@
 #include <unikv/backend/backend_concept.hpp>
 #include <unikv/backend/execution_mode.hpp>
 #include <unikv/backend/page_copy.hpp>
+#include <unikv/detail/backend/copy_entry_points.hpp>
 #include <unikv/detail/backend/host_engine.hpp>
 #include <unikv/detail/backend/owned_buffer.hpp>
 #include <unikv/detail/backend/owned_handle.hpp>
@@ -35,7 +36,7 @@ struct HostBackendOptions {
 
 /// The host (CPU) backend. Move-only owner of its streams' workers; streams, events and buffers it hands out
 /// must not outlive it.
-class HostBackend {
+class HostBackend : public detail::copy_entry_points<HostBackend> {
 public:
     class event_ref;
 
@@ -185,28 +186,6 @@ public:
         return Event(event_ref(engine_.get(), std::make_shared<detail::host::event_state>()));
     }
 
-    /// Queues a gather/scatter of whole page envelopes: `dst_pages[i]` of `dst` receives `src_pages[i]` of
-    /// `src`, `page_bytes` each, in any order. Any pair of memory spaces. `src` and `dst` may be the same
-    /// region (a compaction move) as long as the page sets are disjoint. Throws `logic_error` on bad arguments
-    /// (nothing is queued). Asynchronous: returns at once; the copy reads its source when it executes on `s`.
-    /// No synchronization.
-    template <MemorySpace S, MemorySpace D>
-    void copy_pages_async(basic_region_ref<S> src, std::span<const std::int32_t> src_pages, basic_region_ref<D> dst,
-                          std::span<const std::int32_t> dst_pages, std::size_t page_bytes, stream_ref s) {
-        queue_copy("copy_pages_async", detail::raw(src), src_pages, detail::raw(dst), dst_pages, page_bytes,
-                   EnvelopeSlice::whole(page_bytes), s);
-    }
-
-    /// Like `copy_pages_async`, but copies only `slice` of each envelope (for example one layer, so that
-    /// layer i can be computed while layer i+1 loads). Bytes outside the slice are not touched.
-    template <MemorySpace S, MemorySpace D>
-    void copy_page_slices_async(basic_region_ref<S> src, std::span<const std::int32_t> src_pages,
-                                basic_region_ref<D> dst, std::span<const std::int32_t> dst_pages,
-                                std::size_t page_bytes, EnvelopeSlice slice, stream_ref s) {
-        queue_copy("copy_page_slices_async", detail::raw(src), src_pages, detail::raw(dst), dst_pages, page_bytes,
-                   slice, s);
-    }
-
     /// Queues setting every byte of the listed envelopes to `value` (zeroing pages on hand-out).
     /// Throws `logic_error` for a page outside the region. Asynchronous, no synchronization.
     template <MemorySpace S>
@@ -243,6 +222,8 @@ private:
     void check_stream(const char* call, stream_ref s) const {
         UNIKV_EXPECTS(s.engine_ == engine_.get(), call, ": the stream is empty or belongs to another HostBackend");
     }
+
+    friend class detail::copy_entry_points<HostBackend>;  // forwards the typed copy calls to queue_copy
 
     void queue_copy(const char* call, detail::raw_region src, std::span<const std::int32_t> src_pages,
                     detail::raw_region dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
