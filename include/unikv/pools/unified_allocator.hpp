@@ -160,6 +160,8 @@ class UnifiedAllocator {
         return (detail::check_pool_impl<impl_t<I>, B>::value && ...);
     }(std::make_index_sequence<size_>{}));
     static constexpr bool has_eager_ = !layout_allows_move_gates_v<L>;
+    // A FULL-only layout has no up end: FULL grows down to the sink floor and has no growth-side neighbour.
+    static constexpr bool has_up_end_ = size_ > 1;
 
 public:
     using layout_type = L;

@@ -78,17 +78,21 @@ void UnifiedAllocator<L, B>::for_each_pool(F&& f) const {
 template <class L, class B>
 template <std::size_t I>
 std::size_t UnifiedAllocator<L, B>::limit_of() const noexcept {
-    if constexpr (I == 0) {
+    if constexpr (I == full_index) {
+        if constexpr (!has_up_end_) {
+            return spec_.sink_floor_bytes;
+        } else {
+            if constexpr (has_float) {
+                if (!pool<1>().transparent()) return pool<1>().high_bytes();
+            }
+            return pool<0>().frontier_bytes();
+        }
+    } else {
+        static_assert(I == 0, "the float has two limits");
         if constexpr (has_float) {
             if (!pool<1>().transparent()) return pool<1>().low_bytes();
         }
         return pool<full_index>().frontier_bytes();
-    } else {
-        static_assert(I == full_index, "the float has two limits");
-        if constexpr (has_float) {
-            if (!pool<1>().transparent()) return pool<1>().high_bytes();
-        }
-        return pool<0>().frontier_bytes();
     }
 }
 

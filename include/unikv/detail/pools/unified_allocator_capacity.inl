@@ -62,10 +62,12 @@ bool UnifiedAllocator<L, B>::fits(const CapacityDemand& d, std::uint32_t drain_m
     };
     std::size_t up_front = 0;
     std::size_t down_front = 0;
-    if (!project(pool<0>(), 0, d.of(layout_member_t<L, 0>::component), up_front)) return false;
     if (!project(pool<full_index>(), full_index, d.full, down_front)) return false;
-    if (up_front > down_front) return false;
-    if constexpr (!has_float) {
+    if constexpr (!has_up_end_) {
+        return true;  // a lone FULL pool stays above its sink floor (`usable_pages`)
+    } else if (!project(pool<0>(), 0, d.of(layout_member_t<L, 0>::component), up_front) || up_front > down_front) {
+        return false;
+    } else if constexpr (!has_float) {
         return true;
     } else {
         const auto& fl = pool<1>();
@@ -93,7 +95,9 @@ std::uint32_t UnifiedAllocator<L, B>::compaction_set(const CapacityDemand& d, bo
         return is_lazy_v<I> && ((movable >> I) & 1u) != 0 ? (1u << I) : 0u;
     };
     const std::int64_t up_demand = d.of(layout_member_t<L, 0>::component);
-    if constexpr (!has_float) {
+    if constexpr (!has_up_end_) {
+        return 0;  // no growth-side neighbour: draining its own holes would only copy pages it can reuse
+    } else if constexpr (!has_float) {
         std::uint32_t set = 0;
         if (up_demand > 0) set |= lazy_bit.template operator()<full_index>();
         if (d.full > 0) set |= lazy_bit.template operator()<0>();
@@ -127,7 +131,9 @@ std::uint32_t UnifiedAllocator<L, B>::schedulable_credit(std::size_t shape, std:
     };
     const bool joint = shape == component_count;
     const std::size_t up_shape = index_of(layout_member_t<L, 0>::component);
-    if constexpr (!has_float) {
+    if constexpr (!has_up_end_) {
+        return 0;  // no growth-side neighbour to credit
+    } else if constexpr (!has_float) {
         std::uint32_t credit = 0;
         if (joint || shape == index_of(Component::full)) credit |= lazy_bit.template operator()<0>();
         if ((joint && has_swa) || shape == up_shape) credit |= lazy_bit.template operator()<full_index>();
@@ -300,7 +306,7 @@ std::vector<std::string> UnifiedAllocator<L, B>::verify_byte_accounting() const 
 template <class L, class B>
 void UnifiedAllocator<L, B>::verify_composite(std::vector<std::string>& out) const {
     // Byte frontiers are ordered along the chain (a parked float is transparent).
-    const std::size_t up_high = pool<0>().high_bytes();
+    const std::size_t up_high = has_up_end_ ? pool<0>().high_bytes() : spec_.sink_floor_bytes;
     const std::size_t down_low = pool<full_index>().low_bytes();
     if (up_high > down_low) out.push_back(detail::concat("chain: up end ends at byte ", up_high, " above the down end's start ", down_low));
     if (up_high < spec_.sink_floor_bytes) out.push_back("chain: the up end starts inside the sink");

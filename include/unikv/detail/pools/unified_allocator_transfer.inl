@@ -220,7 +220,7 @@ FlushResult UnifiedAllocator<L, B>::flush(FlushMode mode) {
         // The float first: its zero-copy absorption can make the ends' moves unnecessary.
         if constexpr (has_float) run(pool<1>());
         run(pool<full_index>());
-        run(pool<0>());
+        if constexpr (has_up_end_) run(pool<0>());
         total.pages_moved = ctx.pages_moved;
         total.bytes_moved = ctx.bytes_moved;
     });
