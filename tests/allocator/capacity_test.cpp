@@ -160,3 +160,28 @@ TEST_CASE("a FULL-only layout grows down to the sink floor, and its sizes count 
     CHECK(f.alloc.byte_span(Component::full).first == f.alloc.region().size);
     CHECK(f.broken().empty());
 }
+
+// A demand is written with named fields and read per component.
+static_assert(CapacityDemand{.full = 3, .mamba = 2}[Component::mamba] == 2);
+static_assert(CapacityDemand::single(Component::swa, 4)[Component::swa] == 4 &&
+              CapacityDemand::single(Component::swa, 4)[Component::full] == 0);
+
+TEST_CASE("a demand that is negative or names a pool the layout lacks is refused, naming the call and the pool") {
+    Fixture<MambaFullLayout> f(small_config(64 * 128));
+    const auto what = [](auto&& call) -> std::string {
+        try {
+            call();
+        } catch (const unikv::logic_error& e) {
+            return e.what();
+        }
+        return "no logic_error";
+    };
+    const std::uint64_t epoch = f.alloc.epoch();
+    CHECK(what([&] { (void)f.alloc.can_reserve({.swa = 1}); }) ==
+          "unikv: can_reserve: demand {full 0, swa 1, mamba 0}: 1 pages of a pool the layout lacks: swa");
+    CHECK(what([&] { (void)f.alloc.ensure_capacity({.full = 2, .mamba = -1}); }) ==
+          "unikv: ensure_capacity: demand {full 2, swa 0, mamba -1}: -1 pages is negative for mamba");
+    CHECK(f.alloc.epoch() == epoch);
+    CHECK(f.alloc.can_reserve({.full = 2, .mamba = 1}));
+    CHECK(f.broken().empty());
+}

@@ -37,16 +37,6 @@ decltype(auto) UnifiedAllocator<L, B>::with_moves(F&& f) {
 }
 
 template <class L, class B>
-std::uint32_t UnifiedAllocator<L, B>::movable_mask() const {
-    const bool open = gates_.open();
-    std::uint32_t mask = 0;
-    for_each_pool([&](const auto& p, auto i) {
-        if (open && p.core().pending_load_pages() == 0) mask |= 1u << decltype(i)::value;
-    });
-    return mask;
-}
-
-template <class L, class B>
 bool UnifiedAllocator<L, B>::moves_blocked() const {
     if (!gates_.open()) return true;
     bool pending = false;
