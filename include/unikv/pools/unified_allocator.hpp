@@ -46,6 +46,7 @@
 #include <unikv/pools/move_gates.hpp>
 #include <unikv/pools/page_table.hpp>
 #include <unikv/pools/page_table_mirror.hpp>
+#include <unikv/pools/pool_policy_concept.hpp>
 #include <unikv/pools/reservation.hpp>
 #include <unikv/pools/results.hpp>
 #include <unikv/pools/transfer_events.hpp>
@@ -113,21 +114,51 @@ private:
     bool engaged_;
 };
 
-/// Checks, one requirement at a time so the error names what is missing, that a policy's `impl` offers what
-/// the unified allocator calls.
-template <class I, class B>
-struct check_pool_impl {
-    static_assert(has_pool_core_v<I>, "unikv: a pool policy's impl<Backend> lacks core()");
+/// Checks, one requirement at a time so the error names what is missing, that policy `P`'s `impl<B>` offers
+/// what the unified allocator calls on a pool in `P`'s role. Returns true, so it sits in a `static_assert`.
+template <class P, class B>
+consteval bool check_pool_impl() {
+    using I = typename P::template impl<B>;
+    using C = move_context<B>;
+    static_assert(has_pool_constructor_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks a constructor impl(const SubPoolSpec&, std::int32_t "
+                  "num_virtual, detail::id_source)");
+    static_assert(has_pool_core_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks core() returning detail::pool_core& (and const&)");
+    static_assert(has_take_bound_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks take_bound(ids, ByteBand, handed); add it (a template "
+                  "over the id type) binding each id to a hole or a page grown inside the band");
+    static_assert(has_take_reserved_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks take_reserved(n, ByteBand, out, handed)");
     static_assert(has_release_page_v<I>, "unikv: a pool policy's impl<Backend> lacks release_page(page)");
-    static_assert(has_after_release_v<I, move_context<B>>, "unikv: a pool policy's impl<Backend> lacks after_release(ctx)");
-    static_assert(has_flush_v<I, move_context<B>>,
-                  "unikv: a pool policy's impl<Backend> lacks flush(ctx, mode, blocked, cap) returning FlushResult");
-    static_assert(has_idle_and_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() or drainable()");
-    static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(out)");
-    static_assert(has_byte_span_v<I>,
-                  "unikv: a pool policy's impl<Backend> lacks low_bytes(), high_bytes() or transparent()");
-    static constexpr bool value = true;
-};
+    static_assert(has_after_release_v<I, C>, "unikv: a pool policy's impl<Backend> lacks after_release(move_context&)");
+    static_assert(has_flush_v<I, C>,
+                  "unikv: a pool policy's impl<Backend> lacks flush(move_context&, FlushMode, bool blocked, "
+                  "std::size_t cap) returning FlushResult");
+    static_assert(has_idle_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() const returning bool");
+    static_assert(has_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks drainable() const returning int32");
+    static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(std::vector<std::string>&) const");
+    static_assert(has_byte_span_v<I>, "unikv: a pool policy's impl<Backend> lacks low_bytes() or high_bytes() const");
+    static_assert(has_transparent_v<I>, "unikv: a pool policy's impl<Backend> lacks transparent() const");
+    if constexpr (is_end_policy_v<P>) {
+        static_assert(has_end_frontier_v<I>,
+                      "unikv: an end pool policy's impl<Backend> lacks extent() or frontier_bytes_at(extent) const");
+    } else {
+        static_assert(has_band_pages_v<I>,
+                      "unikv: a middle pool policy's impl<Backend> lacks band_pages(ByteBand) const returning the "
+                      "page range [first, last) inside the band");
+        static_assert(has_float_span_v<I>,
+                      "unikv: a middle pool policy's impl<Backend> lacks span() or absorbed_span() const returning "
+                      "a page range");
+        static_assert(has_relocation_v<I, C>,
+                      "unikv: a middle pool policy's impl<Backend> lacks relocatable() const or relocate_into(first, "
+                      "last, move_context&)");
+        static_assert(has_float_moves_v<I, C>,
+                      "unikv: a middle pool policy's impl<Backend> lacks make_room(Side, bytes, ByteBand, "
+                      "move_context&, blocked) or compact_holes(Side, move_context&, blocked)");
+    }
+    return true;
+}
 
 template <class L, class B, class Seq = std::make_index_sequence<L::size>>
 struct pool_tuple;
@@ -164,7 +195,7 @@ class UnifiedAllocator {
     template <std::size_t I>
     static constexpr bool is_lazy_v = compaction_of_v<typename layout_member_t<L, I>::policy> == Compaction::lazy;
     static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
-        return (detail::check_pool_impl<impl_t<I>, B>::value && ...);
+        return (detail::check_pool_impl<typename layout_member_t<L, I>::policy, B>() && ...);
     }(std::make_index_sequence<size_>{}));
     static constexpr bool has_eager_ = !layout_allows_move_gates_v<L>;
 
@@ -408,9 +439,10 @@ private:
     template <class F>
     void for_each_pool(F&& f) const;
 
-    // The byte limit each member may grow to (its growth-side neighbour's facing frontier).
+    // The bytes member I may occupy now: between the facing edges of its nearest non-transparent
+    // neighbours (the sink floor and the arena's end where it has none).
     template <std::size_t I>
-    [[nodiscard]] std::size_t limit_of() const noexcept;
+    [[nodiscard]] ByteBand band_of() const noexcept;
     // Binds `ids` in member I: from holes inline when they cover the batch, else through the policy.
     template <std::size_t I, class Id>
     void take_bound(std::span<const Id> ids);

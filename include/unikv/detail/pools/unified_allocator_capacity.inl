@@ -82,18 +82,20 @@ bool UnifiedAllocator<L, B>::float_fits(std::int64_t pages, relief_plan plan, bl
                                         std::size_t down_front) const {
     const auto& fl = pool<float_index>();
     const detail::pool_core& c = fl.core();
-    const std::int64_t band = std::max(0, fl.band_hi(down_front) - fl.band_lo(up_front));
+    const auto [band_lo, band_hi] = fl.band_pages({up_front, down_front});
+    const std::int64_t band = std::max(0, band_hi - band_lo);
     const bool relocate = plan.relocate_float && (b == blockers::ignored || fl.relocatable());
     if (relocate || fl.transparent()) {
         const std::int64_t occupied = fl.transparent() ? 0 : c.occupied_pages() - c.hole_pages();
         return occupied + pages == 0 || band >= occupied + pages;
     }
     // A flushed float has absorbed its boundary holes (zero copy, allowed even when moves are not).
-    const auto [lo, hi] = plan.flushed.middle ? fl.absorbed_span() : std::pair{fl.span_lo(), fl.span_hi()};
+    const auto [span_lo, span_hi] = fl.span();
+    const auto [lo, hi] = plan.flushed.middle ? fl.absorbed_span() : fl.span();
     const std::size_t page_bytes = c.spec().page_bytes;
     if (up_front > static_cast<std::size_t>(lo) * page_bytes || static_cast<std::size_t>(hi) * page_bytes > down_front) return false;
-    const std::int64_t holes = c.hole_pages() - (lo - fl.span_lo()) - (fl.span_hi() - hi);
-    const std::int64_t room = holes + std::max(0, lo - fl.band_lo(up_front)) + std::max(0, fl.band_hi(down_front) - hi);
+    const std::int64_t holes = c.hole_pages() - (lo - span_lo) - (span_hi - hi);
+    const std::int64_t room = holes + std::max(0, lo - band_lo) + std::max(0, band_hi - hi);
     return room >= pages;
 }
 
@@ -242,7 +244,10 @@ AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
                 };
                 const std::size_t up_front = front(pool<up_index>(), d[up_component_]);
                 const std::size_t down_front = front(pool<down_index>(), d.full);
-                if (up_front <= down_front) (void)fl.relocate_into(fl.band_lo(up_front), fl.band_hi(down_front), ctx);
+                if (up_front <= down_front) {
+                    const auto [first, last] = fl.band_pages({up_front, down_front});
+                    (void)fl.relocate_into(first, last, ctx);
+                }
                 if (fits(d, {}, blockers::honoured)) return {};
             }
         }
