@@ -136,6 +136,7 @@ void batches(benchmark::internal::Benchmark* b, std::initializer_list<std::int64
 
 }  // namespace
 
+BENCHMARK_TEMPLATE(alloc_free, FullLayout)->Apply([](auto* b) { batches(b, {recycle, fragmented, frontier}); });
 BENCHMARK_TEMPLATE(alloc_free, SwaFullLayout)->Apply([](auto* b) { batches(b, {recycle, fragmented, frontier}); });
 BENCHMARK_TEMPLATE(alloc_free, MambaFullLayout)->Apply([](auto* b) { batches(b, {recycle, fragmented}); });
 BENCHMARK_TEMPLATE(alloc_free, TriPoolLayout)->Apply([](auto* b) { batches(b, {recycle, fragmented}); });

@@ -82,6 +82,11 @@ void translate(benchmark::State& state) {
 
 }  // namespace
 
+BENCHMARK_TEMPLATE(translate, FullLayout)
+    ->ArgsProduct({{1024, 16384, 262144}, {16}, {1}})
+    ->ArgNames({"tokens", "page_size", "row"})
+    ->UseManualTime()
+    ->MinTime(0.05);
 BENCHMARK_TEMPLATE(translate, SwaFullLayout)
     ->ArgsProduct({{1024, 16384, 262144}, {16, 1, 3}, {1}})
     ->ArgsProduct({{1024, 16384, 262144}, {1}, {256}})

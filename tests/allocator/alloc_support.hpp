@@ -20,6 +20,8 @@ namespace alloc_test {
 
 using namespace unikv;
 
+/// The eager twin of `FullLayout` (not shipped: a dense model without HiCache), so the lone-pool eager path runs.
+using EagerFullLayout = FullOnly<Pool<Component::full, EagerEndPool<Grow::down>>>;
 
 /// FULL and SWA entries of 32 bytes (1 layer, 1 head, head_dim 8, bf16), Mamba slots of 64 bytes.
 inline ArenaConfig small_config(std::size_t arena_bytes, std::int32_t page_size = 4, std::int32_t window = 8) {

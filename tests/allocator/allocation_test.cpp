@@ -50,8 +50,8 @@ void expect_misuse(Fixture<L>& f, const char* call_name, const std::string& frag
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("data follows the virtual id through frees, flushes and reuse", L, SwaFullLayout, MambaFullLayout,
-                   TriPoolLayout, EagerSwaFullLayout, EagerMambaFullLayout) {
+TEST_CASE_TEMPLATE("data follows the virtual id through frees, flushes and reuse", L, FullLayout, SwaFullLayout,
+                   MambaFullLayout, TriPoolLayout, EagerFullLayout, EagerSwaFullLayout, EagerMambaFullLayout) {
     Fixture<L> f(small_config(arena_bytes));
     std::vector<std::vector<VirtualPage>> groups;
     for (int i = 0; i < 6; ++i) groups.push_back(f.alloc_kv(2 + i % 3, static_cast<std::uint32_t>(i)));
@@ -78,7 +78,7 @@ TEST_CASE_TEMPLATE("data follows the virtual id through frees, flushes and reuse
 }
 
 TEST_CASE_TEMPLATE("alloc, free, tombstone, translate, reserve, bind and cancel never touch the backend", L,
-                   SwaFullLayout, MambaFullLayout, TriPoolLayout) {
+                   FullLayout, SwaFullLayout, MambaFullLayout, TriPoolLayout) {
     Fixture<L> f(small_config(arena_bytes));
     auto a = f.alloc_kv(4);
     auto b = f.alloc_kv(4);
@@ -88,7 +88,8 @@ TEST_CASE_TEMPLATE("alloc, free, tombstone, translate, reserve, bind and cancel 
     CHECK(f.broken().empty());
 }
 
-TEST_CASE_TEMPLATE("eager frees compact at once and never block the host", L, EagerSwaFullLayout, EagerMambaFullLayout) {
+TEST_CASE_TEMPLATE("eager frees compact at once and never block the host", L, EagerFullLayout, EagerSwaFullLayout,
+                   EagerMambaFullLayout) {
     Fixture<L> f(small_config(arena_bytes));
     auto head = f.alloc_kv(3);
     auto tail = f.alloc_kv(3, 1);
@@ -104,7 +105,7 @@ TEST_CASE_TEMPLATE("eager frees compact at once and never block the host", L, Ea
 }
 
 TEST_CASE_TEMPLATE("alloc_extend fills the prefix's last page, then whole new pages; alloc_decode adds one token", L,
-                   SwaFullLayout, MambaFullLayout, TriPoolLayout) {
+                   FullLayout, SwaFullLayout, MambaFullLayout, TriPoolLayout) {
     Fixture<L> f(small_config(arena_bytes));
     const std::vector<std::int32_t> prefix{0, 0};
     const std::vector<std::int32_t> seq{6, 3};
@@ -150,8 +151,8 @@ TEST_CASE_TEMPLATE("alloc_extend fills the prefix's last page, then whole new pa
     CHECK(f.broken().empty());
 }
 
-TEST_CASE_TEMPLATE("misuse throws a logic_error naming the call and the id and changes nothing", L, SwaFullLayout,
-                   TriPoolLayout, MambaFullLayout) {
+TEST_CASE_TEMPLATE("misuse throws a logic_error naming the call and the id and changes nothing", L, FullLayout,
+                   SwaFullLayout, TriPoolLayout, MambaFullLayout) {
     using A = typename Fixture<L>::Alloc;
     Fixture<L> f(small_config(arena_bytes));
     auto live = f.alloc_kv(4);
@@ -272,8 +273,8 @@ TEST_CASE("an allocator moves with its reservations, and handed-out pages can be
     CHECK(moved.verify_byte_accounting().empty());
 }
 
-TEST_CASE_TEMPLATE("a freed row comes back in its order: rows of consecutive ids stay ascending", L, SwaFullLayout,
-                   TriPoolLayout, EagerMambaFullLayout) {
+TEST_CASE_TEMPLATE("a freed row comes back in its order: rows of consecutive ids stay ascending", L, FullLayout,
+                   SwaFullLayout, TriPoolLayout, EagerMambaFullLayout) {
     Fixture<L> f(small_config(64 * 128));
     auto head = f.alloc_kv(3);
     auto row = f.alloc_kv(6);

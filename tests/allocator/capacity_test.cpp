@@ -84,8 +84,8 @@ void build_fragmented(Fixture<L>& f) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("can_reserve says yes exactly when ensure_capacity makes the demand fit", L, SwaFullLayout,
-                   MambaFullLayout, TriPoolLayout) {
+TEST_CASE_TEMPLATE("can_reserve says yes exactly when ensure_capacity makes the demand fit", L, FullLayout,
+                   SwaFullLayout, MambaFullLayout, TriPoolLayout) {
     constexpr bool has_swa = Fixture<L>::Alloc::has_swa;
     constexpr bool has_mamba = Fixture<L>::Alloc::has_mamba;
     int agreed = 0;
@@ -117,4 +117,71 @@ TEST_CASE_TEMPLATE("can_reserve says yes exactly when ensure_capacity makes the 
     }
     CHECK(agreed > 0);
     CHECK(refused > 0);
+}
+
+TEST_CASE("a FULL-only layout grows down to the sink floor, and its sizes count every usable page") {
+    Fixture<FullLayout> f(small_config(64 * 128));
+    const SubPoolSpec& full = f.alloc.spec()[Component::full];
+    const std::int64_t usable = full.usable_pages();
+    REQUIRE(usable > 8);
+    CHECK(f.alloc.available_size() == usable);
+    CHECK(f.alloc.available_size(Component::full) == usable);
+    CHECK(f.alloc.schedulable_available_size() == usable);  // no neighbour to drain
+    CHECK(f.alloc.can_reserve({.full = usable}));
+    CHECK_FALSE(f.alloc.can_reserve({.full = usable + 1}));
+    auto pages = f.alloc_kv(static_cast<std::int32_t>(usable));
+    CHECK(f.alloc.byte_span(Component::full) == std::pair{f.alloc.spec().sink_floor_bytes, f.alloc.region().size});
+    CHECK(f.alloc.available_size() == 0);
+    std::vector<VirtualPage> one(1);
+    CHECK_FALSE(f.alloc.alloc(one));
+    CHECK(f.broken().empty());
+    // Every third page freed: the holes are the room, and an urgent flush packs the survivors to the top.
+    std::vector<VirtualPage> freed;
+    std::vector<VirtualPage> kept;
+    for (std::size_t i = 0; i < pages.size(); ++i) (i % 3 == 0 ? freed : kept).push_back(pages[i]);
+    f.alloc.free(freed);
+    CHECK(f.alloc.available_size() == static_cast<std::int64_t>(freed.size()));
+    CHECK(f.alloc.schedulable_available_size() == static_cast<std::int64_t>(freed.size()));
+    CHECK(f.alloc.flush(FlushMode::urgent).pages_moved > 0);
+    REQUIRE(f.drain());
+    CHECK(f.kv_holds(kept));
+    CHECK(f.alloc.hole_pages(Component::full) == 0);
+    CHECK(f.alloc.byte_span(Component::full).first ==
+          f.alloc.region().size - kept.size() * full.page_bytes);
+    REQUIRE(f.alloc.ensure_capacity({.full = static_cast<std::int64_t>(freed.size())}));
+    auto again = f.alloc_kv(static_cast<std::int32_t>(freed.size()), 1);
+    CHECK(f.kv_holds(kept));
+    CHECK(f.kv_holds(again, 1));
+    CHECK(f.broken().empty());
+    f.alloc.free(kept);
+    f.alloc.free(again);
+    (void)f.alloc.flush(FlushMode::urgent);
+    CHECK(f.alloc.available_size() == usable);
+    CHECK(f.alloc.byte_span(Component::full).first == f.alloc.region().size);
+    CHECK(f.broken().empty());
+}
+
+// A demand is written with named fields and read per component.
+static_assert(CapacityDemand{.full = 3, .mamba = 2}[Component::mamba] == 2);
+static_assert(CapacityDemand::single(Component::swa, 4)[Component::swa] == 4 &&
+              CapacityDemand::single(Component::swa, 4)[Component::full] == 0);
+
+TEST_CASE("a demand that is negative or names a pool the layout lacks is refused, naming the call and the pool") {
+    Fixture<MambaFullLayout> f(small_config(64 * 128));
+    const auto what = [](auto&& call) -> std::string {
+        try {
+            call();
+        } catch (const unikv::logic_error& e) {
+            return e.what();
+        }
+        return "no logic_error";
+    };
+    const std::uint64_t epoch = f.alloc.epoch();
+    CHECK(what([&] { (void)f.alloc.can_reserve({.swa = 1}); }) ==
+          "unikv: can_reserve: demand {full 0, swa 1, mamba 0}: 1 pages of a pool the layout lacks: swa");
+    CHECK(what([&] { (void)f.alloc.ensure_capacity({.full = 2, .mamba = -1}); }) ==
+          "unikv: ensure_capacity: demand {full 2, swa 0, mamba -1}: -1 pages is negative for mamba");
+    CHECK(f.alloc.epoch() == epoch);
+    CHECK(f.alloc.can_reserve({.full = 2, .mamba = 1}));
+    CHECK(f.broken().empty());
 }

@@ -154,7 +154,7 @@ TEST_CASE("a mirror copies only dirty chunks, recycles a staging slab only after
 }
 
 TEST_CASE_TEMPLATE("an urgent flush publishes its moves behind their copies, and rows read right through the mirror at "
-                   "every step", L, SwaFullLayout, MambaFullLayout, TriPoolLayout) {
+                   "every step", L, FullLayout, SwaFullLayout, MambaFullLayout, TriPoolLayout) {
     Fixture<L> f(small_config(64 * 128));
     std::vector<std::vector<VirtualPage>> groups;
     for (int i = 0; i < 5; ++i) groups.push_back(f.alloc_kv(2 + i % 3));
@@ -204,8 +204,8 @@ TEST_CASE("compact_holes, and an allocation whose shortfall ladder flushes a nei
     }, true);
 }
 
-TEST_CASE_TEMPLATE("an eager free publishes its compaction behind the copies", L, EagerSwaFullLayout,
-                   EagerMambaFullLayout) {
+TEST_CASE_TEMPLATE("an eager free publishes its compaction behind the copies", L, EagerFullLayout,
+                   EagerSwaFullLayout, EagerMambaFullLayout) {
     Fixture<L> f(small_config(64 * 128));
     auto head = f.alloc_kv(3);
     auto tail = f.alloc_kv(4);
@@ -255,8 +255,8 @@ TEST_CASE("publishes queued before any copy runs reach the mirror in order, each
     CHECK(f.backend.counters().host_synchronizations == 0);
 }
 
-TEST_CASE_TEMPLATE("hot paths and device_tables never synchronize; hot paths only mark chunks dirty", L, SwaFullLayout,
-                   MambaFullLayout, TriPoolLayout) {
+TEST_CASE_TEMPLATE("hot paths and device_tables never synchronize; hot paths only mark chunks dirty", L, FullLayout,
+                   SwaFullLayout, MambaFullLayout, TriPoolLayout) {
     Fixture<L> f(small_config(64 * 128));
     auto a = f.alloc_kv(4);
     auto b = f.alloc_kv(4);

@@ -799,8 +799,10 @@ void soak(std::uint64_t seed, std::uint64_t ops) {
 TEST_CASE("randomized operations match a reference model on every layout and policy") {
     const std::uint64_t total = env_or("UNIKV_ALLOC_FUZZ_OPS", 200000);
     const std::uint64_t seed = env_or("UNIKV_ALLOC_FUZZ_SEED", 20240917);
-    const std::uint64_t each = (total + 4) / 5;
+    const std::uint64_t each = (total + 6) / 7;
     MESSAGE("UNIKV_ALLOC_FUZZ_SEED=", seed, " UNIKV_ALLOC_FUZZ_OPS=", total);
+    SUBCASE("[Full lazy]") { soak<FullLayout>(seed + 5000, each); }
+    SUBCASE("[Full eager]") { soak<EagerFullLayout>(seed + 6000, each); }
     SUBCASE("[Swa lazy | Full lazy]") { soak<SwaFullLayout>(seed, each); }
     SUBCASE("[Mamba lazy | Full lazy]") { soak<MambaFullLayout>(seed + 1000, each); }
     SUBCASE("[Mamba lazy | Swa float | Full lazy]") { soak<TriPoolLayout>(seed + 2000, each); }

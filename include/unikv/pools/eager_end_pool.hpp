@@ -6,16 +6,9 @@
 /// Because frees move pages, an eager pool can take neither reservations nor move gates (compile-time rules
 /// of the layout and of `install_move_gate`).
 
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include <unikv/component.hpp>
-#include <unikv/detail/pools/end_pool.hpp>
-#include <unikv/detail/pools/move_context.hpp>
+#include <unikv/detail/pools/eager_end_pool.hpp>
 #include <unikv/pools/pool_policy_concept.hpp>
-#include <unikv/pools/results.hpp>
 
 namespace unikv {
 
@@ -27,38 +20,7 @@ struct EagerEndPool {
 
     /// The sub-allocator the unified allocator instantiates for backend `B`.
     template <class B>
-    class impl : public detail::end_pool<G, B> {
-        using base = detail::end_pool<G, B>;
-
-    public:
-        using base::base;
-
-        /// A freed page becomes a hole until `after_release` packs the batch.
-        void release_page(std::int32_t p) { this->core_.add_hole(p); }
-        /// Packs every hole left by a batch of frees: the stream first waits every registered transfer event
-        /// and the running forward, then one copy moves the survivors; the frontier retreats. O(holes log
-        /// holes + moved pages). Never synchronizes the host.
-        void after_release(detail::move_context<B>& ctx) {
-            if (this->core_.hole_pages() == 0) return;
-            bool stopped = false;
-            (void)this->pack(ctx, true, 0, stopped, [](std::int32_t) { UNIKV_ASSERT(false); });
-            UNIKV_ASSERT(this->core_.hole_pages() == 0);
-        }
-        /// An eager pool keeps no holes to drain.
-        [[nodiscard]] static constexpr std::int32_t drainable() noexcept { return 0; }
-        [[nodiscard]] static constexpr bool idle() noexcept { return true; }
-        /// Nothing to flush: the pool compacted when it freed.
-        FlushResult flush(detail::move_context<B>&, FlushMode, bool, std::size_t) noexcept { return {}; }
-
-        /// Appends broken invariants (shared state, and no holes between calls).
-        void verify(std::vector<std::string>& out) const {
-            base::verify(out);
-            if (this->core_.hole_pages() != 0 || this->core_.pending_reuse_pages() != 0) {
-                out.push_back(detail::concat(to_string(this->core_.spec().component), " pool: an eager pool holds ",
-                                             this->core_.hole_pages(), " holes between calls"));
-            }
-        }
-    };
+    using impl = detail::eager_end_pool_impl<B, G>;
 };
 
 static_assert(is_pool_policy_v<EagerEndPool<Grow::up>, detail::backend_archetype>);

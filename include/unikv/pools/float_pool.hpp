@@ -7,21 +7,8 @@
 /// (boundary relocation, or a leapfrog when the whole span must move) and `compact_holes(side)`. Its `flush`
 /// only absorbs boundary holes, without copying.
 
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include <unikv/component.hpp>
-#include <unikv/arena/model.hpp>
-#include <unikv/detail/pools/move_context.hpp>
-#include <unikv/detail/pools/pool_core.hpp>
-#include <unikv/ids.hpp>
+#include <unikv/detail/pools/float_pool.hpp>
 #include <unikv/pools/pool_policy_concept.hpp>
-#include <unikv/pools/results.hpp>
 
 namespace unikv {
 
@@ -29,154 +16,11 @@ struct FloatPool {
     static constexpr Placement placement = Placement::middle;
     static constexpr Compaction compaction = Compaction::on_demand;
 
-    /// The sub-allocator the unified allocator instantiates for backend `B`. `low_limit` is always the up
-    /// end's high frontier in bytes and `high_limit` the down end's low frontier.
+    /// The sub-allocator the unified allocator instantiates for backend `B`.
     template <class B>
-    class impl {
-    public:
-        impl(const SubPoolSpec& spec, std::int32_t num_virtual, detail::id_source ids)
-            : core_(spec, num_virtual, ids),
-              lo_(spec.num_pages),
-              hi_(spec.num_pages),
-              chosen_(static_cast<std::size_t>(spec.num_pages), 0) {}
-
-        [[nodiscard]] detail::pool_core& core() noexcept { return core_; }
-        [[nodiscard]] const detail::pool_core& core() const noexcept { return core_; }
-        /// True when parked (empty): the float owns no bytes and neighbours look through it.
-        [[nodiscard]] bool transparent() const noexcept { return lo_ == hi_; }
-        [[nodiscard]] std::int32_t span_lo() const noexcept { return lo_; }
-        [[nodiscard]] std::int32_t span_hi() const noexcept { return hi_; }
-        [[nodiscard]] std::size_t low_bytes() const noexcept { return static_cast<std::size_t>(lo_) * spec().page_bytes; }
-        [[nodiscard]] std::size_t high_bytes() const noexcept { return static_cast<std::size_t>(hi_) * spec().page_bytes; }
-
-        /// First page of this pool's grid at or above `low_limit` bytes (and above the sink).
-        [[nodiscard]] std::int32_t band_lo(std::size_t low_limit) const noexcept {
-            const std::size_t p = std::max<std::size_t>(static_cast<std::size_t>(spec().min_page), detail::ceil_div(low_limit, spec().page_bytes));
-            return static_cast<std::int32_t>(std::min<std::size_t>(p, static_cast<std::size_t>(spec().num_pages)));
-        }
-        /// One past the last page of this pool's grid that ends at or below `high_limit` bytes.
-        [[nodiscard]] std::int32_t band_hi(std::size_t high_limit) const noexcept {
-            return static_cast<std::int32_t>(std::min<std::size_t>(static_cast<std::size_t>(spec().num_pages), high_limit / spec().page_bytes));
-        }
-        [[nodiscard]] std::int32_t room_low(std::size_t low_limit) const noexcept {
-            return transparent() ? 0 : std::max(0, lo_ - band_lo(low_limit));
-        }
-        [[nodiscard]] std::int32_t room_high(std::size_t high_limit) const noexcept {
-            return transparent() ? 0 : std::max(0, band_hi(high_limit) - hi_);
-        }
-        /// Pages allocatable now without moving anything. O(1).
-        [[nodiscard]] std::int32_t available(std::size_t low_limit, std::size_t high_limit) const noexcept {
-            if (transparent()) return std::max(0, band_hi(high_limit) - band_lo(low_limit));
-            return core_.hole_pages() + room_low(low_limit) + room_high(high_limit);
-        }
-        /// Bytes free between the float's `side` edge and that neighbour (the whole band when parked).
-        [[nodiscard]] std::size_t gap_bytes(Side side, std::size_t low_limit, std::size_t high_limit) const noexcept {
-            if (transparent()) return high_limit > low_limit ? high_limit - low_limit : 0;
-            if (side == Side::low) return low_bytes() > low_limit ? low_bytes() - low_limit : 0;
-            return high_limit > high_bytes() ? high_limit - high_bytes() : 0;
-        }
-
-        /// Binds `vids[i]` to holes first, then to new span pages. Precondition: `vids.size() <=
-        /// available(...)`. O(n).
-        template <class Id>
-        void take_bound(std::span<const Id> vids, std::size_t low_limit, std::size_t high_limit,
-                        std::vector<std::int32_t>* handed) {
-            std::size_t i = core_.bind_from_holes(vids, handed);
-            if (i == vids.size()) return;  // the common case: holes were enough (skips building the callback)
-            extend(static_cast<std::int32_t>(vids.size() - i), low_limit, high_limit, [&](std::int32_t p) {
-                core_.occupy_bound(p, detail::id_value(vids[i++]));
-                if (handed != nullptr) handed->push_back(p);
-            });
-        }
-        /// Takes `n` unbound pages for a reservation, holes first. Precondition: `n <= available(...)`.
-        void take_reserved(std::int32_t n, std::size_t low_limit, std::size_t high_limit, std::vector<PhysicalPage>& out,
-                           std::vector<std::int32_t>* handed) {
-            const std::int32_t i = core_.reserve_from_holes(n, out, handed);
-            if (i == n) return;
-            extend(n - i, low_limit, high_limit, [&](std::int32_t p) {
-                core_.occupy_reserved(p);
-                out.emplace_back(p);
-                if (handed != nullptr) handed->push_back(p);
-            });
-        }
-
-        /// A freed page becomes a hole; an empty float parks. O(1) (O(holes) when it parks).
-        void release_page(std::int32_t p) {
-            core_.add_hole(p);
-            holes_dirty_ = true;
-            park_if_empty();
-        }
-        void after_release(detail::move_context<B>&) noexcept {}
-        /// A float is not lazy: it offers no drainable holes to its neighbours.
-        [[nodiscard]] static constexpr std::int32_t drainable() noexcept { return 0; }
-        [[nodiscard]] bool idle() const noexcept { return !holes_dirty_; }
-        /// The span a boundary absorption would leave (`flush` without copying). O(boundary holes).
-        [[nodiscard]] std::pair<std::int32_t, std::int32_t> absorbed_span() const noexcept {
-            std::int32_t lo = lo_;
-            std::int32_t hi = hi_;
-            while (lo < hi && core_.state(lo) == detail::page_state::hole) ++lo;
-            while (hi > lo && core_.state(hi - 1) == detail::page_state::hole) --hi;
-            return {lo, hi};
-        }
-        /// True when every occupied page can move (no reservation or pending-reuse page).
-        [[nodiscard]] bool relocatable() const noexcept {
-            return core_.reserved_pages() == 0 && core_.pending_reuse_pages() == 0 && core_.pending_load_pages() == 0;
-        }
-
-        /// Absorbs holes at both edges of the span into the free band. Copies nothing, so it runs even when
-        /// moves are blocked. O(holes log holes); O(1) when no free happened since the last flush.
-        FlushResult flush(detail::move_context<B>&, FlushMode, bool, std::size_t) {
-            if (holes_dirty_) absorb_boundary();
-            holes_dirty_ = false;
-            return {};
-        }
-
-        /// Moves every occupied page outside `[a, b)` into free pages inside it (holes first, then free pages
-        /// next to the span), then rebuilds the span and holes. Returns false, changing nothing, when some
-        /// page outside cannot move or `[a, b)` has too few free pages. The stream first waits the running
-        /// forward and every transfer event. O(span + holes). Precondition: `[a, b)` lies inside the band.
-        bool relocate_into(std::int32_t a, std::int32_t b, detail::move_context<B>& ctx);
-
-        /// Opens at least `min_bytes` between the float's `side` edge and that neighbour by moving the live
-        /// pages nearest `side` to the far side (holes first, then fresh pages; all of them when the whole
-        /// span must move). Returns the bytes now open on `side`. A result below `min_bytes` means the move
-        /// was blocked or impossible, and then nothing changed. Cold path.
-        std::size_t make_room(Side side, std::size_t min_bytes, std::size_t low_limit, std::size_t high_limit,
-                              detail::move_context<B>& ctx, bool blocked);
-
-        /// Packs the live pages toward the side opposite `retreat`, so the span retreats from `retreat` by its
-        /// holes. Returns the pages moved (0 when blocked, parked, without holes, or a page cannot move).
-        std::size_t compact_holes(Side retreat, detail::move_context<B>& ctx, bool blocked);
-
-        /// Appends broken invariants (shared state over the span, parking).
-        void verify(std::vector<std::string>& out) const;
-
-    private:
-        [[nodiscard]] const SubPoolSpec& spec() const noexcept { return core_.spec(); }
-
-        // Grows the span by `k` pages: centred in the band when parked, else the roomier side first.
-        template <class OnPage>
-        void extend(std::int32_t k, std::size_t low_limit, std::size_t high_limit, OnPage on_page);
-
-        void park_if_empty();
-
-        void absorb_boundary();
-
-        // After a relocation inside [lo, hi): the span becomes [first occupied, last occupied + 1) and every
-        // free page inside it a hole.
-        void rebuild_span(std::int32_t lo, std::int32_t hi);
-
-        detail::pool_core core_;
-        std::int32_t lo_;  // [lo_, hi_) is the span; lo_ == hi_ == num_pages when parked
-        std::int32_t hi_;
-        bool holes_dirty_ = false;          // a free happened since the last boundary absorption
-        std::vector<std::int32_t> scratch_;  // reused by relocations
-        std::vector<std::uint8_t> chosen_;   // per page: picked as a destination by the current relocation
-    };
+    using impl = detail::float_pool_impl<B>;
 };
 
 static_assert(is_pool_policy_v<FloatPool, detail::backend_archetype>);
 
 }  // namespace unikv
-
-#include <unikv/detail/pools/float_pool.inl>

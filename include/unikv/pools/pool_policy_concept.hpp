@@ -9,16 +9,26 @@
 /// * `compaction`: when it moves pages (`eager` on every free, `lazy` in `flush`, `on_demand` in
 ///   `make_room` / `compact_holes`);
 /// * `grow` (ends only): the direction it grows in;
-/// * a nested `template <class Backend> class impl`, the sub-allocator the unified allocator instantiates.
+/// * a nested `template <class Backend> using impl = ...`, the sub-allocator the unified allocator
+///   instantiates (the shipped bodies live in `detail/pools/`, as cuco's storage and probing tags do).
+///
+/// What the allocator calls on an `impl` is the protocol below: one trait per member, common to every role,
+/// then the end role's and the float's. `UnifiedAllocator` asserts each with its own message
+/// (`detail::check_pool_impl<P, B>()` in `pools/unified_allocator.hpp`).
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include <unikv/arena/model.hpp>
 #include <unikv/component.hpp>
+#include <unikv/detail/pools/pool_core.hpp>
+#include <unikv/ids.hpp>
 #include <unikv/pools/results.hpp>
 
 namespace unikv {
@@ -101,11 +111,40 @@ inline constexpr bool is_pool_policy_v =
 template <class P, class B>
 concept PoolPolicy = is_pool_policy_v<P, B>;
 
-// ---- what the unified allocator calls on a policy's `impl` (checked one by one by the host) ----------
+/// The bytes a pool may occupy now: from the facing edge of its nearest non-transparent neighbour below (or
+/// the sink floor) to that of its nearest one above (or the arena's end). An end pool grows toward one edge
+/// (an up end toward `high`, a down end toward `low`); a float may grow toward both.
+struct ByteBand {
+    std::size_t low = 0;
+    std::size_t high = 0;
+};
 
-/// `impl.core()` gives the shared pool state.
+// ---- what the unified allocator calls on a policy's `impl` (checked one by one by the host) ----------
+// Ids are raw `std::int32_t` or strong ids (`VirtualPage`, `StateId`); the traits check the raw form.
+
+/// `I(spec, num_virtual, ids)` builds the pool over `spec` with `num_virtual` v2p entries, minting its ids
+/// (`id_source::owner`) or binding another pool's (`id_source::borrowed`).
 template <class I>
-inline constexpr bool has_pool_core_v = requires(I& i) { i.core(); };
+inline constexpr bool has_pool_constructor_v = std::constructible_from<I, const SubPoolSpec&, std::int32_t, detail::id_source>;
+/// `impl.core()` gives the shared pool state (`detail::pool_core`), mutable and const.
+template <class I>
+inline constexpr bool has_pool_core_v = requires(I& i, const I& ci) {
+    { i.core() } -> std::same_as<detail::pool_core&>;
+    { ci.core() } -> std::same_as<const detail::pool_core&>;
+};
+/// `impl.take_bound(ids, band, handed)` binds each id to a page (holes first, then growth inside `band`),
+/// appending the pages to `*handed` when it is not null. The allocator guarantees the room.
+template <class I>
+inline constexpr bool has_take_bound_v =
+    requires(I& i, std::span<const std::int32_t> ids, ByteBand band, std::vector<std::int32_t>* handed) {
+        i.take_bound(ids, band, handed);
+    };
+/// `impl.take_reserved(n, band, out, handed)` takes `n` unbound pages for a reservation into `out`.
+template <class I>
+inline constexpr bool has_take_reserved_v =
+    requires(I& i, ByteBand band, std::vector<PhysicalPage>& out, std::vector<std::int32_t>* handed) {
+        i.take_reserved(std::int32_t{}, band, out, handed);
+    };
 /// `impl.release_page(page)` takes back a page its caller just unbound.
 template <class I>
 inline constexpr bool has_release_page_v = requires(I& i, std::int32_t p) { i.release_page(p); };
@@ -117,21 +156,65 @@ template <class I, class Context>
 inline constexpr bool has_flush_v = requires(I& i, Context& c, std::size_t cap) {
     { i.flush(c, FlushMode::urgent, false, cap) } -> std::same_as<FlushResult>;
 };
-/// `impl.idle()` says a flush has nothing to do; `impl.drainable()` counts what an urgent flush frees.
+/// `impl.idle()` says a flush has nothing to do.
 template <class I>
-inline constexpr bool has_idle_and_drainable_v = requires(const I& i) {
+inline constexpr bool has_idle_v = requires(const I& i) {
     { i.idle() } -> std::convertible_to<bool>;
+};
+/// `impl.drainable()` counts the pages an urgent flush hands back to the pool's frontier.
+template <class I>
+inline constexpr bool has_drainable_v = requires(const I& i) {
     { i.drainable() } -> std::convertible_to<std::int32_t>;
 };
 /// `impl.verify(out)` appends broken invariants.
 template <class I>
 inline constexpr bool has_verify_v = requires(const I& i, std::vector<std::string>& out) { i.verify(out); };
-/// `impl.low_bytes()`, `impl.high_bytes()` and `impl.transparent()` place the pool on the chain.
+/// `impl.low_bytes()` and `impl.high_bytes()` give the pool's byte span `[low, high)` on the chain.
 template <class I>
 inline constexpr bool has_byte_span_v = requires(const I& i) {
     { i.low_bytes() } -> std::convertible_to<std::size_t>;
     { i.high_bytes() } -> std::convertible_to<std::size_t>;
+};
+/// `impl.transparent()` says the pool owns no bytes now, so its neighbours' bands look through it.
+template <class I>
+inline constexpr bool has_transparent_v = requires(const I& i) {
     { i.transparent() } -> std::convertible_to<bool>;
+};
+
+// End role: the capacity engine projects where an end's frontier lands after it grows.
+
+/// `impl.extent()` (pages of the span) and `impl.frontier_bytes_at(extent)` (the byte frontier at that extent).
+template <class I>
+inline constexpr bool has_end_frontier_v = requires(const I& i, std::int32_t e) {
+    { i.extent() } -> std::convertible_to<std::int32_t>;
+    { i.frontier_bytes_at(e) } -> std::convertible_to<std::size_t>;
+};
+
+// Float role: the capacity engine places the float in the band the ends leave; `make_room` and
+// `compact_holes` move it.
+
+/// `impl.band_pages(band)` gives the float's page grid inside `band` as `[first, last)`.
+template <class I>
+inline constexpr bool has_band_pages_v = requires(const I& i, ByteBand band) {
+    { i.band_pages(band) } -> std::same_as<std::pair<std::int32_t, std::int32_t>>;
+};
+/// `impl.span()` and `impl.absorbed_span()` give the float's page span now and after a zero-copy flush.
+template <class I>
+inline constexpr bool has_float_span_v = requires(const I& i) {
+    { i.span() } -> std::same_as<std::pair<std::int32_t, std::int32_t>>;
+    { i.absorbed_span() } -> std::same_as<std::pair<std::int32_t, std::int32_t>>;
+};
+/// `impl.relocatable()` and `impl.relocate_into(first, last, context)` move the float inside a page range.
+template <class I, class Context>
+inline constexpr bool has_relocation_v = requires(I& i, const I& ci, Context& c) {
+    { ci.relocatable() } -> std::convertible_to<bool>;
+    { i.relocate_into(std::int32_t{}, std::int32_t{}, c) } -> std::convertible_to<bool>;
+};
+/// `impl.make_room(side, bytes, band, context, blocked)` and `impl.compact_holes(side, context, blocked)`.
+template <class I, class Context>
+inline constexpr bool has_float_moves_v = requires(I& i, Context& c, ByteBand band) {
+    { i.make_room(Side::low, std::size_t{}, band, c, false) } -> std::convertible_to<std::size_t>;
+    { i.compact_holes(Side::low, c, false) } -> std::convertible_to<std::size_t>;
 };
 
 /// True for end policies (`placement == Placement::end`).

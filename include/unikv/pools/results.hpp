@@ -47,13 +47,26 @@ struct FlushResult {
 };
 
 /// Pages wanted from each pool at once (FULL and SWA pages of a composite allocation are both counted).
+/// Written with named fields (`{.full = 8, .swa = 8}`), read per component (`demand[c]`), so code over
+/// components loops over `all_components` instead of naming each field.
 struct CapacityDemand {
     std::int64_t full = 0;
     std::int64_t swa = 0;
     std::int64_t mamba = 0;
-    [[nodiscard]] constexpr std::int64_t of(Component c) const noexcept {
-        return c == Component::full ? full : c == Component::swa ? swa : mamba;
+
+    /// The pages wanted from pool `c`. O(1).
+    [[nodiscard]] constexpr std::int64_t& operator[](Component c) noexcept { return this->*fields[c]; }
+    [[nodiscard]] constexpr std::int64_t operator[](Component c) const noexcept { return this->*fields[c]; }
+    /// `n` pages of pool `c` alone.
+    [[nodiscard]] static constexpr CapacityDemand single(Component c, std::int64_t n) noexcept {
+        CapacityDemand d;
+        d[c] = n;
+        return d;
     }
+
+private:
+    static constexpr per_component<std::int64_t CapacityDemand::*> fields{
+        {&CapacityDemand::full, &CapacityDemand::swa, &CapacityDemand::mamba}};
 };
 
 /// One batch of prefill/extend requests for `alloc_extend`. Request `i` has `prefix_lens[i]` tokens

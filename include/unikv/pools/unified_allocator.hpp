@@ -46,6 +46,7 @@
 #include <unikv/pools/move_gates.hpp>
 #include <unikv/pools/page_table.hpp>
 #include <unikv/pools/page_table_mirror.hpp>
+#include <unikv/pools/pool_policy_concept.hpp>
 #include <unikv/pools/reservation.hpp>
 #include <unikv/pools/results.hpp>
 #include <unikv/pools/transfer_events.hpp>
@@ -113,21 +114,51 @@ private:
     bool engaged_;
 };
 
-/// Checks, one requirement at a time so the error names what is missing, that a policy's `impl` offers what
-/// the unified allocator calls.
-template <class I, class B>
-struct check_pool_impl {
-    static_assert(has_pool_core_v<I>, "unikv: a pool policy's impl<Backend> lacks core()");
+/// Checks, one requirement at a time so the error names what is missing, that policy `P`'s `impl<B>` offers
+/// what the unified allocator calls on a pool in `P`'s role. Returns true, so it sits in a `static_assert`.
+template <class P, class B>
+consteval bool check_pool_impl() {
+    using I = typename P::template impl<B>;
+    using C = move_context<B>;
+    static_assert(has_pool_constructor_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks a constructor impl(const SubPoolSpec&, std::int32_t "
+                  "num_virtual, detail::id_source)");
+    static_assert(has_pool_core_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks core() returning detail::pool_core& (and const&)");
+    static_assert(has_take_bound_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks take_bound(ids, ByteBand, handed); add it (a template "
+                  "over the id type) binding each id to a hole or a page grown inside the band");
+    static_assert(has_take_reserved_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks take_reserved(n, ByteBand, out, handed)");
     static_assert(has_release_page_v<I>, "unikv: a pool policy's impl<Backend> lacks release_page(page)");
-    static_assert(has_after_release_v<I, move_context<B>>, "unikv: a pool policy's impl<Backend> lacks after_release(ctx)");
-    static_assert(has_flush_v<I, move_context<B>>,
-                  "unikv: a pool policy's impl<Backend> lacks flush(ctx, mode, blocked, cap) returning FlushResult");
-    static_assert(has_idle_and_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() or drainable()");
-    static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(out)");
-    static_assert(has_byte_span_v<I>,
-                  "unikv: a pool policy's impl<Backend> lacks low_bytes(), high_bytes() or transparent()");
-    static constexpr bool value = true;
-};
+    static_assert(has_after_release_v<I, C>, "unikv: a pool policy's impl<Backend> lacks after_release(move_context&)");
+    static_assert(has_flush_v<I, C>,
+                  "unikv: a pool policy's impl<Backend> lacks flush(move_context&, FlushMode, bool blocked, "
+                  "std::size_t cap) returning FlushResult");
+    static_assert(has_idle_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() const returning bool");
+    static_assert(has_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks drainable() const returning int32");
+    static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(std::vector<std::string>&) const");
+    static_assert(has_byte_span_v<I>, "unikv: a pool policy's impl<Backend> lacks low_bytes() or high_bytes() const");
+    static_assert(has_transparent_v<I>, "unikv: a pool policy's impl<Backend> lacks transparent() const");
+    if constexpr (is_end_policy_v<P>) {
+        static_assert(has_end_frontier_v<I>,
+                      "unikv: an end pool policy's impl<Backend> lacks extent() or frontier_bytes_at(extent) const");
+    } else {
+        static_assert(has_band_pages_v<I>,
+                      "unikv: a middle pool policy's impl<Backend> lacks band_pages(ByteBand) const returning the "
+                      "page range [first, last) inside the band");
+        static_assert(has_float_span_v<I>,
+                      "unikv: a middle pool policy's impl<Backend> lacks span() or absorbed_span() const returning "
+                      "a page range");
+        static_assert(has_relocation_v<I, C>,
+                      "unikv: a middle pool policy's impl<Backend> lacks relocatable() const or relocate_into(first, "
+                      "last, move_context&)");
+        static_assert(has_float_moves_v<I, C>,
+                      "unikv: a middle pool policy's impl<Backend> lacks make_room(Side, bytes, ByteBand, "
+                      "move_context&, blocked) or compact_holes(Side, move_context&, blocked)");
+    }
+    return true;
+}
 
 template <class L, class B, class Seq = std::make_index_sequence<L::size>>
 struct pool_tuple;
@@ -149,7 +180,14 @@ class UnifiedAllocator {
     // A layout that breaks a rule selects the stand-in below instead: one message, from `check_layout`.
 
     static constexpr std::size_t size_ = L::size;
-    static constexpr std::size_t full_index = size_ - 1;
+    // A FULL-only layout has no up end: FULL grows down to the sink floor and has no growth-side neighbour.
+    static constexpr bool has_up_end_ = size_ > 1;
+    // The members by role, in chain order. A role the layout lacks gets `size_`, an index no member has, so a
+    // use outside an `if constexpr` on the role does not compile.
+    static constexpr std::size_t up_index = has_up_end_ ? 0 : size_;
+    static constexpr std::size_t float_index = layout_has_float_v<L> ? 1 : size_;
+    static constexpr std::size_t down_index = size_ - 1;  // always FULL
+    static constexpr std::size_t full_index = down_index;
     static constexpr std::size_t swa_index = layout_index_of_v<L, Component::swa>;
     static constexpr std::size_t mamba_index = layout_index_of_v<L, Component::mamba>;
     template <std::size_t I>
@@ -157,7 +195,7 @@ class UnifiedAllocator {
     template <std::size_t I>
     static constexpr bool is_lazy_v = compaction_of_v<typename layout_member_t<L, I>::policy> == Compaction::lazy;
     static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
-        return (detail::check_pool_impl<impl_t<I>, B>::value && ...);
+        return (detail::check_pool_impl<typename layout_member_t<L, I>::policy, B>() && ...);
     }(std::make_index_sequence<size_>{}));
     static constexpr bool has_eager_ = !layout_allows_move_gates_v<L>;
 
@@ -358,15 +396,35 @@ public:
 private:
     using pools_t = typename detail::pool_tuple<L, B>::type;
 
+    // The component of the up end (its demand is what the down end's drained holes must cover). A lone FULL
+    // pool names FULL here, read only on paths that `has_up_end_` discards.
+    static constexpr Component up_component_ = layout_member_t<L, 0>::component;
+
+    // One flag per chain role (a role the layout lacks stays false).
+    struct member_roles {
+        bool up = false;
+        bool middle = false;
+        bool down = false;
+        friend constexpr bool operator==(const member_roles&, const member_roles&) = default;
+    };
+    // What a capacity check assumes the shortfall ladder did first: `relieve` runs exactly these steps.
+    struct relief_plan {
+        member_roles flushed;         // urgent flushes: an end's holes and pending reuse return to its frontier;
+                                      // the float absorbs its boundary holes (zero copy)
+        bool relocate_float = false;  // then the float moves anywhere in the band the ends leave
+        friend constexpr bool operator==(const relief_plan&, const relief_plan&) = default;
+    };
+    // Whether a check honours what blocks moves now (pending reservations, closed gates, pinned pages), or
+    // asks what would fit without them (which tells `Shortfall::moves_blocked` from `Shortfall::room`).
+    enum class blockers : std::uint8_t { honoured, ignored };
+
     enum class memo_kind : std::uint8_t { available, schedulable };
     struct memo_entry {
         std::uint64_t epoch = ~std::uint64_t{0};
-        std::uint32_t mask = 0;
+        relief_plan credit;  // the neighbours credited (schedulable), or none (available)
         std::int64_t value = 0;
     };
     // Memo slots: one per component, and `component_count` for the composite (FULL with SWA).
-    // Drain-mask bit that lets the float relocate (bits 0..size-1 drain the member of that index).
-    static constexpr std::uint32_t relocate_bit = 1u << 31;
 
     template <std::size_t I>
     [[nodiscard]] impl_t<I>& pool() noexcept { return std::get<I>(*pools_); }
@@ -381,9 +439,10 @@ private:
     template <class F>
     void for_each_pool(F&& f) const;
 
-    // The byte limit each member may grow to (its growth-side neighbour's facing frontier).
+    // The bytes member I may occupy now: between the facing edges of its nearest non-transparent
+    // neighbours (the sink floor and the arena's end where it has none).
     template <std::size_t I>
-    [[nodiscard]] std::size_t limit_of() const noexcept;
+    [[nodiscard]] ByteBand band_of() const noexcept;
     // Binds `ids` in member I: from holes inline when they cover the batch, else through the policy.
     template <std::size_t I, class Id>
     void take_bound(std::span<const Id> ids);
@@ -396,14 +455,22 @@ private:
     template <class F>
     decltype(auto) with_moves(F&& f);
     void publish_tables();
-    [[nodiscard]] std::uint32_t movable_mask() const;
 
     // Capacity engine (unified_allocator_capacity.inl).
-    [[nodiscard]] bool fits(const CapacityDemand& d, std::uint32_t drain_mask, bool ignore_pins) const;
-    [[nodiscard]] std::uint32_t compaction_set(const CapacityDemand& d, bool ignore_blocking) const;
-    [[nodiscard]] std::int64_t largest_fit(std::size_t shape, std::uint32_t drain_mask) const;
-    [[nodiscard]] std::uint32_t schedulable_credit(std::size_t shape, std::uint32_t movable) const;
+    // The roles whose moves are allowed now (gates open, no pending reservation in the pool).
+    [[nodiscard]] member_roles movable() const;
+    // True when `d` fits once `plan` ran. O(pools).
+    [[nodiscard]] bool fits(const CapacityDemand& d, relief_plan plan, blockers b) const;
+    // The float's part of `fits`: `pages` SWA pages between the ends' projected frontiers.
+    [[nodiscard]] bool float_fits(std::int64_t pages, relief_plan plan, blockers b, std::size_t up_front,
+                                  std::size_t down_front) const;
+    // The compaction `relieve` may run for `d`: the lazy growth-side neighbours, and the float.
+    [[nodiscard]] relief_plan relief_for(const CapacityDemand& d, blockers b) const;
+    [[nodiscard]] std::int64_t largest_fit(std::size_t shape, relief_plan plan) const;
+    [[nodiscard]] relief_plan schedulable_credit(std::size_t shape, member_roles movable) const;
     [[nodiscard]] std::int64_t memoized(memo_kind kind, std::size_t shape) const;
+    // Throws `logic_error` naming `call` for a negative demand or one on a pool the layout lacks.
+    void check_demand(const CapacityDemand& d, const char* call) const;
     // The fast path of `relieve`: holes and free ids cover the whole demand, so nothing else can matter. O(1).
     [[nodiscard]] bool covered_by_holes(const CapacityDemand& d) const noexcept;
     [[nodiscard]] AllocResult relieve(const CapacityDemand& d);

@@ -20,6 +20,7 @@
 #include <unikv/detail/pools/move_context.hpp>
 #include <unikv/detail/pools/pool_core.hpp>
 #include <unikv/ids.hpp>
+#include <unikv/pools/pool_policy_concept.hpp>
 
 namespace unikv::detail {
 
@@ -53,31 +54,31 @@ public:
         const auto pages = G == Grow::up ? spec().min_page + e : spec().num_pages - e;
         return static_cast<std::size_t>(pages) * spec().page_bytes;
     }
-    [[nodiscard]] std::size_t frontier_bytes() const noexcept { return frontier_bytes_at(extent_); }
-    /// The largest extent whose pages stay clear of a neighbour whose facing frontier is at `limit` bytes.
-    [[nodiscard]] std::int32_t max_extent(std::size_t limit) const noexcept {
+    /// The largest extent whose pages stay inside `band` (an up end grows toward `band.high`, a down end
+    /// toward `band.low`).
+    [[nodiscard]] std::int32_t max_extent(ByteBand band) const noexcept {
         const SubPoolSpec& s = spec();
         if constexpr (G == Grow::up) {
-            const auto top = std::min<std::size_t>(static_cast<std::size_t>(s.num_pages), limit / s.page_bytes);
+            const auto top = std::min<std::size_t>(static_cast<std::size_t>(s.num_pages), band.high / s.page_bytes);
             return std::max<std::int32_t>(0, static_cast<std::int32_t>(top) - s.min_page);
         } else {
-            const std::size_t lowest = std::max<std::size_t>(static_cast<std::size_t>(s.min_page), ceil_div(limit, s.page_bytes));
+            const std::size_t lowest = std::max<std::size_t>(static_cast<std::size_t>(s.min_page), ceil_div(band.low, s.page_bytes));
             return std::max<std::int32_t>(0, s.num_pages - static_cast<std::int32_t>(std::min<std::size_t>(lowest, static_cast<std::size_t>(s.num_pages))));
         }
     }
-    /// Pages the frontier can still grow toward a neighbour whose facing frontier is at `limit` bytes.
-    [[nodiscard]] std::int32_t extension_room(std::size_t limit) const noexcept {
-        return std::max<std::int32_t>(0, max_extent(limit) - extent_);
+    /// Pages the frontier can still grow inside `band`.
+    [[nodiscard]] std::int32_t extension_room(ByteBand band) const noexcept {
+        return std::max<std::int32_t>(0, max_extent(band) - extent_);
     }
     /// Pages allocatable now: holes plus extension room. O(1).
-    [[nodiscard]] std::int32_t available(std::size_t limit) const noexcept { return core_.hole_pages() + extension_room(limit); }
+    [[nodiscard]] std::int32_t available(ByteBand band) const noexcept { return core_.hole_pages() + extension_room(band); }
 
     /// Binds `vids[i]` to pages taken from holes first, then from the frontier. Appends the pages to
-    /// `*handed` when given. Precondition: `vids.size() <= available(limit)`. O(n), no allocation.
+    /// `*handed` when given. Precondition: `vids.size() <= available(band)`. O(n), no allocation.
     template <class Id>
-    void take_bound(std::span<const Id> vids, std::size_t limit, std::vector<std::int32_t>* handed) {
-        UNIKV_ASSERT(static_cast<std::int32_t>(vids.size()) <= available(limit));
-        (void)limit;
+    void take_bound(std::span<const Id> vids, ByteBand band, std::vector<std::int32_t>* handed) {
+        UNIKV_ASSERT(static_cast<std::int32_t>(vids.size()) <= available(band));
+        (void)band;
         std::size_t i = core_.bind_from_holes(vids, handed);
         const auto k = static_cast<std::int32_t>(vids.size() - i);
         const std::int32_t first = grow_by(k);
@@ -87,10 +88,10 @@ public:
         }
     }
     /// Takes `n` unbound pages for a reservation, holes first; appends them to `out` and `handed`.
-    /// Precondition: `n <= available(limit)`.
-    void take_reserved(std::int32_t n, std::size_t limit, std::vector<PhysicalPage>& out, std::vector<std::int32_t>* handed) {
-        UNIKV_ASSERT(n <= available(limit));
-        (void)limit;
+    /// Precondition: `n <= available(band)`.
+    void take_reserved(std::int32_t n, ByteBand band, std::vector<PhysicalPage>& out, std::vector<std::int32_t>* handed) {
+        UNIKV_ASSERT(n <= available(band));
+        (void)band;
         const std::int32_t k = n - core_.reserve_from_holes(n, out, handed);
         const std::int32_t first = grow_by(k);
         for (std::int32_t j = 0; j < k; ++j) {

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// `FloatPool::impl` definitions: relocation (`relocate_into`, `make_room`, `compact_holes`), span growth,
-/// parking, boundary absorption and verification. Included at the bottom of `pools/float_pool.hpp`.
+/// `float_pool_impl` definitions: relocation (`relocate_into`, `make_room`, `compact_holes`), span growth,
+/// parking, boundary absorption and verification. Included at the bottom of `detail/pools/float_pool.hpp`.
 
 #include <algorithm>
 #include <cstddef>
@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-namespace unikv {
+namespace unikv::detail {
 
 template <class B>
-bool FloatPool::impl<B>::relocate_into(std::int32_t a, std::int32_t b, detail::move_context<B>& ctx) {
+bool float_pool_impl<B>::relocate_into(std::int32_t a, std::int32_t b, move_context<B>& ctx) {
     if (transparent()) return true;
     a = std::max(a, spec().min_page);
     b = std::min(b, spec().num_pages);
@@ -22,9 +22,9 @@ bool FloatPool::impl<B>::relocate_into(std::int32_t a, std::int32_t b, detail::m
     dst.clear();
     for (std::int32_t p = lo_; p < hi_; ++p) {
         if (p >= a && p < b) continue;
-        const detail::page_state s = core_.state(p);
-        if (s == detail::page_state::hole) continue;
-        if (s != detail::page_state::live) return false;
+        const page_state s = core_.state(p);
+        if (s == page_state::hole) continue;
+        if (s != page_state::live) return false;
         src.push_back(p);
     }
     if (src.empty()) return true;
@@ -52,24 +52,24 @@ bool FloatPool::impl<B>::relocate_into(std::int32_t a, std::int32_t b, detail::m
 }
 
 template <class B>
-std::size_t FloatPool::impl<B>::make_room(Side side, std::size_t min_bytes, std::size_t low_limit, std::size_t high_limit, detail::move_context<B>& ctx, bool blocked) {
-    const std::size_t gap = gap_bytes(side, low_limit, high_limit);
+std::size_t float_pool_impl<B>::make_room(Side side, std::size_t min_bytes, ByteBand band, move_context<B>& ctx, bool blocked) {
+    const std::size_t gap = gap_bytes(side, band);
     if (blocked || transparent() || gap >= min_bytes) return gap;
-    std::int32_t a = band_lo(low_limit);
-    std::int32_t b = band_hi(high_limit);
+    std::int32_t a = band_lo(band);
+    std::int32_t b = band_hi(band);
     if (side == Side::low) {
-        a = static_cast<std::int32_t>(std::min<std::size_t>(detail::ceil_div(low_limit + min_bytes, spec().page_bytes),
+        a = static_cast<std::int32_t>(std::min<std::size_t>(ceil_div(band.low + min_bytes, spec().page_bytes),
                                                             static_cast<std::size_t>(spec().num_pages)));
     } else {
-        if (high_limit < min_bytes) return gap;
-        b = std::min(b, static_cast<std::int32_t>((high_limit - min_bytes) / spec().page_bytes));
+        if (band.high < min_bytes) return gap;
+        b = std::min(b, static_cast<std::int32_t>((band.high - min_bytes) / spec().page_bytes));
     }
     if (!relocate_into(a, b, ctx)) return gap;
-    return gap_bytes(side, low_limit, high_limit);
+    return gap_bytes(side, band);
 }
 
 template <class B>
-std::size_t FloatPool::impl<B>::compact_holes(Side retreat, detail::move_context<B>& ctx, bool blocked) {
+std::size_t float_pool_impl<B>::compact_holes(Side retreat, move_context<B>& ctx, bool blocked) {
     if (blocked || transparent()) return 0;
     absorb_boundary();
     if (core_.hole_pages() == 0 || transparent()) return 0;
@@ -80,32 +80,32 @@ std::size_t FloatPool::impl<B>::compact_holes(Side retreat, detail::move_context
 }
 
 template <class B>
-void FloatPool::impl<B>::verify(std::vector<std::string>& out) const {
+void float_pool_impl<B>::verify(std::vector<std::string>& out) const {
     if (lo_ > hi_ || hi_ > spec().num_pages || (lo_ < hi_ && lo_ < spec().min_page) ||
         (lo_ == hi_ && lo_ != spec().num_pages)) {
-        out.push_back(detail::concat(to_string(spec().component), " float: span [", lo_, ", ", hi_,
+        out.push_back(concat(to_string(spec().component), " float: span [", lo_, ", ", hi_,
                                      ") is out of range or empty without being parked"));
         return;
     }
     core_.verify(lo_, hi_, out);
     if (lo_ < hi_ && core_.occupied_pages() == core_.hole_pages()) {
-        out.push_back(detail::concat(to_string(spec().component), " float: holds only holes but is not parked"));
+        out.push_back(concat(to_string(spec().component), " float: holds only holes but is not parked"));
     }
 }
 
 template <class B>
 template <class OnPage>
-void FloatPool::impl<B>::extend(std::int32_t k, std::size_t low_limit, std::size_t high_limit, OnPage on_page) {
+void float_pool_impl<B>::extend(std::int32_t k, ByteBand band, OnPage on_page) {
     if (k <= 0) return;
     if (transparent()) {
-        const std::int32_t l = band_lo(low_limit);
-        const std::int32_t r = band_hi(high_limit);
+        const std::int32_t l = band_lo(band);
+        const std::int32_t r = band_hi(band);
         UNIKV_ASSERT(r - l >= k);
         lo_ = l + (r - l - k) / 2;
         hi_ = lo_;
     }
-    const std::int32_t rl = room_low(low_limit);
-    const std::int32_t rh = transparent() ? band_hi(high_limit) - hi_ : room_high(high_limit);
+    const std::int32_t rl = room_low(band);
+    const std::int32_t rh = transparent() ? band_hi(band) - hi_ : room_high(band);
     std::int32_t kh = rh >= rl ? std::min(k, rh) : k - std::min(k, rl);
     std::int32_t kl = k - kh;
     UNIKV_ASSERT(kl <= rl && kh <= rh);
@@ -117,7 +117,7 @@ void FloatPool::impl<B>::extend(std::int32_t k, std::size_t low_limit, std::size
 }
 
 template <class B>
-void FloatPool::impl<B>::park_if_empty() {
+void float_pool_impl<B>::park_if_empty() {
     if (core_.occupied_pages() != core_.hole_pages()) return;
     core_.drop_all_holes();
     lo_ = hi_ = spec().num_pages;
@@ -126,7 +126,7 @@ void FloatPool::impl<B>::park_if_empty() {
 }
 
 template <class B>
-void FloatPool::impl<B>::absorb_boundary() {
+void float_pool_impl<B>::absorb_boundary() {
     core_.sort_holes([](std::int32_t x, std::int32_t y) { return x < y; });
     const auto& holes = core_.holes();
     std::size_t k = 0;
@@ -143,20 +143,20 @@ void FloatPool::impl<B>::absorb_boundary() {
 }
 
 template <class B>
-void FloatPool::impl<B>::rebuild_span(std::int32_t lo, std::int32_t hi) {
+void float_pool_impl<B>::rebuild_span(std::int32_t lo, std::int32_t hi) {
     std::int32_t first = hi;
     std::int32_t last = lo - 1;
     for (std::int32_t p = lo; p < hi; ++p) {
-        const detail::page_state s = core_.state(p);
-        if (s != detail::page_state::unowned && s != detail::page_state::hole) {
+        const page_state s = core_.state(p);
+        if (s != page_state::unowned && s != page_state::hole) {
             first = std::min(first, p);
             last = std::max(last, p);
         }
     }
     scratch_.clear();
     for (std::int32_t p = first; p <= last; ++p) {
-        const detail::page_state s = core_.state(p);
-        if (s == detail::page_state::unowned || s == detail::page_state::hole) scratch_.push_back(p);
+        const page_state s = core_.state(p);
+        if (s == page_state::unowned || s == page_state::hole) scratch_.push_back(p);
     }
     core_.reset_holes(scratch_);
     if (first > last) {
@@ -169,4 +169,4 @@ void FloatPool::impl<B>::rebuild_span(std::int32_t lo, std::int32_t hi) {
     core_.bump_epoch();
 }
 
-}  // namespace unikv
+}  // namespace unikv::detail

@@ -86,11 +86,13 @@ public:
 
     // ---- virtual ids (id owners) ----------------------------------------------------------------------
     [[nodiscard]] std::int32_t free_ids() const noexcept { return static_cast<std::int32_t>(free_ids_.size()); }
-    /// The id `pop_id` would return `k` calls from now (k < free_ids()).
+    /// Takes the next free id (the top of the stack: the lowest id first, then the most recently pushed).
+    /// Precondition: `free_ids() > 0`. O(1).
     std::int32_t pop_id() noexcept {
         ++epoch_;
         return free_ids_.pop();
     }
+    /// Returns id `v` to the free stack; the next `pop_id` takes it back first.
     void push_id(std::int32_t v) noexcept {
         free_ids_.push(v);
         ++epoch_;

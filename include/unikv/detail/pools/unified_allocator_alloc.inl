@@ -77,19 +77,17 @@ void UnifiedAllocator<L, B>::for_each_pool(F&& f) const {
 
 template <class L, class B>
 template <std::size_t I>
-std::size_t UnifiedAllocator<L, B>::limit_of() const noexcept {
-    if constexpr (I == 0) {
-        if constexpr (has_float) {
-            if (!pool<1>().transparent()) return pool<1>().low_bytes();
-        }
-        return pool<full_index>().frontier_bytes();
-    } else {
-        static_assert(I == full_index, "the float has two limits");
-        if constexpr (has_float) {
-            if (!pool<1>().transparent()) return pool<1>().high_bytes();
-        }
-        return pool<0>().frontier_bytes();
-    }
+ByteBand UnifiedAllocator<L, B>::band_of() const noexcept {
+    ByteBand band{spec_.sink_floor_bytes, spec_.arena_bytes};
+    // The members below I in chain order, then those above it from the far end inward, so the nearest
+    // opaque neighbour on each side is written last. The index tests fold at compile time.
+    [&]<std::size_t... J>(std::index_sequence<J...>) {
+        ((J < I && !pool<J>().transparent() ? void(band.low = pool<J>().high_bytes()) : void()), ...);
+        ((size_ - 1 - J > I && !pool<size_ - 1 - J>().transparent() ? void(band.high = pool<size_ - 1 - J>().low_bytes())
+                                                                     : void()),
+         ...);
+    }(std::make_index_sequence<size_>{});
+    return band;
 }
 
 template <class L, class B>
@@ -109,11 +107,7 @@ template <std::size_t I, class Id>
 void UnifiedAllocator<L, B>::take_bound_slow(std::span<const Id> ids) {
     handed_.clear();
     std::vector<std::int32_t>* handed = options_.handout_fill == HandoutFill::zero ? &handed_ : nullptr;
-    if constexpr (has_float && I == 1) {
-        pool<1>().take_bound(ids, pool<0>().frontier_bytes(), pool<full_index>().frontier_bytes(), handed);
-    } else {
-        pool<I>().take_bound(ids, limit_of<I>(), handed);
-    }
+    pool<I>().take_bound(ids, band_of<I>(), handed);
     fill_handed<I>();
 }
 

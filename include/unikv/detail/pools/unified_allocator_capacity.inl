@@ -4,11 +4,11 @@
 /// by the shortfall ladder), its memos, and `verify_byte_accounting`. Included at the bottom of
 /// `pools/unified_allocator.hpp`.
 ///
-/// `fits(demand, drain_mask)` asks: would every pool get its pages if the ends extended from their current
-/// frontiers (after draining the holes of the ends in `drain_mask`) and the float took the band left
-/// between them (anywhere in it when the float is in `drain_mask` and relocatable)? The ladder realizes
-/// exactly what the mask assumes (urgent flushes, then one float relocation), so `can_reserve` and
-/// `ensure_capacity` agree.
+/// `fits(demand, plan)` asks: would every pool get its pages if the ends extended from their current
+/// frontiers (after draining the holes of the ends the plan flushes) and the float took the band left
+/// between them (anywhere in it when the plan relocates it)? The ladder (`relieve`) realizes exactly what
+/// the plan assumes (urgent flushes, then one float relocation), so `can_reserve` and `ensure_capacity`
+/// agree.
 
 #include <algorithm>
 #include <cstddef>
@@ -21,18 +21,8 @@ namespace unikv {
 namespace detail {
 /// Demand of `n` pages for a memo shape: one component, or the composite (FULL with SWA when present).
 [[nodiscard]] constexpr CapacityDemand demand_of_shape(std::size_t shape, std::int64_t n, bool with_swa) noexcept {
-    CapacityDemand d;
-    if (shape == component_count) {
-        d.full = n;
-        d.swa = with_swa ? n : 0;
-    } else if (shape == index_of(Component::full)) {
-        d.full = n;
-    } else if (shape == index_of(Component::swa)) {
-        d.swa = n;
-    } else {
-        d.mamba = n;
-    }
-    return d;
+    if (shape != component_count) return CapacityDemand::single(static_cast<Component>(shape), n);
+    return {.full = n, .swa = with_swa ? n : 0};
 }
 }  // namespace detail
 
@@ -44,15 +34,27 @@ std::uint64_t UnifiedAllocator<L, B>::epoch() const noexcept {
 }
 
 template <class L, class B>
-bool UnifiedAllocator<L, B>::fits(const CapacityDemand& d, std::uint32_t drain_mask, bool ignore_pins) const {
-    if (d.full > pool<full_index>().core().free_ids()) return false;
+auto UnifiedAllocator<L, B>::movable() const -> member_roles {
+    const bool open = gates_.open();
+    const auto allowed = [&](const auto& p) { return open && p.core().pending_load_pages() == 0; };
+    member_roles m{.down = allowed(pool<down_index>())};
+    if constexpr (has_up_end_) m.up = allowed(pool<up_index>());
+    if constexpr (has_float) m.middle = allowed(pool<float_index>());
+    return m;
+}
+
+template <class L, class B>
+bool UnifiedAllocator<L, B>::fits(const CapacityDemand& d, relief_plan plan, blockers b) const {
+    const bool ignore = b == blockers::ignored;
+    if (d[Component::full] > pool<down_index>().core().free_ids()) return false;
     if constexpr (has_mamba) {
-        if (d.mamba > pool<mamba_index>().core().free_ids()) return false;
+        if (d[Component::mamba] > pool<mamba_index>().core().free_ids()) return false;
     }
-    // Where each end's frontier lands once it took its demand (holes first, drained holes when in the mask).
-    const auto project = [&](const auto& p, std::size_t index, std::int64_t demand, std::size_t& front) {
+    // Where an end's frontier lands once it took its demand (holes first; none when drained, which returns
+    // its holes and pending reuse to the frontier). Reserved pages pin an end: it cannot be drained.
+    const auto project = [&](const auto& p, bool drained, std::int64_t demand, std::size_t& front) {
         const detail::pool_core& c = p.core();
-        const bool drain = ((drain_mask >> index) & 1u) != 0 && (ignore_pins || c.reserved_pages() == 0);
+        const bool drain = drained && (ignore || c.reserved_pages() == 0);
         const std::int64_t holes = drain ? 0 : c.hole_pages();
         const std::int64_t start = p.extent() - (drain ? c.hole_pages() + c.pending_reuse_pages() : 0);
         const std::int64_t end = start + std::max<std::int64_t>(0, demand - holes);
@@ -60,94 +62,101 @@ bool UnifiedAllocator<L, B>::fits(const CapacityDemand& d, std::uint32_t drain_m
         front = p.frontier_bytes_at(static_cast<std::int32_t>(end));
         return true;
     };
-    std::size_t up_front = 0;
     std::size_t down_front = 0;
-    if (!project(pool<0>(), 0, d.of(layout_member_t<L, 0>::component), up_front)) return false;
-    if (!project(pool<full_index>(), full_index, d.full, down_front)) return false;
-    if (up_front > down_front) return false;
-    if constexpr (!has_float) {
-        return true;
+    if (!project(pool<down_index>(), plan.flushed.down, d[Component::full], down_front)) return false;
+    if constexpr (!has_up_end_) {
+        return true;  // a lone FULL pool stays above its sink floor (`usable_pages`)
     } else {
-        const auto& fl = pool<1>();
-        const detail::pool_core& c = fl.core();
-        const std::int64_t band = std::max(0, fl.band_hi(down_front) - fl.band_lo(up_front));
-        const bool relocate = (drain_mask & relocate_bit) != 0 && (ignore_pins || fl.relocatable());
-        if (relocate || fl.transparent()) {
-            const std::int64_t occupied = fl.transparent() ? 0 : c.occupied_pages() - c.hole_pages();
-            return occupied + d.swa == 0 || band >= occupied + d.swa;
+        std::size_t up_front = 0;
+        if (!project(pool<up_index>(), plan.flushed.up, d[up_component_], up_front) || up_front > down_front) return false;
+        if constexpr (has_float) {
+            return float_fits(d[Component::swa], plan, b, up_front, down_front);
+        } else {
+            return true;
         }
-        // Bit 1: the float's boundary holes are absorbed first (zero copy, allowed even when moves are not).
-        const auto [lo, hi] = ((drain_mask >> 1) & 1u) != 0 ? fl.absorbed_span() : std::pair{fl.span_lo(), fl.span_hi()};
-        const std::size_t page_bytes = c.spec().page_bytes;
-        if (up_front > static_cast<std::size_t>(lo) * page_bytes || static_cast<std::size_t>(hi) * page_bytes > down_front) return false;
-        const std::int64_t holes = c.hole_pages() - (lo - fl.span_lo()) - (fl.span_hi() - hi);
-        const std::int64_t room = holes + std::max(0, lo - fl.band_lo(up_front)) + std::max(0, fl.band_hi(down_front) - hi);
-        return room >= d.swa;
     }
 }
 
 template <class L, class B>
-std::uint32_t UnifiedAllocator<L, B>::compaction_set(const CapacityDemand& d, bool ignore_blocking) const {
-    const std::uint32_t movable = ignore_blocking ? ~0u : movable_mask();
-    const auto lazy_bit = [&]<std::size_t I>() -> std::uint32_t {
-        return is_lazy_v<I> && ((movable >> I) & 1u) != 0 ? (1u << I) : 0u;
-    };
-    const std::int64_t up_demand = d.of(layout_member_t<L, 0>::component);
-    if constexpr (!has_float) {
-        std::uint32_t set = 0;
-        if (up_demand > 0) set |= lazy_bit.template operator()<full_index>();
-        if (d.full > 0) set |= lazy_bit.template operator()<0>();
-        return set;
-    } else {
-        if (d.full + d.swa + d.mamba <= 0) return 0;
+bool UnifiedAllocator<L, B>::float_fits(std::int64_t pages, relief_plan plan, blockers b, std::size_t up_front,
+                                        std::size_t down_front) const {
+    const auto& fl = pool<float_index>();
+    const detail::pool_core& c = fl.core();
+    const auto [band_lo, band_hi] = fl.band_pages({up_front, down_front});
+    const std::int64_t band = std::max(0, band_hi - band_lo);
+    const bool relocate = plan.relocate_float && (b == blockers::ignored || fl.relocatable());
+    if (relocate || fl.transparent()) {
+        const std::int64_t occupied = fl.transparent() ? 0 : c.occupied_pages() - c.hole_pages();
+        return occupied + pages == 0 || band >= occupied + pages;
+    }
+    // A flushed float has absorbed its boundary holes (zero copy, allowed even when moves are not).
+    const auto [span_lo, span_hi] = fl.span();
+    const auto [lo, hi] = plan.flushed.middle ? fl.absorbed_span() : fl.span();
+    const std::size_t page_bytes = c.spec().page_bytes;
+    if (up_front > static_cast<std::size_t>(lo) * page_bytes || static_cast<std::size_t>(hi) * page_bytes > down_front) return false;
+    const std::int64_t holes = c.hole_pages() - (lo - span_lo) - (span_hi - hi);
+    const std::int64_t room = holes + std::max(0, lo - band_lo) + std::max(0, band_hi - hi);
+    return room >= pages;
+}
+
+template <class L, class B>
+auto UnifiedAllocator<L, B>::relief_for(const CapacityDemand& d, blockers b) const -> relief_plan {
+    const member_roles movable = b == blockers::ignored ? member_roles{.up = true, .middle = true, .down = true} : this->movable();
+    relief_plan plan;
+    if constexpr (!has_up_end_) {
+        (void)d;  // no growth-side neighbour: draining its own holes would only copy pages it can reuse in place
+    } else if constexpr (!has_float) {
+        // Each end grows into its neighbour's drained holes.
+        plan.flushed.up = is_lazy_v<up_index> && movable.up && d[Component::full] > 0;
+        plan.flushed.down = is_lazy_v<down_index> && movable.down && d[up_component_] > 0;
+    } else if (d.full + d.swa + d.mamba > 0) {
         // The float always absorbs its boundary holes; it relocates only when its moves are allowed.
-        return lazy_bit.template operator()<0>() | lazy_bit.template operator()<full_index>() | 2u |
-               ((movable & 2u) != 0 ? relocate_bit : 0u);
+        plan = {.flushed = {.up = is_lazy_v<up_index> && movable.up, .middle = true,
+                            .down = is_lazy_v<down_index> && movable.down},
+                .relocate_float = movable.middle};
     }
+    return plan;
 }
 
 template <class L, class B>
-std::int64_t UnifiedAllocator<L, B>::largest_fit(std::size_t shape, std::uint32_t drain_mask) const {
+std::int64_t UnifiedAllocator<L, B>::largest_fit(std::size_t shape, relief_plan plan) const {
     std::int64_t lo = 0;
     std::int64_t hi = shape == component_count ? spec_[Component::full].usable_pages()
                                                : spec_[static_cast<Component>(shape)].usable_pages();
     while (lo < hi) {
         const std::int64_t mid = lo + (hi - lo + 1) / 2;
-        if (fits(detail::demand_of_shape(shape, mid, has_swa), drain_mask, false)) lo = mid;
+        if (fits(detail::demand_of_shape(shape, mid, has_swa), plan, blockers::honoured)) lo = mid;
         else hi = mid - 1;
     }
     return lo;
 }
 
 template <class L, class B>
-std::uint32_t UnifiedAllocator<L, B>::schedulable_credit(std::size_t shape, std::uint32_t movable) const {
+auto UnifiedAllocator<L, B>::schedulable_credit(std::size_t shape, member_roles movable) const -> relief_plan {
     // Only lazy growth-side neighbours whose moves are allowed are credited with their drainable holes.
-    const auto lazy_bit = [&]<std::size_t I>() -> std::uint32_t {
-        return is_lazy_v<I> && ((movable >> I) & 1u) != 0 ? (1u << I) : 0u;
-    };
+    relief_plan credit;
     const bool joint = shape == component_count;
-    const std::size_t up_shape = index_of(layout_member_t<L, 0>::component);
-    if constexpr (!has_float) {
-        std::uint32_t credit = 0;
-        if (joint || shape == index_of(Component::full)) credit |= lazy_bit.template operator()<0>();
-        if ((joint && has_swa) || shape == up_shape) credit |= lazy_bit.template operator()<full_index>();
-        return credit;
-    } else {
+    if constexpr (!has_up_end_) {
+        (void)joint;  // no growth-side neighbour to credit
+    } else if constexpr (!has_float) {
+        credit.flushed.up = is_lazy_v<up_index> && movable.up && (joint || shape == index_of(Component::full));
+        credit.flushed.down =
+            is_lazy_v<down_index> && movable.down && ((joint && has_swa) || shape == index_of(up_component_));
+    } else if (joint || shape == index_of(Component::swa)) {
         // The ends face the float, which is not lazy; the float faces both ends.
-        if (joint || shape == index_of(Component::swa)) {
-            return lazy_bit.template operator()<0>() | lazy_bit.template operator()<full_index>();
-        }
-        return 0;
+        credit.flushed.up = is_lazy_v<up_index> && movable.up;
+        credit.flushed.down = is_lazy_v<down_index> && movable.down;
     }
+    return credit;
 }
 
 template <class L, class B>
 std::int64_t UnifiedAllocator<L, B>::memoized(memo_kind kind, std::size_t shape) const {
     const std::uint64_t e = epoch();
-    const std::uint32_t mask = kind == memo_kind::available ? 0u : schedulable_credit(shape, movable_mask());
+    const relief_plan credit = kind == memo_kind::available ? relief_plan{} : schedulable_credit(shape, movable());
     memo_entry& entry = memo_[static_cast<std::size_t>(kind)][shape];
-    if (entry.epoch == e && entry.mask == mask) return entry.value;
-    entry = {e, mask, largest_fit(shape, mask)};
+    if (entry.epoch == e && entry.credit == credit) return entry.value;
+    entry = {e, credit, largest_fit(shape, credit)};
     return entry.value;
 }
 
@@ -174,26 +183,31 @@ std::int64_t UnifiedAllocator<L, B>::schedulable_available_size(Component c) con
 }
 
 template <class L, class B>
+void UnifiedAllocator<L, B>::check_demand(const CapacityDemand& d, const char* call) const {
+    for (const Component c : all_components) {
+        if (d[c] < 0 || (d[c] > 0 && !layout_components_v<L>.has(c))) {
+            detail::misuse(call, "demand {full ", d.full, ", swa ", d.swa, ", mamba ", d.mamba, "}: ", d[c],
+                           d[c] < 0 ? " pages is negative for " : " pages of a pool the layout lacks: ", to_string(c));
+        }
+    }
+}
+
+template <class L, class B>
 bool UnifiedAllocator<L, B>::can_reserve(const CapacityDemand& demand) const {
-    UNIKV_EXPECTS(demand.full >= 0 && demand.swa >= 0 && demand.mamba >= 0 && (has_swa || demand.swa == 0) &&
-                      (has_mamba || demand.mamba == 0),
-                  "demand {full ", demand.full, ", swa ", demand.swa, ", mamba ", demand.mamba,
-                  "} is negative or names a pool the layout lacks");
-    return fits(demand, 0, false) || fits(demand, compaction_set(demand, false), false);
+    check_demand(demand, "can_reserve");
+    return fits(demand, {}, blockers::honoured) || fits(demand, relief_for(demand, blockers::honoured), blockers::honoured);
 }
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::ensure_capacity(const CapacityDemand& demand) {
-    UNIKV_EXPECTS(demand.full >= 0 && demand.swa >= 0 && demand.mamba >= 0 && (has_swa || demand.swa == 0) &&
-                      (has_mamba || demand.mamba == 0),
-                  "demand {full ", demand.full, ", swa ", demand.swa, ", mamba ", demand.mamba,
-                  "} is negative or names a pool the layout lacks");
+    check_demand(demand, "ensure_capacity");
     return relieve(demand);
 }
 
 template <class L, class B>
 bool UnifiedAllocator<L, B>::covered_by_holes(const CapacityDemand& d) const noexcept {
-    bool from_holes = d.full <= pool<full_index>().core().hole_pages() && d.full <= pool<full_index>().core().free_ids();
+    const detail::pool_core& full = pool<down_index>().core();
+    bool from_holes = d.full <= full.hole_pages() && d.full <= full.free_ids();
     if constexpr (has_swa) from_holes = from_holes && d.swa <= pool<swa_index>().core().hole_pages();
     if constexpr (has_mamba) {
         const detail::pool_core& m = pool<mamba_index>().core();
@@ -205,33 +219,36 @@ bool UnifiedAllocator<L, B>::covered_by_holes(const CapacityDemand& d) const noe
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
     if (covered_by_holes(d)) return {};
-    if (fits(d, 0, false)) return {};
+    if (fits(d, {}, blockers::honoured)) return {};
     return with_moves([&](auto& ctx) -> AllocResult {
         if constexpr (has_float) {
             // Zero-copy absorption of the float's boundary holes is always allowed, and often enough.
-            (void)pool<1>().flush(ctx, FlushMode::urgent, false, 0);
-            if (fits(d, 0, false)) return {};
+            (void)pool<float_index>().flush(ctx, FlushMode::urgent, false, 0);
+            if (fits(d, {}, blockers::honoured)) return {};
         }
-        const std::uint32_t set = compaction_set(d, false);
-        if (set == 0) return shortfall_of(d);
-        for_each_pool([&](auto& p, auto i) {
-            if constexpr (decltype(i)::value != 1 || !has_float) {
-                if (((set >> decltype(i)::value) & 1u) != 0 && p.drainable() > 0) (void)p.flush(ctx, FlushMode::urgent, false, 0);
-            }
-        });
-        if (fits(d, 0, false)) return {};
+        const relief_plan plan = relief_for(d, blockers::honoured);
+        if (plan == relief_plan{}) return shortfall_of(d);
+        const auto drain = [&](auto& p, bool flushed) {
+            if (flushed && p.drainable() > 0) (void)p.flush(ctx, FlushMode::urgent, false, 0);
+        };
+        if constexpr (has_up_end_) drain(pool<up_index>(), plan.flushed.up);
+        drain(pool<down_index>(), plan.flushed.down);
+        if (fits(d, {}, blockers::honoured)) return {};
         if constexpr (has_float) {
-            auto& fl = pool<1>();
-            if ((set & relocate_bit) != 0 && fl.relocatable() && !fl.transparent()) {
+            auto& fl = pool<float_index>();
+            if (plan.relocate_float && fl.relocatable() && !fl.transparent()) {
                 // Relocate the float into the band the ends leave once they took their demand.
                 const auto front = [](const auto& p, std::int64_t demand) {
                     const std::int64_t end = p.extent() + std::max<std::int64_t>(0, demand - p.core().hole_pages());
                     return p.frontier_bytes_at(static_cast<std::int32_t>(std::min<std::int64_t>(end, p.core().spec().usable_pages())));
                 };
-                const std::size_t up_front = front(pool<0>(), d.of(layout_member_t<L, 0>::component));
-                const std::size_t down_front = front(pool<full_index>(), d.full);
-                if (up_front <= down_front) (void)fl.relocate_into(fl.band_lo(up_front), fl.band_hi(down_front), ctx);
-                if (fits(d, 0, false)) return {};
+                const std::size_t up_front = front(pool<up_index>(), d[up_component_]);
+                const std::size_t down_front = front(pool<down_index>(), d.full);
+                if (up_front <= down_front) {
+                    const auto [first, last] = fl.band_pages({up_front, down_front});
+                    (void)fl.relocate_into(first, last, ctx);
+                }
+                if (fits(d, {}, blockers::honoured)) return {};
             }
         }
         return shortfall_of(d);
@@ -240,32 +257,30 @@ AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const {
-    Component short_pool = d.full > 0 ? Component::full : d.swa > 0 ? Component::swa : Component::mamba;
-    for (Component c : {Component::full, Component::swa, Component::mamba}) {
-        CapacityDemand alone;
-        if (c == Component::full) alone.full = d.full;
-        else if (c == Component::swa) alone.swa = d.swa;
-        else alone.mamba = d.mamba;
-        if (d.of(c) > 0 && !fits(alone, 0, false)) {
+    // The first component asked for that does not fit alone, else the first one asked for.
+    const auto asked = std::find_if(all_components.begin(), all_components.end(), [&](Component c) { return d[c] > 0; });
+    Component short_pool = asked != all_components.end() ? *asked : Component::mamba;
+    for (const Component c : all_components) {
+        if (d[c] > 0 && !fits(CapacityDemand::single(c, d[c]), {}, blockers::honoured)) {
             short_pool = c;
             break;
         }
     }
-    // The fewest pages of `short_pool` to take off `d` so that it fits under `mask` (binary search, failure
+    // The fewest pages of `short_pool` to take off `d` so that it fits under `plan` (binary search, failure
     // path only: fitting is monotone in the demand).
-    const auto missing = [&](std::uint32_t mask, bool ignore_pins) {
+    const auto missing = [&](relief_plan plan, blockers b) {
         std::int64_t lo = 0;
-        std::int64_t hi = d.of(short_pool);
+        std::int64_t hi = d[short_pool];
         while (lo < hi) {
             const std::int64_t mid = lo + (hi - lo) / 2;
             CapacityDemand less = d;
-            (short_pool == Component::full ? less.full : short_pool == Component::swa ? less.swa : less.mamba) -= mid;
-            if (fits(less, mask, ignore_pins)) hi = mid;
+            less[short_pool] -= mid;
+            if (fits(less, plan, b)) hi = mid;
             else lo = mid + 1;
         }
         return lo;
     };
-    if (const std::int64_t ids = pool<full_index>().core().free_ids(); d.full > ids) {
+    if (const std::int64_t ids = pool<down_index>().core().free_ids(); d.full > ids) {
         return {Shortfall::virtual_ids, Component::full, d.full - ids};
     }
     if constexpr (has_mamba) {
@@ -273,8 +288,9 @@ AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const 
             return {Shortfall::virtual_ids, Component::mamba, d.mamba - ids};
         }
     }
-    if (fits(d, compaction_set(d, true), true)) return {Shortfall::moves_blocked, short_pool, missing(0, false)};
-    return {Shortfall::room, short_pool, missing(compaction_set(d, true), true)};
+    const relief_plan unblocked = relief_for(d, blockers::ignored);
+    if (fits(d, unblocked, blockers::ignored)) return {Shortfall::moves_blocked, short_pool, missing({}, blockers::honoured)};
+    return {Shortfall::room, short_pool, missing(unblocked, blockers::ignored)};
 }
 
 template <class L, class B>
@@ -300,12 +316,13 @@ std::vector<std::string> UnifiedAllocator<L, B>::verify_byte_accounting() const 
 template <class L, class B>
 void UnifiedAllocator<L, B>::verify_composite(std::vector<std::string>& out) const {
     // Byte frontiers are ordered along the chain (a parked float is transparent).
-    const std::size_t up_high = pool<0>().high_bytes();
-    const std::size_t down_low = pool<full_index>().low_bytes();
+    std::size_t up_high = spec_.sink_floor_bytes;
+    if constexpr (has_up_end_) up_high = pool<up_index>().high_bytes();
+    const std::size_t down_low = pool<down_index>().low_bytes();
     if (up_high > down_low) out.push_back(detail::concat("chain: up end ends at byte ", up_high, " above the down end's start ", down_low));
     if (up_high < spec_.sink_floor_bytes) out.push_back("chain: the up end starts inside the sink");
     if constexpr (has_float) {
-        const auto& fl = pool<1>();
+        const auto& fl = pool<float_index>();
         if (!fl.transparent() && (fl.low_bytes() < up_high || fl.high_bytes() > down_low)) {
             out.push_back(detail::concat("chain: float bytes [", fl.low_bytes(), ", ", fl.high_bytes(),
                                          ") overlap the ends [.., ", up_high, ") and [", down_low, ", ..)"));
@@ -314,7 +331,7 @@ void UnifiedAllocator<L, B>::verify_composite(std::vector<std::string>& out) con
     // SWA binds only FULL's live ids; pending reservations match the pending-load count.
     if constexpr (has_swa) {
         const auto swa_v2p = pool<swa_index>().core().table().v2p();
-        const PageTable& full = pool<full_index>().core().table();
+        const PageTable& full = pool<down_index>().core().table();
         for (std::size_t v = 1; v + 1 < swa_v2p.size(); ++v) {
             if (swa_v2p[v] > 0 && full.physical_of(static_cast<std::int32_t>(v)) <= 0) {
                 out.push_back(detail::concat("swa: virtual page ", static_cast<std::int64_t>(v), " is bound to SWA page ",
@@ -342,14 +359,16 @@ void UnifiedAllocator<L, B>::verify_composite(std::vector<std::string>& out) con
     }
     // Memo coherence: a cached value whose key is current must equal a fresh computation.
     const std::uint64_t e = epoch();
-    const std::uint32_t movable = movable_mask();
+    const member_roles now_movable = movable();
     for (std::size_t kind = 0; kind < memo_.size(); ++kind) {
         for (std::size_t shape = 0; shape <= component_count; ++shape) {
             const memo_entry& entry = memo_[kind][shape];
             if (entry.epoch != e) continue;
-            const std::uint32_t mask = kind == 0 ? 0u : schedulable_credit(shape, movable);
-            if (entry.mask != mask) continue;
-            if (const std::int64_t fresh = largest_fit(shape, mask); fresh != entry.value) {
+            const relief_plan credit = static_cast<memo_kind>(kind) == memo_kind::available
+                                           ? relief_plan{}
+                                           : schedulable_credit(shape, now_movable);
+            if (entry.credit != credit) continue;
+            if (const std::int64_t fresh = largest_fit(shape, credit); fresh != entry.value) {
                 out.push_back(detail::concat("memo: cached capacity ", entry.value, " for shape ", shape, " kind ", kind,
                                              " but a fresh computation gives ", fresh, " (a change did not bump the epoch)"));
             }

@@ -37,16 +37,6 @@ decltype(auto) UnifiedAllocator<L, B>::with_moves(F&& f) {
 }
 
 template <class L, class B>
-std::uint32_t UnifiedAllocator<L, B>::movable_mask() const {
-    const bool open = gates_.open();
-    std::uint32_t mask = 0;
-    for_each_pool([&](const auto& p, auto i) {
-        if (open && p.core().pending_load_pages() == 0) mask |= 1u << decltype(i)::value;
-    });
-    return mask;
-}
-
-template <class L, class B>
 bool UnifiedAllocator<L, B>::moves_blocked() const {
     if (!gates_.open()) return true;
     bool pending = false;
@@ -77,11 +67,7 @@ ReserveResult UnifiedAllocator<L, B>::alloc_physical(Component c, std::int32_t p
         std::vector<PhysicalPage>& out = registry_->slot(slot).pages;
         handed_.clear();
         std::vector<std::int32_t>* handed = options_.handout_fill == HandoutFill::zero ? &handed_ : nullptr;
-        if constexpr (has_float) {
-            swa.take_reserved(pages, pool<0>().frontier_bytes(), pool<full_index>().frontier_bytes(), out, handed);
-        } else {
-            swa.take_reserved(pages, limit_of<swa_index>(), out, handed);
-        }
+        swa.take_reserved(pages, band_of<swa_index>(), out, handed);
         fill_handed<swa_index>();
         return {detail::reservation_access::make(registry_.get(), slot), Shortfall::none};
     }
@@ -218,9 +204,9 @@ FlushResult UnifiedAllocator<L, B>::flush(FlushMode mode) {
             total.stopped_by_forward = total.stopped_by_forward || r.stopped_by_forward;
         };
         // The float first: its zero-copy absorption can make the ends' moves unnecessary.
-        if constexpr (has_float) run(pool<1>());
-        run(pool<full_index>());
-        run(pool<0>());
+        if constexpr (has_float) run(pool<float_index>());
+        run(pool<down_index>());
+        if constexpr (has_up_end_) run(pool<up_index>());
         total.pages_moved = ctx.pages_moved;
         total.bytes_moved = ctx.bytes_moved;
     });
@@ -231,11 +217,9 @@ template <class L, class B>
 std::size_t UnifiedAllocator<L, B>::make_room(Side side, std::size_t min_bytes) {
     static_assert(has_float, "unikv: make_room needs a TriPool layout with a FloatPool in the middle");
     if constexpr (has_float) {  // without a float the assert is the one error: the body is not instantiated
-        auto& fl = pool<1>();
+        auto& fl = pool<float_index>();
         const bool blocked = !gates_.open() || fl.core().pending_load_pages() > 0;
-        return with_moves([&](auto& ctx) {
-            return fl.make_room(side, min_bytes, pool<0>().frontier_bytes(), pool<full_index>().frontier_bytes(), ctx, blocked);
-        });
+        return with_moves([&](auto& ctx) { return fl.make_room(side, min_bytes, band_of<float_index>(), ctx, blocked); });
     } else {
         return 0;
     }
@@ -245,7 +229,7 @@ template <class L, class B>
 std::size_t UnifiedAllocator<L, B>::compact_holes(Side retreat_side) {
     static_assert(has_float, "unikv: compact_holes needs a TriPool layout with a FloatPool in the middle");
     if constexpr (has_float) {  // as in make_room: one error without a float
-        auto& fl = pool<1>();
+        auto& fl = pool<float_index>();
         const bool blocked = !gates_.open() || fl.core().pending_load_pages() > 0;
         return with_moves([&](auto& ctx) { return fl.compact_holes(retreat_side, ctx, blocked); });
     } else {
