@@ -41,8 +41,8 @@ bool mirror_follows(F& f) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("alloc_full hands out FULL pages whose SWA entries are tombstones", L, SwaFullLayout, MambaFullLayout,
-                   TriPoolLayout, EagerSwaFullLayout, EagerMambaFullLayout) {
+TEST_CASE_TEMPLATE("alloc_full hands out FULL pages whose SWA entries are tombstones", L, FullLayout, SwaFullLayout,
+                   MambaFullLayout, TriPoolLayout, EagerSwaFullLayout, EagerMambaFullLayout) {
     using F = Fixture<L>;
     F f(small_config(arena_bytes));
     auto before = f.alloc_kv(3);

@@ -17,10 +17,6 @@ namespace {
 constexpr std::size_t layout_count = 6;
 constexpr std::uint64_t default_ops = 120'000;  // over all layouts
 
-// FullLayout needs the FULL-only allocator fix (H4, issue 10); on a base without it the allocator aborts, so
-// this gate stays false until the branch is rebased onto a main that has the fix.
-constexpr bool run_full_layout = false;
-
 template <class L>
 void drive(std::uint64_t salt, std::size_t envelopes) {
     const std::uint64_t ops = test::env_or("UNIKV_EXECUTOR_FUZZ_OPS", default_ops) / layout_count;
@@ -47,9 +43,7 @@ void drive(std::uint64_t salt, std::size_t envelopes) {
 }  // namespace
 
 TEST_CASE("the tree and the allocator stay in agreement through the executor on every shipped layout") {
-    SUBCASE("FullLayout") {
-        if constexpr (run_full_layout) drive<FullLayout>(1, 96);
-    }
+    SUBCASE("FullLayout") { drive<FullLayout>(1, 96); }
     SUBCASE("SwaFullLayout") { drive<SwaFullLayout>(2, 128); }
     SUBCASE("MambaFullLayout") { drive<MambaFullLayout>(3, 96); }
     SUBCASE("TriPoolLayout") { drive<TriPoolLayout>(4, 160); }
