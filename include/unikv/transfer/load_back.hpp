@@ -1,0 +1,208 @@
+#pragma once
+/// \file
+/// `LoadBackTicket`: the device side of one load-back, from a tree's load-back plan to the transfer queue.
+///
+/// `prepare_load_back(alloc, plan, evict)` allocates in the one order that is safe (reference §7, §11 rule 2):
+/// 1. FULL virtual pages for every FULL step (`alloc_full`: their SWA entries are tombstones);
+/// 2. one SWA reservation of only the missing window rows (the plan's SWA steps), bound at once under the
+///    steps' FULL pages (`alloc_physical`, `bind_swa`); the pending reservation blocks every move of the SWA
+///    pool until its load is registered, so no later allocation can move it;
+/// 3. the Mamba checkpoint slot (`alloc_state`). In the tri-pool a full Mamba end would need the floating SWA
+///    pool to move, which the pending reservation refuses: the state allocation fails (and the whole load
+///    rolls back) unless evicting a checkpoint frees a slot. The reservation never moves.
+/// Each pool gets one evict-and-retry: on a shortfall `evict(component, pages_short)` is called once and the
+/// allocation retried. Any failure rolls back everything this load allocated (reservation cancelled, FULL
+/// pages and the state freed), so every count is as before.
+///
+/// The ticket owns what it allocated and rolls it back in its destructor unless `commit()` handed it to the
+/// transfer queue, whose acknowledgement then commits the plan to the tree (`commit_load_back`) or, for a
+/// failed copy, frees it. It refers to the allocator, so it lives within one call of its owner (prepare,
+/// queue), never across a move of the allocator.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <unikv/component.hpp>
+#include <unikv/error.hpp>
+#include <unikv/ids.hpp>
+#include <unikv/pools/reservation.hpp>
+#include <unikv/pools/results.hpp>
+#include <unikv/tree/results.hpp>
+
+namespace unikv {
+
+/// What a committed load-back owns until its acknowledgement: the destinations of the plan's steps.
+struct LoadBackDestinations {
+    /// FULL pages of every FULL step, step after step (`full_of(step)` slices them).
+    std::vector<VirtualPage> full;
+    /// Offset into `full` of each FULL step, in plan order (other steps: not used).
+    std::vector<std::uint32_t> full_offset;
+    /// The SWA reservation, bound under the SWA steps' FULL pages (empty without SWA steps).
+    Reservation swa;
+    /// The Mamba slot of the Mamba step (none without one).
+    StateId state{};
+};
+
+/// Why `prepare_load_back` failed: the pool that stayed short after its evict-and-retry, and by how much.
+struct LoadBackShortfall {
+    Component component = Component::full;
+    Shortfall shortfall = Shortfall::none;
+    std::int64_t pages_short = 0;
+};
+
+/// The device allocations of one load-back (see the file comment). Move-only; rolls back unless committed.
+template <class Alloc>
+class [[nodiscard]] LoadBackTicket {
+public:
+    /// An empty ticket on `alloc`.
+    explicit LoadBackTicket(Alloc& alloc) noexcept : alloc_(&alloc) {}
+    LoadBackTicket(const LoadBackTicket&) = delete;
+    LoadBackTicket& operator=(const LoadBackTicket&) = delete;
+    /// Takes over `other`'s allocations; `other` becomes empty.
+    LoadBackTicket(LoadBackTicket&& other) noexcept
+        : alloc_(other.alloc_), dest_(std::exchange(other.dest_, {})), failure_(other.failure_) {}
+    LoadBackTicket& operator=(LoadBackTicket&&) = delete;
+    /// Rolls back whatever was allocated and not committed.
+    ~LoadBackTicket() { rollback(); }
+
+    /// True when every allocation of the plan succeeded.
+    explicit operator bool() const noexcept { return !failure_.has_value(); }
+    /// Why it failed (meaningful when false).
+    [[nodiscard]] LoadBackShortfall failure() const noexcept { return failure_.value_or(LoadBackShortfall{}); }
+    /// The destinations allocated so far.
+    [[nodiscard]] const LoadBackDestinations& destinations() const noexcept { return dest_; }
+
+    /// Hands the allocations to the transfer queue: the destructor no longer rolls them back. Precondition:
+    /// the ticket succeeded (`logic_error` otherwise, nothing changes).
+    [[nodiscard]] LoadBackDestinations commit() {
+        UNIKV_EXPECTS(!failure_.has_value(), "LoadBackTicket::commit: the load-back failed and was rolled back");
+        return std::exchange(dest_, {});
+    }
+
+    /// Undoes every allocation the ticket holds (also called by the destructor): cancels the reservation
+    /// (bound FULL pages get their tombstone back), frees the FULL pages and the state. Never throws: the
+    /// ids were allocated by this ticket, so the allocator accepts them.
+    void rollback() noexcept {
+        if (dest_.swa) alloc_->cancel(std::move(dest_.swa));
+        if (!dest_.full.empty()) alloc_->free(dest_.full);
+        if constexpr (Alloc::has_mamba) {
+            if (dest_.state.is_valid()) alloc_->free_state(std::span<const StateId>(&dest_.state, 1));
+        }
+        dest_ = {};
+    }
+
+private:
+    template <class A, class Evict>
+    friend LoadBackTicket<A> prepare_load_back(A& alloc, std::span<const LoadBackStep> plan, Evict&& evict);
+
+    void fail(Component c, Shortfall s, std::int64_t pages) {
+        failure_ = LoadBackShortfall{.component = c, .shortfall = s, .pages_short = pages};
+        rollback();
+    }
+
+    Alloc* alloc_;
+    LoadBackDestinations dest_;
+    std::optional<LoadBackShortfall> failure_;
+};
+
+namespace detail {
+// Runs `attempt` (returning an AllocResult-like value); on a shortfall calls `evict` once and retries.
+template <class Attempt, class Evict>
+auto with_one_retry(Attempt&& attempt, Evict& evict) {
+    auto result = attempt();
+    if (!result) {
+        evict(result.component, result.pages_short);
+        result = attempt();
+    }
+    return result;
+}
+}  // namespace detail
+
+/// Allocates the device side of `plan` (a tree's `load_back_plan`) in the safe order of the file comment, with
+/// one `evict(Component, std::int64_t pages)` and retry per pool. Returns a ticket that converts to false when
+/// a pool stayed short (then it holds nothing: everything was rolled back). Throws `logic_error` for a plan
+/// the allocator cannot take (an SWA or Mamba step without that pool), with nothing allocated. O(pages).
+template <class Alloc, class Evict>
+LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackStep> plan, Evict&& evict) {
+    LoadBackTicket<Alloc> ticket(alloc);
+    LoadBackDestinations& d = ticket.dest_;
+    std::int64_t full_pages = 0;
+    std::int64_t swa_pages = 0;
+    bool wants_state = false;
+    for (const LoadBackStep& s : plan) {
+        const auto pages = static_cast<std::int64_t>(s.host.size());
+        if (s.component == Component::full) full_pages += pages;
+        if (s.component == Component::swa) {
+            UNIKV_EXPECTS(Alloc::has_swa, "prepare_load_back: an SWA step for an allocator without an SWA pool");
+            swa_pages += pages;
+        }
+        if (s.component == Component::mamba) {
+            UNIKV_EXPECTS(Alloc::has_mamba, "prepare_load_back: a Mamba step for an allocator without a Mamba pool");
+            wants_state = true;
+        }
+    }
+    d.full.resize(static_cast<std::size_t>(full_pages));
+    d.full_offset.assign(plan.size(), 0);
+    if (full_pages > 0) {
+        const AllocResult r = detail::with_one_retry([&] { return alloc.alloc_full(d.full); }, evict);
+        if (!r) {
+            d.full.clear();
+            ticket.fail(r.component, r.shortfall, r.pages_short);
+            return ticket;
+        }
+    }
+    // FULL pages of each step: its own for a FULL step; the node's resident pages, or those of the plan's
+    // FULL step on the same node, for an SWA step.
+    std::uint32_t at = 0;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+        if (plan[i].component != Component::full) continue;
+        d.full_offset[i] = at;
+        at += static_cast<std::uint32_t>(plan[i].host.size());
+    }
+    if constexpr (Alloc::has_swa) {
+        if (swa_pages > 0) {
+            auto r = detail::with_one_retry(
+                [&] { return alloc.alloc_physical(Component::swa, static_cast<std::int32_t>(swa_pages)); }, evict);
+            if (!r) {
+                ticket.fail(r.component, r.shortfall, r.pages_short);
+                return ticket;
+            }
+            d.swa = std::move(r.reservation);
+            std::size_t first = 0;
+            for (std::size_t i = 0; i < plan.size(); ++i) {
+                const LoadBackStep& s = plan[i];
+                if (s.component != Component::swa) continue;
+                std::span<const VirtualPage> under = s.full_pages;
+                if (under.empty()) {  // loaded by this plan's FULL step on the same node
+                    for (std::size_t j = 0; j < i; ++j) {
+                        if (plan[j].component == Component::full && plan[j].node == s.node) {
+                            under = std::span<const VirtualPage>(d.full).subspan(d.full_offset[j], plan[j].host.size());
+                        }
+                    }
+                }
+                UNIKV_EXPECTS(under.size() == s.host.size(), "prepare_load_back: the SWA step of a node has ",
+                              s.host.size(), " host pages but ", under.size(), " FULL pages to bind them under");
+                alloc.bind_swa(under, d.swa, first);
+                first += under.size();
+            }
+        }
+    }
+    if constexpr (Alloc::has_mamba) {
+        if (wants_state) {
+            const AllocResult r =
+                detail::with_one_retry([&] { return alloc.alloc_state(std::span<StateId>(&d.state, 1)); }, evict);
+            if (!r) {
+                d.state = StateId{};
+                ticket.fail(r.component, r.shortfall, r.pages_short);
+                return ticket;
+            }
+        }
+    }
+    return ticket;
+}
+
+}  // namespace unikv
