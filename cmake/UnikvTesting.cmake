@@ -38,6 +38,10 @@ function(unikv_add_component_tests component)
     return()
   endif()
   add_executable(test_${component} ${sources})
+  # Code generation dominates the build of a test (each instantiates the allocator and tree for several
+  # layouts) and every suite runs in seconds: -O1 with line tables only (enough for sanitizer reports) halves
+  # the CPU time of -O2 -g. Appended after the preset's flags, so it wins; benchmarks keep the preset's.
+  target_compile_options(test_${component} PRIVATE -O1 -g1)
   target_link_libraries(test_${component} PRIVATE unikv::unikv unikv_warnings unikv_doctest_main)
   target_include_directories(test_${component} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   add_test(NAME ${component} COMMAND test_${component})
