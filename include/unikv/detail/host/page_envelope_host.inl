@@ -53,7 +53,8 @@ std::int32_t page_envelope_host_impl<B, L, Sides...>::capacity(Component c) cons
     if (s == nullptr) return 0;
     if (!s->top) return static_cast<std::int32_t>(top_edge_bytes(top_.present ? top_.packed_mark() : 0) / s->page_bytes);
     const std::size_t below = bottom_.present ? static_cast<std::size_t>(bottom_.used) * bottom_.page_bytes : 0;
-    return s->limit - static_cast<std::int32_t>(ceil_div(below, s->page_bytes));
+    // Clamped: bottom pages may reach into the slack above FULL's last whole page while FULL is empty.
+    return std::max(0, s->limit - static_cast<std::int32_t>(ceil_div(below, s->page_bytes)));
 }
 
 template <class B, class L, Component... Sides>
