@@ -43,7 +43,8 @@
 namespace unikv {
 
 /// Sizes of the host tier. Give either `total_bytes` (split over the components in proportion to their
-/// device bytes, see `split_host_bytes`) or `pages` per component (0 for an absent component).
+/// device bytes by `SeparateHostPools`, see `split_host_bytes`; one buffer shared by the sides of
+/// `PageEnvelopeHost`) or `pages` per component (0 for an absent component).
 struct HostConfig {
     /// Host bytes in all; used when every entry of `pages` is 0.
     std::size_t total_bytes = 0;
