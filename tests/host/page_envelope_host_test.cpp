@@ -81,6 +81,16 @@ TEST_CASE_TEMPLATE("the envelope host holds both sides' rows in one arena on eve
         CHECK(pool.used(c) == 0);
         CHECK(pool.holes(c) == 0);  // every page freed: the watermark retreated to the end
     }
+    // The split follows the workload: with the other side empty, either side may take the whole arena.
+    for (Component c : all_components) {
+        if (!comps.has(c)) continue;
+        CHECK(pool.capacity(c) == static_cast<std::int32_t>(pool.arena_bytes() / spec[c].page_bytes));
+        const std::vector<HostPage> all = take(pool, c, static_cast<std::size_t>(pool.capacity(c)));
+        for (Component o : all_components) {
+            if (o != c) CHECK(pool.available(o) == 0);
+        }
+        pool.free(c, all);
+    }
     CHECK(broken(pool).empty());
 }
 

@@ -14,6 +14,7 @@
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/backend_concept.hpp>
+#include <unikv/backend/backend_ref.hpp>
 #include <unikv/component.hpp>
 #include <unikv/detail/host/envelope_side.hpp>
 #include <unikv/host/host_capacity.hpp>
@@ -150,7 +151,7 @@ private:
     void pack(envelope_side& s, std::vector<std::int32_t>& src, std::vector<std::int32_t>& dst);
 
     stream_ref stream_;
-    B* backend_;
+    backend_ref<B> backend_;
     std::size_t arena_bytes_ = 0;
     pinned_buffer_t<B> buffer_{};
     envelope_side bottom_{};  // the side that is not FULL, growing up from byte 0 (absent when FULL is alone)

@@ -8,7 +8,7 @@ namespace unikv::detail::host {
 template <class B, class L, Component... Sides>
 page_envelope_host_impl<B, L, Sides...>::page_envelope_host_impl(B& backend, const ArenaSpec& device,
                                                                  const HostConfig& config, stream_ref stream)
-    : stream_(stream), backend_(&backend) {
+    : stream_(stream), backend_(backend) {
     for (Component c : all_components) {
         UNIKV_EXPECTS(!components.has(c) || (device[c].present && device[c].page_bytes > 0), "the device spec has no ",
                       to_string(c), " pool but the host arena has that side; build the spec for the same layout");
@@ -146,7 +146,7 @@ void page_envelope_host_impl<B, L, Sides...>::pack(envelope_side& s, std::vector
         if (s.top ? p >= target : p < target) dst.push_back(p);
     }
     UNIKV_ASSERT(src.size() == dst.size());
-    if (!src.empty()) backend_->copy_pages_async(buffer_.region(), src, buffer_.region(), dst, s.page_bytes, stream_);
+    if (!src.empty()) backend_.copy_pages_async(buffer_.region(), src, buffer_.region(), dst, s.page_bytes, stream_);
     std::vector<std::int32_t>& to_physical = leases_.sides()[s.component].to_physical;
     for (std::size_t i = 0; i < src.size(); ++i) {
         const std::int32_t logical = s.to_logical[static_cast<std::size_t>(src[i])];
