@@ -85,18 +85,31 @@ public:
                           "from the same CudaBackend");
             detail::cuda::check(cudaEventRecord(event_, s.stream_), "cudaEventRecord");
         }
-        /// `cudaEventQuery`: true when the latest record completed (or the event was never recorded).
+        /// `cudaEventQuery`: true when the latest record completed (or the event was never recorded), also when
+        /// the work failed (then `failed()` says so). Throws `cuda_error` for a handle CUDA rejects.
         [[nodiscard]] bool query() const {
+            UNIKV_EXPECTS(state_ != nullptr, "query on an empty event handle");
             const cudaError_t status = cudaEventQuery(event_);
             if (status == cudaErrorNotReady) return false;
-            detail::cuda::check(status, "cudaEventQuery");
+            detail::cuda::check_unless_async_failure(status, "cudaEventQuery");
             return true;
         }
-        /// `cudaEventSynchronize`: blocks the host. Counted in `host_synchronizations`.
+        /// True when `cudaEventQuery` reports an asynchronous error (a faulted copy or kernel): the work behind
+        /// the record cannot be trusted. CUDA errors of that kind are sticky for the whole context, so every
+        /// event reports it from then on, and later CUDA calls throw `cuda_error`. Never blocks.
+        [[nodiscard]] bool failed() const {
+            UNIKV_EXPECTS(state_ != nullptr, "failed on an empty event handle");
+            const cudaError_t status = cudaEventQuery(event_);
+            if (status == cudaErrorNotReady) return false;
+            detail::cuda::check_unless_async_failure(status, "cudaEventQuery");
+            return status != cudaSuccess;
+        }
+        /// `cudaEventSynchronize`: blocks the host. Counted in `host_synchronizations`. An asynchronous error
+        /// of the awaited work is reported by `failed()`, not thrown (as on `HostBackend`).
         void synchronize() const {
             UNIKV_EXPECTS(state_ != nullptr, "synchronize on an empty event handle");
             state_->counters.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
-            detail::cuda::check(cudaEventSynchronize(event_), "cudaEventSynchronize");
+            detail::cuda::check_unless_async_failure(cudaEventSynchronize(event_), "cudaEventSynchronize");
         }
         [[nodiscard]] cudaEvent_t native() const noexcept { return event_; }
         friend bool operator==(event_ref, event_ref) = default;
