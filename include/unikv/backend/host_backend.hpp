@@ -263,19 +263,17 @@ private:
 
     friend class detail::copy_entry_points<HostBackend>;  // forwards the typed copy calls to queue_copy
 
-    void queue_copy(const char* call, detail::raw_region src, std::span<const std::int32_t> src_pages,
-                    detail::raw_region dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
-                    EnvelopeSlice slice, stream_ref s) {
-        check_stream(call, s);
-        detail::validate_page_copy(call, src, src_pages, dst, dst_pages, page_bytes, slice);
-        if (src_pages.empty()) return;
+    void queue_copy(const detail::page_copy_request& r, stream_ref s) {
+        check_stream(r.call, s);
+        detail::validate(r);
+        if (r.src_pages.empty()) return;
         engine_->enqueue(s.state_, {.kind = detail::host::op_kind::copy,
-                                    .src = src,
-                                    .dst = dst,
-                                    .src_pages = {src_pages.begin(), src_pages.end()},
-                                    .dst_pages = {dst_pages.begin(), dst_pages.end()},
-                                    .page_bytes = page_bytes,
-                                    .slice = slice});
+                                    .src = r.src,
+                                    .dst = r.dst,
+                                    .src_pages = {r.src_pages.begin(), r.src_pages.end()},
+                                    .dst_pages = {r.dst_pages.begin(), r.dst_pages.end()},
+                                    .page_bytes = r.page_bytes,
+                                    .slice = r.slice});
     }
 
     std::unique_ptr<detail::host::engine> engine_;
