@@ -1,8 +1,10 @@
-// Page-envelope copy throughput of the CUDA backend, against floors measured in this binary over the same
-// bytes: a device-to-device cudaMemcpyAsync (for arena moves) and a pinned host-to-device cudaMemcpyAsync
-// (for load-backs). Device time from CUDA events with the host's queueing hidden behind a spin (cuda_timing.cuh);
-// counters: GB/s and x_floor (our device throughput / the floor's), host_us (host time to queue one copy),
-// late (samples whose queueing outlasted the spin).
+// Page-envelope copy throughput of every copy engine of the CUDA backend (the warp kernel, cudaMemcpyBatchAsync,
+// cub::DeviceMemcpy::Batched), device-to-device (arena moves), host-to-device (load-backs) and device-to-host
+// (backups), 4 KiB to 1 MiB envelopes in shuffled order, each against a floor measured in this binary over the
+// same bytes in the same direction: one contiguous cudaMemcpyAsync. DefaultCopyEngine should name, per
+// direction, the engine with the best x_floor here. Device time from CUDA events with the host's queueing hidden
+// behind a spin (cuda_timing.cuh); counters: GB/s and x_floor (our device throughput / the floor's), host_us
+// (host time to queue one copy), late (samples whose queueing outlasted the spin).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -10,25 +12,40 @@
 #include <random>
 #include <vector>
 
+#include <unikv/backend/cub_copy_engine.cuh>
 #include <unikv/backend/cuda_backend.cuh>
 
 #include "cuda_timing.cuh"
 
 namespace {
 
-using unikv::CudaBackend;
+using unikv::BasicCudaBackend;
+using unikv::CopyDirection;
+using unikv::MemorySpace;
 using unikv::detail::cuda::check;
 constexpr std::size_t total_bytes = std::size_t{256} << 20;
 
-enum class Direction { device_to_device, host_to_device };
+template <MemorySpace Space, class Backend>
+auto allocate(Backend& backend, std::size_t bytes) {
+    if constexpr (Space == MemorySpace::device) {
+        return backend.allocate_device(bytes);
+    } else {
+        return backend.allocate_pinned(bytes);
+    }
+}
 
-// The source's memory space is part of its buffer type, so each direction instantiates the loop.
-template <class Source>
-void copy_pages_from(benchmark::State& state, CudaBackend& backend, const Source& src) {
+template <class Engine, CopyDirection Direction>
+void BM_cuda_copy_pages(benchmark::State& state) {
+    constexpr bool from_host = Direction == CopyDirection::host_to_device;
+    constexpr bool to_host = Direction == CopyDirection::device_to_host;
+    constexpr MemorySpace from = from_host ? MemorySpace::pinned_host : MemorySpace::device;
+    constexpr MemorySpace to = to_host ? MemorySpace::pinned_host : MemorySpace::device;
     const auto page_bytes = static_cast<std::size_t>(state.range(0));
+    BasicCudaBackend<Engine> backend;
     auto stream = backend.make_stream();
-    auto dst = backend.allocate_device(total_bytes);
-    auto floor_dst = backend.allocate_device(total_bytes);
+    auto src = allocate<from>(backend, total_bytes);
+    auto dst = allocate<to>(backend, total_bytes);
+    auto floor_dst = allocate<to>(backend, total_bytes);
     std::vector<std::int32_t> sp(total_bytes / page_bytes), dp(sp.size());
     std::iota(sp.begin(), sp.end(), 0);
     dp = sp;
@@ -50,15 +67,6 @@ void copy_pages_from(benchmark::State& state, CudaBackend& backend, const Source
     timer.report(state, "GB/s", static_cast<double>(total_bytes) * static_cast<double>(state.iterations()));
 }
 
-void BM_cuda_copy_pages(benchmark::State& state, Direction direction) {
-    CudaBackend backend;
-    if (direction == Direction::host_to_device) {
-        copy_pages_from(state, backend, backend.allocate_pinned(total_bytes));
-    } else {
-        copy_pages_from(state, backend, backend.allocate_device(total_bytes));
-    }
-}
-
 void envelope_sizes(benchmark::internal::Benchmark* b) {
     b->ArgName("envelope_bytes");
     for (std::int64_t bytes : {4096, 16384, 65536, 262144, 1048576}) b->Arg(bytes);
@@ -67,7 +75,14 @@ void envelope_sizes(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_cuda_copy_pages, d2d_vs_cudaMemcpy, Direction::device_to_device)->Apply(envelope_sizes);
-BENCHMARK_CAPTURE(BM_cuda_copy_pages, h2d_vs_pinned_cudaMemcpy, Direction::host_to_device)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::KernelCopyEngine, CopyDirection::device_to_device)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::KernelCopyEngine, CopyDirection::host_to_device)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::KernelCopyEngine, CopyDirection::device_to_host)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::MemcpyBatchCopyEngine, CopyDirection::device_to_device)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::MemcpyBatchCopyEngine, CopyDirection::host_to_device)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::MemcpyBatchCopyEngine, CopyDirection::device_to_host)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::CubBatchedCopyEngine, CopyDirection::device_to_device)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::CubBatchedCopyEngine, CopyDirection::host_to_device)->Apply(envelope_sizes);
+BENCHMARK_TEMPLATE2(BM_cuda_copy_pages, unikv::CubBatchedCopyEngine, CopyDirection::device_to_host)->Apply(envelope_sizes);
 
 BENCHMARK_MAIN();

@@ -30,6 +30,21 @@ inline constexpr bool has_event_ref_v = requires(const typename B::event_ref e, 
     e.synchronize();
 };
 
+/// Has `event_ref::failed()`: true when the work the event's latest record marks completed with a failed copy
+/// (a transfer controller must not commit it).
+template <class B>
+inline constexpr bool has_failure_report_v = requires(const typename B::event_ref e) {
+    { e.failed() } -> std::same_as<bool>;
+};
+
+/// Optional capability (tests): `inject_copy_failure(stream_ref)` makes the next copy queued on the stream fail
+/// and `clear_copy_failure(stream_ref)` ends the failure (`HostBackend`; not part of `Backend`).
+template <class B>
+inline constexpr bool has_copy_failure_injection_v = requires(B& b, typename B::stream_ref s) {
+    b.inject_copy_failure(s);
+    b.clear_copy_failure(s);
+};
+
 /// Has `allocate_device(bytes)` and `allocate_pinned(bytes)` returning buffers whose `region()` is a
 /// `device_region_ref` and a `pinned_region_ref`.
 template <class B>
@@ -78,8 +93,9 @@ inline constexpr bool has_counters_v = requires(const B& b) {
 
 /// True when `B` models every backend requirement.
 template <class B>
-inline constexpr bool is_backend_v = has_stream_ref_v<B> && has_event_ref_v<B> && has_memory_v<B> &&
-                                     has_stream_factory_v<B> && has_page_copies_v<B> && has_counters_v<B>;
+inline constexpr bool is_backend_v = has_stream_ref_v<B> && has_event_ref_v<B> && has_failure_report_v<B> &&
+                                     has_memory_v<B> && has_stream_factory_v<B> && has_page_copies_v<B> &&
+                                     has_counters_v<B>;
 
 /// A backend: memory, streams, events and page-envelope copies with the same API on host and device.
 template <class B>
@@ -92,6 +108,8 @@ template <class B>
 consteval bool check_backend() {
     static_assert(has_stream_ref_v<B>, "unikv: a Backend needs stream_ref with wait(event_ref) and synchronize()");
     static_assert(has_event_ref_v<B>, "unikv: a Backend needs event_ref with record(stream_ref), query(), synchronize()");
+    static_assert(has_failure_report_v<B>, "unikv: a Backend needs event_ref::failed() (a failed copy behind the "
+                  "latest record); report false when copies cannot fail");
     static_assert(has_memory_v<B>, "unikv: a Backend needs allocate_device(bytes) and allocate_pinned(bytes)");
     static_assert(has_stream_factory_v<B>, "unikv: a Backend needs make_stream() and make_event()");
     static_assert(has_page_copies_v<B>,

@@ -3,7 +3,8 @@
 /// `HostBackend`: the embedded default backend. The "device" arena and host pools are ordinary host memory;
 /// page-envelope copies are memcpy loops (measured faster than Thrust's CPP system, see bench/backend) run by
 /// per-stream workers, so copies really happen later than they are queued and read their source when they
-/// run. `ExecutionMode::manual` lets a test decide exactly when each queued operation executes.
+/// run. `ExecutionMode::manual` lets a test decide exactly when each queued operation executes, and in which
+/// order the streams advance (`run_one`); `inject_copy_failure` makes a queued copy fail.
 
 #include <cstddef>
 #include <cstdint>
@@ -81,7 +82,16 @@ public:
             UNIKV_EXPECTS(engine_ != nullptr, "query on an empty event handle");
             return engine_->query(*state_);
         }
-        /// Blocks the host until the latest record executed. Counted in `host_synchronizations`.
+        /// True when the latest record has executed behind a failed copy on its stream (see
+        /// `inject_copy_failure`): the work it marks did not all happen, so nothing it covers may be committed.
+        /// False while the record is pending, when it succeeded, or when never recorded; a new record clears
+        /// it. Never blocks.
+        [[nodiscard]] bool failed() const {
+            UNIKV_EXPECTS(engine_ != nullptr, "failed on an empty event handle");
+            return engine_->failed(*state_);
+        }
+        /// Blocks the host until the latest record executed. Counted in `host_synchronizations`. A failure is
+        /// reported by `failed()`, not thrown.
         void synchronize() const {
             UNIKV_EXPECTS(engine_ != nullptr, "synchronize on an empty event handle");
             engine_->synchronize(*state_);
@@ -210,12 +220,40 @@ public:
         check_stream("run_next", s);
         return engine_->run_next(s.state_);
     }
+    /// Manual mode: executes one operation chosen by the caller among the streams whose next operation can run
+    /// now: the head of the `pick % r`-th of those `r` streams, in stream creation order. Each stream stays
+    /// FIFO and waits still order across streams; a randomized test passes random picks to choose the
+    /// completion order. Returns false (nothing ran) when no stream can run. Throws `logic_error` in async
+    /// mode. O(streams), allocates nothing.
+    bool run_one(std::size_t pick) { return engine_->run_one(pick); }
     /// Manual mode: executes everything that can run, round-robin over streams; returns the number executed.
     std::size_t run_all() { return engine_->run_all(); }
     /// Operations queued on `s` and not yet finished.
     [[nodiscard]] std::size_t queued(stream_ref s) const {
         check_stream("queued", s);
         return engine_->queued(s.state_);
+    }
+
+    /// The byte a failed copy writes over every byte it would have copied (whole envelopes or only the slice).
+    static constexpr std::byte copy_failure_poison = detail::host::copy_failure_poison;
+
+    /// Failure injection (tests, either mode): the next copy (`copy_pages_async` or `copy_page_slices_async`;
+    /// fills do not count) queued on `s` after this call fails when it executes. It writes
+    /// `copy_failure_poison` over its destination bytes instead of the source, so a caller that commits it
+    /// serves wrong rows, and from then on every event record that executes on `s` reports `failed()`, until
+    /// a `clear_copy_failure(s)` queued on `s` executes. Each call arms one more copy. Failures are per stream:
+    /// a stream waiting on a failed event does not fail (check the event waited on).
+    /// Throws `logic_error` for a stream of another backend.
+    void inject_copy_failure(stream_ref s) {
+        check_stream("inject_copy_failure", s);
+        engine_->arm_copy_failures(s.state_, 1);
+    }
+    /// Queues the end of `s`'s failure: records queued on `s` after this call report no failure (unless another
+    /// injected copy fails before them). Asynchronous, like a record. Throws `logic_error` for a stream of
+    /// another backend.
+    void clear_copy_failure(stream_ref s) {
+        check_stream("clear_copy_failure", s);
+        engine_->enqueue(s.state_, {.kind = detail::host::op_kind::clear_failure});
     }
 
 private:
@@ -225,19 +263,17 @@ private:
 
     friend class detail::copy_entry_points<HostBackend>;  // forwards the typed copy calls to queue_copy
 
-    void queue_copy(const char* call, detail::raw_region src, std::span<const std::int32_t> src_pages,
-                    detail::raw_region dst, std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
-                    EnvelopeSlice slice, stream_ref s) {
-        check_stream(call, s);
-        detail::validate_page_copy(call, src, src_pages, dst, dst_pages, page_bytes, slice);
-        if (src_pages.empty()) return;
+    void queue_copy(const detail::page_copy_request& r, stream_ref s) {
+        check_stream(r.call, s);
+        detail::validate(r);
+        if (r.src_pages.empty()) return;
         engine_->enqueue(s.state_, {.kind = detail::host::op_kind::copy,
-                                    .src = src,
-                                    .dst = dst,
-                                    .src_pages = {src_pages.begin(), src_pages.end()},
-                                    .dst_pages = {dst_pages.begin(), dst_pages.end()},
-                                    .page_bytes = page_bytes,
-                                    .slice = slice});
+                                    .src = r.src,
+                                    .dst = r.dst,
+                                    .src_pages = {r.src_pages.begin(), r.src_pages.end()},
+                                    .dst_pages = {r.dst_pages.begin(), r.dst_pages.end()},
+                                    .page_bytes = r.page_bytes,
+                                    .slice = r.slice});
     }
 
     std::unique_ptr<detail::host::engine> engine_;

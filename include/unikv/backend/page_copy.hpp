@@ -38,6 +38,22 @@ struct basic_region_ref {
     std::size_t size = 0;
 };
 
+/// Which memory spaces a copy goes between; a CUDA copy engine may be chosen per direction.
+enum class CopyDirection : std::uint8_t {
+    device_to_device,  ///< arena moves (compaction)
+    host_to_device,    ///< load-backs from a pinned host pool
+    device_to_host,    ///< backups (write-through, write-back, retraction)
+    host_to_host,      ///< between pinned host regions
+};
+
+/// The direction of a copy from space `src` to space `dst`.
+[[nodiscard]] constexpr CopyDirection direction_of(MemorySpace src, MemorySpace dst) noexcept {
+    if (src == MemorySpace::device) {
+        return dst == MemorySpace::device ? CopyDirection::device_to_device : CopyDirection::device_to_host;
+    }
+    return dst == MemorySpace::device ? CopyDirection::host_to_device : CopyDirection::host_to_host;
+}
+
 /// A region of device memory (what `allocate_device` buffers give, and what the allocator's arena is).
 using device_region_ref = basic_region_ref<MemorySpace::device>;
 /// A region of pinned host memory (what `allocate_pinned` buffers give).

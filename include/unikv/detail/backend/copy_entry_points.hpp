@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// The two typed page-copy entry points both backends offer (`copy_pages_async`, `copy_page_slices_async`),
-/// written once: they take regions of any pair of memory spaces, erase the space and hand the call to the
-/// backend's own `queue_copy(call, src, src_pages, dst, dst_pages, page_bytes, slice, stream)`. A backend
+/// written once: they take regions of any pair of memory spaces, erase the space into a `page_copy_request`
+/// (which keeps the direction) and hand it to the backend's own `queue_copy(request, stream)`. A backend
 /// derives from `copy_entry_points<Backend>` and befriends it. The stream is a deduced parameter that must
 /// convert to `Backend::stream_ref` (a stream owner does), because the backend is still incomplete where it names
 /// its base.
@@ -15,6 +15,23 @@
 #include <unikv/backend/page_copy.hpp>
 
 namespace unikv::detail {
+
+/// One page-copy call with its memory spaces erased: what validation and the copy engines work on.
+struct page_copy_request {
+    const char* call;  // the public entry point, named in errors
+    raw_region src;
+    std::span<const std::int32_t> src_pages;
+    raw_region dst;
+    std::span<const std::int32_t> dst_pages;
+    std::size_t page_bytes;
+    EnvelopeSlice slice;
+    CopyDirection direction;
+};
+
+/// Throws `logic_error` naming the call unless `r` is a valid copy (see `validate_page_copy`).
+inline void validate(const page_copy_request& r) {
+    validate_page_copy(r.call, r.src, r.src_pages, r.dst, r.dst_pages, r.page_bytes, r.slice);
+}
 
 template <class Backend>
 class copy_entry_points {
@@ -29,8 +46,9 @@ public:
                           std::span<const std::int32_t> dst_pages, std::size_t page_bytes, const StreamRef& s)
         requires std::convertible_to<const StreamRef&, typename Backend::stream_ref>
     {
-        self().queue_copy("copy_pages_async", raw(src), src_pages, raw(dst), dst_pages, page_bytes,
-                          EnvelopeSlice::whole(page_bytes), s);
+        self().queue_copy({"copy_pages_async", raw(src), src_pages, raw(dst), dst_pages, page_bytes,
+                           EnvelopeSlice::whole(page_bytes), direction_of(S, D)},
+                          s);
     }
 
     /// Like `copy_pages_async`, but copies only `slice` of each envelope (for example one layer, so that
@@ -41,7 +59,9 @@ public:
                                 std::size_t page_bytes, EnvelopeSlice slice, const StreamRef& s)
         requires std::convertible_to<const StreamRef&, typename Backend::stream_ref>
     {
-        self().queue_copy("copy_page_slices_async", raw(src), src_pages, raw(dst), dst_pages, page_bytes, slice, s);
+        self().queue_copy({"copy_page_slices_async", raw(src), src_pages, raw(dst), dst_pages, page_bytes, slice,
+                           direction_of(S, D)},
+                          s);
     }
 
 private:

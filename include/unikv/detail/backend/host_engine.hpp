@@ -2,8 +2,11 @@
 /// \file
 /// The execution engine behind `HostBackend`: per-stream FIFO queues of copies, event records and event
 /// waits, executed either by one worker thread per stream (asynchronous mode) or only when a test says so
-/// (manual mode). A copy reads its source bytes when it executes, never when it is queued.
+/// (manual mode). A copy reads its source bytes when it executes, never when it is queued. A test can make a
+/// copy fail (`inject_copy_failure`): it then writes the poison byte instead of its source, and the records
+/// that execute behind it on its stream report the failure.
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -32,11 +35,19 @@ struct stream_state;
 struct event_state {
     std::uint64_t recorded = 0;
     std::map<std::uint64_t, stream_state*> pending;  // queued records: generation -> the stream it is queued on
+    // The newest generation whose record executed behind a failed copy (0: none). A maximum, because records
+    // of one event on two streams may execute out of generation order; only the latest generation is reported.
+    std::uint64_t failed_generation = 0;
 
     [[nodiscard]] bool done(std::uint64_t generation) const { return !pending.contains(generation); }
+    [[nodiscard]] bool failed() const { return recorded != 0 && done(recorded) && failed_generation == recorded; }
 };
 
-enum class op_kind { copy, fill, record, wait };
+/// The byte a failed copy writes over every byte it would have copied, so rows committed from it are wrong.
+inline constexpr std::byte copy_failure_poison{0xDB};
+
+// clear_failure: ends the stream's failure for the records queued after it.
+enum class op_kind { copy, fill, record, wait, clear_failure };
 
 struct operation {
     op_kind kind = op_kind::copy;
@@ -49,6 +60,7 @@ struct operation {
     std::byte fill_value{};
     std::shared_ptr<event_state> event{};
     std::uint64_t generation = 0;  // record: the generation it completes; wait: the generation it waits for
+    bool fail = false;             // copy: injected failure, writes `copy_failure_poison` instead of the source
 };
 
 struct stream_state {
@@ -57,6 +69,8 @@ struct stream_state {
     std::uint64_t executed = 0;  // operations finished; a synchronize waits for `executed >= enqueued` as of its call
     bool busy = false;           // the worker popped an operation and is executing it
     bool stopping = false;
+    std::size_t failures_armed = 0;  // copies queued from now on that will fail (inject_copy_failure)
+    bool failed = false;  // a failed copy executed and no clear_failure since: records executing now report it
     std::thread worker;
 };
 
@@ -104,8 +118,18 @@ public:
                     op.generation = op.event->recorded;
                     counters_.stream_waits.fetch_add(1, std::memory_order_relaxed);
                     break;
-                default:
+                case op_kind::copy:
+                    if (s->failures_armed != 0) {
+                        op.fail = true;
+                        --s->failures_armed;
+                    }
                     counters_.copies_queued.fetch_add(1, std::memory_order_relaxed);
+                    break;
+                case op_kind::fill:
+                    counters_.copies_queued.fetch_add(1, std::memory_order_relaxed);
+                    break;
+                case op_kind::clear_failure:
+                    break;
             }
             s->queue.push_back(std::move(op));
             ++s->enqueued;
@@ -116,6 +140,17 @@ public:
     [[nodiscard]] bool query(const event_state& e) {
         std::lock_guard lk(m_);
         return e.done(e.recorded);
+    }
+
+    [[nodiscard]] bool failed(const event_state& e) {
+        std::lock_guard lk(m_);
+        return e.failed();
+    }
+
+    /// The next `count` copies queued on the stream fail when they execute.
+    void arm_copy_failures(stream_state* s, std::size_t count) {
+        std::lock_guard lk(m_);
+        s->failures_armed += count;
     }
 
     /// Host block until the event's latest record executed. Manual mode runs exactly the work it depends on.
@@ -144,6 +179,26 @@ public:
         std::unique_lock lk(m_);
         if (s->queue.empty() || !runnable(s->queue.front())) return false;
         execute_front(*s, lk);
+        return true;
+    }
+
+    /// Manual mode: executes the head of the `pick % r`-th of the `r` streams (creation order) whose head can run
+    /// now; false when none can. O(streams).
+    bool run_one(std::size_t pick) {
+        UNIKV_EXPECTS(mode_ == ExecutionMode::manual, "run_one: the backend is not in manual mode");
+        std::unique_lock lk(m_);
+        const auto can_run = [](const stream_state& s) { return !s.queue.empty() && runnable(s.queue.front()); };
+        std::size_t runnable_heads = 0;
+        for (const stream_state& s : streams_) runnable_heads += can_run(s) ? 1 : 0;
+        if (runnable_heads == 0) return false;
+        std::size_t skip = pick % runnable_heads;
+        for (stream_state& s : streams_) {
+            if (!can_run(s)) continue;
+            if (skip-- == 0) {
+                execute_front(s, lk);
+                break;
+            }
+        }
         return true;
     }
 
@@ -186,7 +241,9 @@ private:
         s.busy = true;
         lk.unlock();
         std::size_t bytes = 0;
-        if (op.kind == op_kind::copy) {
+        if (op.kind == op_kind::copy && op.fail) {
+            poison_slices(op.dst, op.dst_pages, op.page_bytes, op.slice);
+        } else if (op.kind == op_kind::copy) {
             copy_pages_host(op.src, op.src_pages, op.dst, op.dst_pages, op.page_bytes, op.slice);
             bytes = op.src_pages.size() * op.slice.bytes * op.slice.count;
         } else if (op.kind == op_kind::fill) {
@@ -195,10 +252,24 @@ private:
         }
         counters_.bytes_copied.fetch_add(bytes, std::memory_order_relaxed);
         lk.lock();
-        if (op.kind == op_kind::record) op.event->pending.erase(op.generation);
+        if (op.kind == op_kind::record) {
+            op.event->pending.erase(op.generation);
+            if (s.failed) op.event->failed_generation = std::max(op.event->failed_generation, op.generation);
+        }
+        if (op.fail) s.failed = true;
+        if (op.kind == op_kind::clear_failure) s.failed = false;
         s.busy = false;
         ++s.executed;
         cv_.notify_all();
+    }
+
+    // What an injected failure writes: the poison byte over exactly the bytes the copy would have written.
+    static void poison_slices(raw_region dst, const std::vector<std::int32_t>& pages, std::size_t page_bytes,
+                              const EnvelopeSlice& slice) noexcept {
+        for (std::int32_t p : pages) {
+            std::byte* d = dst.data + static_cast<std::size_t>(p) * page_bytes + slice.offset;
+            for (std::size_t r = 0; r < slice.count; ++r) std::fill_n(d + r * slice.stride, slice.bytes, copy_failure_poison);
+        }
     }
 
     // What `drive` runs toward: a stream having executed `executed` operations, or an event generation done.

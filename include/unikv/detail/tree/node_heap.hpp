@@ -26,6 +26,8 @@ struct EvictionKey {
     std::uint64_t stamp = 0;
     std::int32_t end = 0;
     friend constexpr auto operator<=>(const EvictionKey&, const EvictionKey&) = default;
+    // Declared although <=> implies it: nvcc's front end drops the body of the implicit one ("used but never defined").
+    friend constexpr bool operator==(const EvictionKey&, const EvictionKey&) = default;
 };
 
 class NodeHeap {
