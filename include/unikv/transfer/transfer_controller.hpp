@@ -24,7 +24,6 @@
 /// (its gate hold and its registered events are that allocator's). Declare it before the allocator in a
 /// composed owner, so the allocator (which may still name the controller's events) goes first.
 
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -85,15 +84,10 @@ struct TransferAck {
     ComponentMask components{};
     /// The host pages of each component, in the order queued.
     per_component<std::span<const HostPage>> host{};
-    /// False when a copy of the transfer reported failure: a failed load must not be committed (the target
-    /// rows hold garbage), a failed write must not become a host value. The caller frees what it allocated.
+    /// False when the transfer's done event reports `failed()` (a copy behind it on the transfer stream
+    /// failed): a failed load must not be committed (its rows hold garbage), a failed write must not become a
+    /// host value; the caller frees what it allocated for it.
     bool succeeded = true;
-};
-
-/// Has `event_ref::failed()`: the backend can report a failed copy through the event recorded after it.
-template <class B>
-inline constexpr bool reports_copy_failure_v = requires(const typename B::event_ref e) {
-    { e.failed() } -> std::same_as<bool>;
 };
 
 /// The transfer controller (see the file comment). `HostPools` is a host-pool impl (`P::impl<B, L>` of a

@@ -275,14 +275,12 @@ auto TransferController<B, H, T>::acknowledge(lane_state& l, TransferDirection d
         record& r = records_[index];
         const event_ref e = r.done->ref();
         if (!e.query()) break;
-        bool succeeded = true;
-        if constexpr (reports_copy_failure_v<B>) succeeded = !e.failed();
         ack_type& ack = l.acks.emplace_back();
         ack.tag = r.tag;
         ack.direction = d;
         ack.components = r.components;
         for (Component c : all_components) ack.host[c] = std::span<const HostPage>(r.host[c]);
-        ack.succeeded = succeeded;
+        ack.succeeded = !e.failed();
         l.retired.push_back(index);
     }
     if (l.head == l.running.size()) {
