@@ -21,8 +21,10 @@
 ///   D2H source or H2D target must stay owned (locked) by the caller until its ack.
 ///
 /// Threading: one thread drives a controller, like the allocator it serves. A controller serves one allocator
-/// (its gate hold and its registered events are that allocator's). Declare it before the allocator in a
-/// composed owner, so the allocator (which may still name the controller's events) goes first.
+/// (its gate hold and its registered events are that allocator's). Declare it after the allocator and the
+/// host pools in a composed owner: it is destroyed first, and its stream finishes the copies into their
+/// memory before they go. The allocator may still name its done events: do not flush an allocator whose
+/// controller is gone (tear the two down together).
 
 #include <cstddef>
 #include <cstdint>
