@@ -135,11 +135,32 @@ TEST_CASE("a queued write reads its rows when it runs, and the gate keeps them i
 
     // The flush after the ack waits on the registered write event before it moves anything.
     CHECK(f.alloc.registered_transfer_events() == 1);
+    std::vector<VirtualPage> survivors = first;
+    survivors.insert(survivors.end(), second.begin(), second.end());
+    survivors.insert(survivors.end(), fresh.begin(), fresh.end());
+    const auto before_flush = f.physical_pages(Component::full, survivors);
     const BackendCounters pre_flush = f.backend.counters();
     CHECK(f.alloc.flush(FlushMode::urgent).pages_moved > 0);
     CHECK(f.backend.counters().stream_waits == pre_flush.stream_waits + 1);
     CHECK(f.alloc.registered_transfer_events() == 0);
+
+    // A write queued behind those moves reads the moved rows: its copies wait for the allocator's stream.
+    CHECK(f.backend.queued(f.alloc.stream()) > 0);
+    std::vector<VirtualPage> all = first;
+    all.insert(all.end(), second.begin(), second.end());
+    all.insert(all.end(), fresh.begin(), fresh.end());
+    CHECK(f.physical_pages(Component::full, all) != before_flush);  // some of them moved
+    const auto host_c = f.host_pages(Component::full, all.size());
+    f.ctl.queue_write(f.alloc, {.full = all, .full_host = host_c}, 3);
+    CHECK(f.ctl.start_writing(f.alloc, f.host) == 1);
+    CHECK_FALSE(f.backend.run_next(f.ctl.stream()));  // blocked on the allocator's stream
+    f.run_transfers();
     REQUIRE(f.drain());
+    f.run_transfers();
+    REQUIRE(f.ctl.writing_check().size() == 1);
+    CHECK(f.host_holds(Component::full, std::span(host_c).first(2), ids_of(first), 3));
+    CHECK(f.host_holds(Component::full, std::span(host_c).subspan(2, 2), ids_of(second)));
+    CHECK(f.host_holds(Component::full, std::span(host_c).last(1), ids_of(fresh), 5));
     CHECK(f.pages_hold(Component::full, first, 3));
     CHECK(f.kv_holds(second));
     CHECK(f.kv_holds(fresh, 5));
