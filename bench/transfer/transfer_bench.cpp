@@ -23,7 +23,7 @@ namespace {
 using namespace unikv;
 using Alloc = UnifiedAllocator<FullLayout, HostBackend>;
 using Host = SeparateHostPools::impl<HostBackend, FullLayout>;
-using Controller = TransferController<HostBackend, Host>;
+using Controller = TransferController<HostBackend, Host, std::size_t>;
 using clock_type = std::chrono::steady_clock;
 
 constexpr std::size_t total_bytes = std::size_t{16} << 20;

@@ -93,9 +93,10 @@ struct TransferAck {
 };
 
 /// The transfer controller (see the file comment). `HostPools` is a host-pool impl (`P::impl<B, L>` of a
-/// policy of `host/host_pool_concept.hpp`) offering `lease()`; `Tag` is what each ack hands back.
-/// Move-only.
-template <class B, class HostPools, class Tag = std::uint64_t>
+/// policy of `host/host_pool_concept.hpp`) offering `lease()`; `Tag` is what each ack hands back (a node
+/// ref, a request id). Move-only. No template argument has a default: nvcc mishandles one on a class
+/// template whose members are defined out of line.
+template <class B, class HostPools, class Tag>
 class TransferController {
     static_assert(is_backend_v<B>, "unikv: TransferController needs a Backend (see backend/backend_concept.hpp)");
     static_assert(std::is_copy_constructible_v<Tag>, "unikv: TransferController's Tag is returned in each ack by "

@@ -85,7 +85,8 @@ void TransferController<B, H, T>::enqueue(UnifiedAllocator<L, B>& alloc, const T
         free_records_.push_back(index);
         throw;
     }
-    if (!hold_.holding()) hold_ = alloc.install_move_gate(MoveGateSlot::host_transfer);
+    // (void): nvcc reads the assignment's `MoveGateHold&` as a discarded [[nodiscard]] value.
+    if (!hold_.holding()) (void)(hold_ = alloc.install_move_gate(MoveGateSlot::host_transfer));
 }
 
 template <class B, class H, class T>
