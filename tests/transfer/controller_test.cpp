@@ -308,3 +308,26 @@ TEST_CASE("a transfer naming an unmapped row is refused with nothing queued and 
     CHECK(acks[0].tag == 3);
     CHECK(f.host_holds(Component::full, full_hp, ids_of(pages)));
 }
+
+TEST_CASE("a write lane that never empties keeps acking in order") {
+    Rig<SwaFullLayout> f(layered_config(envelopes * 512, 2));
+    auto pages = f.alloc_kv(1);
+    const auto hp = f.host_pages(Component::full, 1);
+    std::uint64_t next_ack = 0;
+    for (std::uint64_t i = 0; i < 300; ++i) {
+        f.ctl.queue_write(f.alloc, {.full = pages, .full_host = hp}, i);
+        REQUIRE(f.ctl.start_writing(f.alloc, f.host) == 1);
+        // Run until only the newest write is in flight: there is always one.
+        while (f.ctl.in_flight(TransferDirection::write) > 1) {
+            while (f.backend.run_next(f.stream)) {
+            }
+            REQUIRE(f.backend.run_next(f.ctl.stream()));
+            for (const auto& ack : f.ctl.writing_check()) CHECK(ack.tag == next_ack++);
+        }
+        CHECK(f.ctl.has_inflight());
+    }
+    CHECK(next_ack == 299);
+    CHECK(f.ctl.drain_writes().size() == 1);
+    CHECK(f.host_holds(Component::full, hp, ids_of(pages)));
+    CHECK_FALSE(f.alloc.moves_blocked());
+}

@@ -99,8 +99,9 @@ struct TransferAck {
 template <class B, class HostPools, class Tag>
 class TransferController {
     static_assert(is_backend_v<B>, "unikv: TransferController needs a Backend (see backend/backend_concept.hpp)");
-    static_assert(std::is_copy_constructible_v<Tag>, "unikv: TransferController's Tag is returned in each ack by "
-                                                     "copy; use a copyable tag (a node ref, a request id)");
+    static_assert(std::is_copy_constructible_v<Tag> && std::is_nothrow_move_constructible_v<Tag>,
+                  "unikv: TransferController's Tag is returned in each ack by copy and moved with its record; use a "
+                  "copyable, nothrow-movable tag (a node ref, a request id)");
 
 public:
     using backend_type = B;
@@ -197,7 +198,8 @@ private:
     using owned_stream = decltype(std::declval<B&>().make_stream());
 
     // One transfer. Records are recycled (their vectors keep their capacity), so steady-state queueing
-    // allocates nothing. `done` is made on first use and kept for the record's next lives.
+    // allocates nothing. `done` is made on first use and kept for the record's next lives. Records move
+    // when `records_` grows (nothrow, so their vectors' buffers, which acks point into, stay put).
     struct record {
         Tag tag{};
         ComponentMask components{};

@@ -284,8 +284,9 @@ auto TransferController<B, H, T>::acknowledge(lane_state& l, TransferDirection d
         ack.succeeded = !e.failed();
         l.retired.push_back(index);
     }
-    if (l.head == l.running.size()) {
-        l.running.clear();
+    // Drop the acked prefix once it is half the FIFO, so a lane that is never empty does not grow.
+    if (l.head == l.running.size() || 2 * l.head >= l.running.size() + 64) {
+        l.running.erase(l.running.begin(), l.running.begin() + static_cast<std::ptrdiff_t>(l.head));
         l.head = 0;
     }
     release_gate_if_idle();
