@@ -53,6 +53,7 @@ enum class LoadEvents : std::uint8_t {
 
 /// Runtime options of a `TransferController`.
 struct TransferOptions {
+    /// How loads are submitted (and what `wait_layer` waits on).
     LoadEvents load_events = LoadEvents::per_layer;
     /// The owner half of the controller's `TransferKey`s; 0 picks a fresh process-wide id.
     std::uint64_t owner = 0;
@@ -66,13 +67,13 @@ struct TransferOptions {
 /// * Mamba: state ids and their host pages (one host page per state slot).
 /// Host pages are logical pages the caller allocated from the host pools for this transfer.
 struct TransferRequest {
-    std::span<const VirtualPage> full{};
-    std::span<const HostPage> full_host{};
-    std::span<const VirtualPage> swa{};
-    std::span<const PhysicalPage> swa_reserved{};
-    std::span<const HostPage> swa_host{};
-    std::span<const StateId> mamba{};
-    std::span<const HostPage> mamba_host{};
+    std::span<const VirtualPage> full{};           ///< FULL device pages
+    std::span<const HostPage> full_host{};         ///< their host pages, one each
+    std::span<const VirtualPage> swa{};            ///< SWA rows through the live FULL->SWA mapping
+    std::span<const PhysicalPage> swa_reserved{};  ///< or (loads) reserved SWA physical pages
+    std::span<const HostPage> swa_host{};          ///< host pages of `swa` or `swa_reserved`, one each
+    std::span<const StateId> mamba{};              ///< Mamba state slots
+    std::span<const HostPage> mamba_host{};        ///< their host pages, one each
 };
 
 /// The acknowledgement of one finished transfer. Its spans stay valid until the next check (or drain) of the
@@ -81,6 +82,7 @@ template <class Tag>
 struct TransferAck {
     /// The tag given when the transfer was queued.
     Tag tag{};
+    /// Write (device to host) or load (host to device).
     TransferDirection direction = TransferDirection::write;
     /// The components the transfer copied.
     ComponentMask components{};
@@ -118,6 +120,8 @@ public:
     /// Moves every queue, event and the gate hold; transfers in flight stay valid and are acked through the
     /// moved-to controller.
     TransferController(TransferController&&) noexcept = default;
+    /// Precondition: `*this` has nothing in flight (its stream is finished and its unacked transfers would
+    /// be lost with their acks).
     TransferController& operator=(TransferController&&) noexcept = default;
     /// Finishes the transfer stream's queued work (the owned stream does), then releases the gate.
     ~TransferController() = default;
@@ -136,7 +140,8 @@ public:
     void queue_load(UnifiedAllocator<L, B>& alloc, const TransferRequest& request, Tag tag);
 
     // ---- submission ----------------------------------------------------------------------------------------
-    /// Submits every queued write on the transfer stream: one host lease translates the host pages,
+    /// Submits every queued write on the transfer stream (O(pages), one stream wait, one event record per
+    /// transfer): one host lease translates the host pages,
     /// `copy_pages_async` copies each component's envelopes, an event is recorded after each transfer, the
     /// lease is released after the last one, and that event is registered with `alloc` under
     /// `{owner(), write}`. First makes the transfer stream wait the allocator's stream (one stream wait).
