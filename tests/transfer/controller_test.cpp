@@ -307,6 +307,18 @@ TEST_CASE("a transfer naming an unmapped row is refused with nothing queued and 
     REQUIRE(acks.size() == 1);
     CHECK(acks[0].tag == 3);
     CHECK(f.host_holds(Component::full, full_hp, ids_of(pages)));
+
+    // Two loads into one device page, and a write naming one host page twice: refused before any copy.
+    f.ctl.queue_load(f.alloc, {.full = std::span(pages).first(1), .full_host = std::span(full_hp).first(1)}, 4);
+    f.ctl.queue_load(f.alloc, {.full = std::span(pages).first(1), .full_host = std::span(full_hp).last(1)}, 5);
+    const std::vector<HostPage> twice{full_hp[0], full_hp[0]};
+    f.ctl.queue_write(f.alloc, {.full = pages, .full_host = twice}, 6);
+    const BackendCounters pre = f.backend.counters();
+    CHECK_THROWS_WITH_AS(f.ctl.start_loading(f.alloc, f.host), doctest::Contains("device page twice"), logic_error);
+    CHECK_THROWS_WITH_AS(f.ctl.start_writing(f.alloc, f.host), doctest::Contains("host page twice"), logic_error);
+    CHECK(same_counters(pre, f.backend.counters()));
+    CHECK_FALSE(f.ctl.has_inflight());
+    CHECK_FALSE(f.alloc.moves_blocked());
 }
 
 TEST_CASE("a write lane that never empties keeps acking in order") {

@@ -146,14 +146,16 @@ public:
     /// lease is released after the last one, and that event is registered with `alloc` under
     /// `{owner(), write}`. First makes the transfer stream wait the allocator's stream (one stream wait).
     /// Never blocks the host. Returns the number of transfers submitted (0: no stream work at all).
-    /// Throws what the lease throws for a host page not allocated to its component; every queued write is
-    /// then dropped, unsubmitted (the caller still owns what it locked and allocated for them).
+    /// Throws `logic_error` (what the lease throws) for a host page not allocated to its component, and for
+    /// a write that lists one host page twice; every queued write is then dropped, unsubmitted (the caller
+    /// still owns what it locked and allocated for them).
     template <class L>
     std::size_t start_writing(UnifiedAllocator<L, B>& alloc, HostPools& host);
     /// Submits every queued load like `start_writing`. With `LoadEvents::per_layer` the copies go layer by
     /// layer (`copy_page_slices_async` with each pool's `layer_slice(l)`; Mamba whole envelopes before layer
     /// 0) and an event is recorded after each layer; `wait_layer` waits on them. Registers the last event
-    /// under `{owner(), load}`, which submits every pending reservation of `alloc`.
+    /// under `{owner(), load}`, which submits every pending reservation of `alloc`. Throws like
+    /// `start_writing`, and for queued loads that write one device page twice (the queue is dropped).
     template <class L>
     std::size_t start_loading(UnifiedAllocator<L, B>& alloc, HostPools& host);
 
@@ -233,9 +235,12 @@ private:
     template <class L>
     void translate(const UnifiedAllocator<L, B>& alloc, const TransferRequest& request, record& r, Component c,
                    const char* call);
-    // The lease's physical host pages of every queued record of `l`, then the order wait on the allocator.
+    // The lease's physical host pages of every queued record of `l` (and a load batch's gathered pages), the
+    // checks of every copy's destinations, then the order wait on the allocator.
     template <class L, class Lease>
-    void prepare_submission(UnifiedAllocator<L, B>& alloc, Lease& lease, lane_state& l);
+    void prepare_submission(UnifiedAllocator<L, B>& alloc, Lease& lease, lane_state& l, TransferDirection d);
+    // True when no page repeats in `pages`. O(n) with `marks_`, which it leaves all zero.
+    [[nodiscard]] bool distinct(std::span<const std::int32_t> pages);
     // Moves the queued records to the running FIFO, registers `last` and releases `lease` after it.
     template <class L, class Lease>
     void finish_submission(UnifiedAllocator<L, B>& alloc, Lease&& lease, lane_state& l, TransferDirection d,
@@ -259,6 +264,7 @@ private:
     std::vector<PhysicalPage> scratch_;       // translation output, reused
     per_component<std::vector<std::int32_t>> batch_device_{};  // a load batch's pages, gathered per component
     per_component<std::vector<std::int32_t>> batch_host_{};
+    std::vector<std::uint8_t> marks_;         // per page index: seen by the current `distinct` call
     MoveGateHold hold_;                       // held exactly while a transfer is queued or unacked
 };
 

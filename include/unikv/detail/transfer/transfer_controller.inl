@@ -133,17 +133,54 @@ void TransferController<B, H, T>::translate(const UnifiedAllocator<L, B>& alloc,
 // ---- submission -----------------------------------------------------------------------------------------------
 
 template <class B, class H, class T>
+bool TransferController<B, H, T>::distinct(std::span<const std::int32_t> pages) {
+    bool ok = true;
+    std::size_t marked = 0;
+    for (; marked < pages.size(); ++marked) {
+        const auto p = static_cast<std::size_t>(pages[marked]);
+        if (p >= marks_.size()) marks_.resize(p + 1, 0);
+        if (marks_[p] != 0) {
+            ok = false;
+            break;
+        }
+        marks_[p] = 1;
+    }
+    for (std::size_t i = 0; i < marked; ++i) marks_[static_cast<std::size_t>(pages[i])] = 0;
+    return ok;
+}
+
+template <class B, class H, class T>
 template <class L, class Lease>
-void TransferController<B, H, T>::prepare_submission(UnifiedAllocator<L, B>& alloc, Lease& lease, lane_state& l) {
-    // Every host page is translated before anything is queued, so a bad one throws with nothing submitted.
-    // The queue is dropped then: the controller stays usable, and the caller still owns all it allocated.
+void TransferController<B, H, T>::prepare_submission(UnifiedAllocator<L, B>& alloc, Lease& lease, lane_state& l,
+                                                     TransferDirection d) {
+    // Everything a copy call could refuse is checked before anything is queued, so a caller bug throws with
+    // nothing submitted; the queue is dropped then: the controller stays usable, and the caller still owns
+    // all it allocated. A load batch goes out as one copy per (layer, component), so its pages are gathered.
+    const char* call = d == TransferDirection::write ? "start_writing" : "start_loading";
     try {
+        for (Component c : all_components) {
+            batch_device_[c].clear();
+            batch_host_[c].clear();
+        }
         for (const std::uint32_t index : l.queued) {
             record& r = records_[index];
             for (Component c : all_components) {
                 if (!r.components.has(c)) continue;
                 r.host_physical[c].resize(r.host[c].size());
                 lease.physical(c, std::span<const HostPage>(r.host[c]), std::span<std::int32_t>(r.host_physical[c]));
+                if (d == TransferDirection::write) {
+                    if (!distinct(r.host_physical[c])) {
+                        detail::misuse(call, "a write lists one ", to_string(c), " host page twice");
+                    }
+                } else {
+                    batch_device_[c].insert(batch_device_[c].end(), r.device[c].begin(), r.device[c].end());
+                    batch_host_[c].insert(batch_host_[c].end(), r.host_physical[c].begin(), r.host_physical[c].end());
+                }
+            }
+        }
+        for (Component c : all_components) {
+            if (!distinct(batch_device_[c])) {
+                detail::misuse(call, "the queued loads write one ", to_string(c), " device page twice");
             }
         }
     } catch (...) {
@@ -180,7 +217,7 @@ std::size_t TransferController<B, H, T>::start_writing(UnifiedAllocator<L, B>& a
     lane_state& l = writes_;
     if (l.queued.empty()) return 0;
     auto lease = host.lease();
-    prepare_submission(alloc, lease, l);
+    prepare_submission(alloc, lease, l, TransferDirection::write);
     event_ref last;
     for (const std::uint32_t index : l.queued) {
         record& r = records_[index];
@@ -204,20 +241,8 @@ std::size_t TransferController<B, H, T>::start_loading(UnifiedAllocator<L, B>& a
     lane_state& l = loads_;
     if (l.queued.empty()) return 0;
     auto lease = host.lease();
-    prepare_submission(alloc, lease, l);
+    prepare_submission(alloc, lease, l, TransferDirection::load);
     const ArenaSpec& spec = alloc.spec();
-    // The batch's pages per component, gathered so each (layer, component) is one copy call.
-    for (Component c : all_components) {
-        batch_device_[c].clear();
-        batch_host_[c].clear();
-    }
-    for (const std::uint32_t index : l.queued) {
-        const record& r = records_[index];
-        for (Component c : all_components) {
-            batch_device_[c].insert(batch_device_[c].end(), r.device[c].begin(), r.device[c].end());
-            batch_host_[c].insert(batch_host_[c].end(), r.host_physical[c].begin(), r.host_physical[c].end());
-        }
-    }
     const auto copy = [&](Component c, EnvelopeSlice slice) {
         if (batch_device_[c].empty()) return;
         backend_.copy_page_slices_async(lease.region(c), std::span<const std::int32_t>(batch_host_[c]), alloc.region(),
