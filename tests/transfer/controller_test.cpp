@@ -343,3 +343,49 @@ TEST_CASE("a write lane that never empties keeps acking in order") {
     CHECK(f.host_holds(Component::full, hp, ids_of(pages)));
     CHECK_FALSE(f.alloc.moves_blocked());
 }
+
+TEST_CASE("on an asynchronous backend a drained write and a synchronized load come back byte-exact") {
+    HostBackend backend;  // worker threads run the copies
+    HostBackend::Stream stream = backend.make_stream();
+    UnifiedAllocator<SwaFullLayout, HostBackend> alloc(backend, layered_config(envelopes * 512, 2), stream);
+    Host<SwaFullLayout> host(backend, alloc.spec(), Rig<SwaFullLayout>::host_config(alloc.spec()), stream);
+    Controller<SwaFullLayout> ctl(backend);
+    std::vector<VirtualPage> pages(3);
+    REQUIRE(alloc.alloc(pages));
+    stream.ref().synchronize();
+    const std::size_t page_bytes = alloc.spec()[Component::full].page_bytes;
+    std::vector<PhysicalPage> physical(3);
+    alloc.translate_full(pages, physical);
+    for (std::size_t i = 0; i < 3; ++i) {
+        std::memset(alloc.region().data + static_cast<std::size_t>(physical[i].value()) * page_bytes,
+                    static_cast<int>(0x10 + i), page_bytes);
+    }
+    std::vector<HostPage> hp(3);
+    const HostRequest request{.component = Component::full, .out = hp};
+    REQUIRE(host.alloc(std::span(&request, 1)));
+    ctl.queue_write(alloc, {.full = pages, .full_host = hp}, 1);
+    CHECK(ctl.start_writing(alloc, host) == 1);
+    const auto written = ctl.drain_writes();
+    REQUIRE(written.size() == 1);
+    CHECK(written[0].succeeded);
+
+    alloc.free(pages);
+    std::vector<VirtualPage> fresh(3);
+    REQUIRE(alloc.alloc(fresh));
+    stream.ref().synchronize();
+    alloc.translate_full(fresh, physical);
+    for (PhysicalPage p : physical) {
+        std::memset(alloc.region().data + static_cast<std::size_t>(p.value()) * page_bytes, 0, page_bytes);
+    }
+    ctl.queue_load(alloc, {.full = fresh, .full_host = hp}, 2);
+    CHECK(ctl.start_loading(alloc, host) == 1);
+    ctl.stream().synchronize();
+    const auto loaded = ctl.loading_check();
+    REQUIRE(loaded.size() == 1);
+    CHECK(loaded[0].tag == 2);
+    for (std::size_t i = 0; i < 3; ++i) {
+        const std::byte* p = alloc.region().data + static_cast<std::size_t>(physical[i].value()) * page_bytes;
+        CHECK(std::all_of(p, p + page_bytes, [i](std::byte b) { return b == static_cast<std::byte>(0x10 + i); }));
+    }
+    CHECK_FALSE(alloc.moves_blocked());
+}
