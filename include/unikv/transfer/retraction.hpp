@@ -116,8 +116,9 @@ public:
     explicit operator bool() const noexcept { return live_; }
     /// Why `retract` failed (`none` for a live or empty backup).
     [[nodiscard]] RetractionFailure failure() const noexcept { return failure_; }
-    /// For `host_full`: the component the host pool was short of, and by how many pages.
+    /// For `host_full`: the component the host pool was short of.
     [[nodiscard]] Component short_component() const noexcept { return short_component_; }
+    /// For `host_full`: how many pages of `short_component()` were missing after the retry.
     [[nodiscard]] std::int32_t pages_short() const noexcept { return pages_short_; }
 
     /// The host pages of component `c` (FULL: one per own page; SWA: one per window page), in order.
