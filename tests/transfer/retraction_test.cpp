@@ -305,6 +305,15 @@ TEST_CASE("retraction refuses an unmapped window row and a busy write lane; a dr
     static_cast<void>(r.ctl.start_writing(r.alloc, r.host));
     REQUIRE(r.ctl.drain_writes().size() == 1);
 
+    // A sequence the prefix covers has nothing of its own: an empty live backup, restored without a copy.
+    const RetractionRequest none{.prefix_tokens = 3 * page, .seq_len = 3 * page, .window_tokens = window};
+    RetractionBackup nothing = retract(r.alloc, r.host, r.ctl, none, no_eviction);
+    REQUIRE(nothing);
+    CHECK(nothing.full_pages() == 0);
+    CHECK(restore(r.alloc, r.host, r.ctl, nothing, none));
+    CHECK_FALSE(nothing);
+    CHECK(r.host_used() == 1);
+
     const std::size_t dropped = dropped_retraction_backups();
     {
         RetractionBackup lost = retract(r.alloc, r.host, r.ctl, last, no_eviction);

@@ -90,6 +90,10 @@ RetractionBackup retract(UnifiedAllocator<L, B>& alloc, HostPools& host, Transfe
                       " unacknowledged; drain them first (retraction drains its own write)");
         const detail::retraction_window w = detail::retraction_window_of(alloc, request, "retract");
         RetractionBackup backup;
+        if (request.own.empty()) {  // the prefix covers the sequence: nothing of its own to copy
+            access::make_live(backup, 0);
+            return backup;
+        }
         per_component<std::vector<HostPage>>& pages = access::host(backup);
         pages[Component::full].resize(request.own.size());
         pages[Component::swa].resize(static_cast<std::size_t>(w.pages));
@@ -133,6 +137,10 @@ bool restore(UnifiedAllocator<L, B>& alloc, HostPools& host, TransferController<
                       "restore: the fresh request has ", fresh.own.size(), " own pages and window [", w.first, ", +",
                       w.pages, "), the backup ", backup.full_pages(), " and [", backup.window_first(), ", +",
                       backup.window_pages(), ")");
+        if (fresh.own.empty()) {
+            backup.discard(host);
+            return true;
+        }
         ctl.queue_load(alloc, detail::retraction_transfer(fresh, w, detail::retraction_access::host(backup)),
                        std::move(tag));
         static_cast<void>(ctl.start_loading(alloc, host));
