@@ -115,6 +115,24 @@ TEST_CASE("an injected copy failure poisons exactly its destination rows and fai
     CHECK(row_poisoned(host.region(), 3, 2));
     CHECK(row_poisoned(host.region(), 3, 1));  // still the poison of the first failure, untouched
     CHECK(backend.counters().bytes_copied == (2 + 1 + 1) * page_bytes + 2 * row_bytes);  // failed copies count 0
+
+    // Each injection arms one more copy; the third copy runs normally but its record still reports the failure.
+    backend.clear_copy_failure(xfer);
+    backend.inject_copy_failure(xfer);
+    backend.inject_copy_failure(xfer);
+    const std::vector<std::int32_t> p0{0}, p6{6};
+    backend.copy_pages_async(arena.region(), p0, host.region(), p0, page_bytes, xfer);
+    backend.copy_pages_async(arena.region(), a, host.region(), a, page_bytes, xfer);
+    backend.copy_pages_async(arena.region(), p6, host.region(), p6, page_bytes, xfer);
+    after.ref().record(xfer);
+    backend.run_all();
+    CHECK(after.ref().failed());
+    for (std::size_t row = 0; row < rows; ++row) {
+        CHECK(row_poisoned(host.region(), 0, row));
+        CHECK(row_poisoned(host.region(), 1, row));
+        CHECK(row_poisoned(host.region(), 2, row));
+        CHECK(row_holds(host.region(), 6, row, marker(6, row, 0)));
+    }
 }
 
 TEST_CASE("asynchronous mode: an injected failure is seen after the event's synchronize, not thrown") {

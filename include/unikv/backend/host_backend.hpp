@@ -246,7 +246,7 @@ public:
     /// Throws `logic_error` for a stream of another backend.
     void inject_copy_failure(stream_ref s) {
         check_stream("inject_copy_failure", s);
-        engine_->arm_copy_failures(s.state_, 1);
+        engine_->arm_copy_failure(s.state_);
     }
     /// Queues the end of `s`'s failure: records queued on `s` after this call report no failure (unless another
     /// injected copy fails before them). Asynchronous, like a record. Throws `logic_error` for a stream of
@@ -285,6 +285,6 @@ inline void HostBackend::stream_ref::wait(const event_ref& e) const {
     engine_->enqueue(state_, {.kind = detail::host::op_kind::wait, .event = e.state_});
 }
 
-static_assert(detail::check_backend<HostBackend>() && Backend<HostBackend>);
+static_assert(detail::check_backend<HostBackend>() && Backend<HostBackend> && has_copy_failure_injection_v<HostBackend>);
 
 }  // namespace unikv

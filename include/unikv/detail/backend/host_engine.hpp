@@ -147,10 +147,10 @@ public:
         return e.failed();
     }
 
-    /// The next `count` copies queued on the stream fail when they execute.
-    void arm_copy_failures(stream_state* s, std::size_t count) {
+    /// One more of the copies queued on the stream from now on fails when it executes.
+    void arm_copy_failure(stream_state* s) {
         std::lock_guard lk(m_);
-        s->failures_armed += count;
+        ++s->failures_armed;
     }
 
     /// Host block until the event's latest record executed. Manual mode runs exactly the work it depends on.
