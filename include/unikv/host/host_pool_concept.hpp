@@ -21,6 +21,11 @@
 /// * `free(c, pages)`: throws `logic_error` (nothing freed) for a page not allocated to `c` or listed twice;
 /// * `lease()`: a `HostLease` (see `host_lease.hpp`);
 /// * `verify()`: every broken invariant, one line each (empty: healthy).
+///
+/// A policy may also restrict the layouts it serves: a `template <class L> static constexpr host_layout_rule
+/// layout_rule` member names the first rule `L` breaks (`host_layout_rule::none` when it serves `L`).
+/// `check_host_pool<P, B, L>()` reports that rule, or else the first protocol member missing, with one
+/// `unikv:` message; `HostPoolPolicy<P, B, L>` is the concept.
 
 #include <concepts>
 #include <cstddef>
@@ -33,11 +38,13 @@
 #include <unikv/arena/model.hpp>
 #include <unikv/component.hpp>
 #include <unikv/ids.hpp>
+#include <unikv/pools/layout.hpp>
 
 namespace unikv {
 
 /// Sizes of the host tier. Give either `total_bytes` (split over the components in proportion to their
-/// device bytes, see `split_host_bytes`) or `pages` per component (0 for an absent component).
+/// device bytes by `SeparateHostPools`, see `split_host_bytes`; one buffer shared by the sides of
+/// `PageEnvelopeHost`) or `pages` per component (0 for an absent component).
 struct HostConfig {
     /// Host bytes in all; used when every entry of `pages` is 0.
     std::size_t total_bytes = 0;
@@ -54,12 +61,21 @@ struct HostRequest {
     std::span<HostPage> out{};
 };
 
-/// The outcome of a host allocation batch.
+/// Why a host allocation batch failed.
+enum class HostShortfall : std::uint8_t {
+    none,      ///< it succeeded
+    capacity,  ///< the pool cannot hold the batch even packed: evict host pages first
+    leased,    ///< the batch fits only packed, and a held lease forbids the compaction: retry after the transfer
+};
+
+/// The outcome of a host allocation batch. On failure nothing was allocated and nothing moved.
 struct [[nodiscard]] HostAllocResult {
     /// The component that fell short (meaningful on failure).
     Component component = Component::full;
     /// Pages of `component` missing on failure; 0 on success.
     std::int32_t pages_short = 0;
+    /// Why it failed; `none` on success.
+    HostShortfall shortfall = HostShortfall::none;
     explicit operator bool() const noexcept { return pages_short == 0; }
 };
 
@@ -102,5 +118,102 @@ template <class I>
 inline constexpr bool has_host_pool_verify_v = requires(const I& p) {
     { p.verify() } -> std::same_as<std::vector<std::string>>;
 };
+
+/// True when `I` models every member of the host-pool protocol for backend `B`.
+template <class I, class B>
+inline constexpr bool is_host_pool_impl_v = has_host_pool_constructor_v<I, B> && has_host_pool_sizes_v<I> &&
+                                            has_host_pool_alloc_v<I> && has_host_pool_free_v<I> &&
+                                            has_host_pool_lease_v<I> && has_host_pool_verify_v<I>;
+
+/// The layout rules a host-pool policy may impose (see the file comment), in the order they are reported.
+enum class host_layout_rule : std::uint8_t {
+    none,            ///< the policy serves the layout
+    no_float,        ///< the layout has a floating pool, which a two-end host arena cannot mirror
+    at_most_two,     ///< more than two sides: a host arena has two ends
+    sides_in_layout, ///< a side names a component that is not a pool of the layout (no shared device region)
+    sides_unique,    ///< a side is listed twice
+};
+
+/// The first layout rule policy `P` finds broken by layout `L`; `none` when `P` restricts no layout.
+template <class P, class L>
+inline constexpr host_layout_rule host_layout_rule_of_v = [] {
+    if constexpr (requires { { P::template layout_rule<L> } -> std::convertible_to<host_layout_rule>; }) {
+        return static_cast<host_layout_rule>(P::template layout_rule<L>);
+    } else {
+        return host_layout_rule::none;
+    }
+}();
+
+/// Has a nested `impl<B, L>` class template.
+template <class P, class B, class L>
+inline constexpr bool has_host_pool_impl_v = requires { typename P::template impl<B, L>; };
+
+/// A host-pool policy tag serving layout `L` on backend `B`. Short-circuits: the impl is only looked at for a
+/// valid layout the policy serves.
+template <class P, class B, class L>
+concept HostPoolPolicy = is_valid_layout_v<L, B> && host_layout_rule_of_v<P, L> == host_layout_rule::none &&
+                         has_host_pool_impl_v<P, B, L> && is_host_pool_impl_v<typename P::template impl<B, L>, B>;
+
+/// Checks that policy `P` serves layout `L`: one `static_assert` per rule, each firing only when the rules
+/// before it hold, so a bad combination gets exactly one message. An invalid layout reports its own rule
+/// (`check_layout`). Returns true. The impls assert it on themselves.
+template <class P, class B, class L>
+consteval bool check_host_pool_layout() {
+    if constexpr (!is_valid_layout_v<L, B>) {
+        return check_layout<L, B>();
+    } else {
+        using rule = host_layout_rule;
+        constexpr rule broken = host_layout_rule_of_v<P, L>;
+        static_assert(broken != rule::no_float,
+                      "unikv: PageEnvelopeHost mirrors a two-end device arena, but the layout has a FloatPool (the "
+                      "tri-pool's floating Swa), whose pages have no end of the host arena to grow from; use "
+                      "SeparateHostPools with TriPoolLayout");
+        static_assert(broken != rule::at_most_two,
+                      "unikv: PageEnvelopeHost takes at most two sides, one growing from each end of the host "
+                      "arena; name at most two components, or use SeparateHostPools");
+        static_assert(broken != rule::sides_in_layout,
+                      "unikv: a PageEnvelopeHost side names a component that is not a pool of the layout, so it "
+                      "shares no device region with the other side; name only the layout's pools "
+                      "(PageEnvelopeHost<> takes them all)");
+        static_assert(broken != rule::sides_unique,
+                      "unikv: a PageEnvelopeHost side is listed twice; the sides grow from opposite ends of the "
+                      "host arena, so name each component once");
+        return true;
+    }
+}
+
+/// Checks `check_host_pool_layout<P, B, L>()` and then each member of the protocol on `P::impl<B, L>`, one
+/// message per missing member, so a bad bundle gets exactly one `unikv:` message naming the fix. Returns true.
+template <class P, class B, class L>
+consteval bool check_host_pool() {
+    if constexpr (!is_valid_layout_v<L, B> || host_layout_rule_of_v<P, L> != host_layout_rule::none) {
+        return check_host_pool_layout<P, B, L>();
+    } else if constexpr (!has_host_pool_impl_v<P, B, L>) {
+        static_assert(has_host_pool_impl_v<P, B, L>,
+                      "unikv: a host-pool policy needs a nested template <class Backend, class Layout> using impl; "
+                      "use PageEnvelopeHost<> or SeparateHostPools");
+        return true;
+    } else {
+        using I = typename P::template impl<B, L>;
+        constexpr bool ctor = has_host_pool_constructor_v<I, B>;
+        constexpr bool sizes = ctor && has_host_pool_sizes_v<I>;
+        constexpr bool alloc = sizes && has_host_pool_alloc_v<I>;
+        constexpr bool free = alloc && has_host_pool_free_v<I>;
+        constexpr bool lease = free && has_host_pool_lease_v<I>;
+        static_assert(ctor, "unikv: a host pool's impl<B, L> needs a constructor (B&, const ArenaSpec&, const "
+                            "HostConfig&, B::stream_ref)");
+        static_assert(!ctor || sizes, "unikv: a host pool's impl<B, L> needs page_bytes(c), capacity(c), used(c) "
+                                      "and available(c)");
+        static_assert(!sizes || alloc, "unikv: a host pool's impl<B, L> needs HostAllocResult "
+                                       "alloc(std::span<const HostRequest>)");
+        static_assert(!alloc || free, "unikv: a host pool's impl<B, L> needs free(Component, std::span<const "
+                                      "HostPage>)");
+        static_assert(!free || lease, "unikv: a host pool's impl<B, L> needs lease() returning a move-only "
+                                      "HostLease");
+        static_assert(!lease || has_host_pool_verify_v<I>, "unikv: a host pool's impl<B, L> needs "
+                                                           "std::vector<std::string> verify() const");
+        return true;
+    }
+}
 
 }  // namespace unikv

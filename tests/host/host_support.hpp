@@ -1,0 +1,107 @@
+#pragma once
+// Shared by the host-pool tests: the device geometry of a small model for any layout, and row markers written
+// into host pages and read back through a lease (physical page, region, page bytes), so a translation that
+// points at the wrong envelope, or a compaction that loses or misplaces bytes, reads back wrong.
+
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <unikv/arena/model.hpp>
+#include <unikv/backend/host_backend.hpp>
+#include <unikv/host/host_lease.hpp>
+#include <unikv/pools/layouts.hpp>
+
+namespace host_test {
+
+using namespace unikv;
+
+inline constexpr std::int32_t page_size = 4;
+
+/// FULL entries of 32 bytes (128-byte pages), SWA entries of 64 bytes (256-byte pages), Mamba slots of 96
+/// bytes: three different envelopes, so a side using another side's page bytes shows up.
+inline ArenaConfig config(std::size_t arena_bytes = 64 * 256) {
+    return ArenaConfig{.model = {.full = {.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype_bytes = 2},
+                                 .swa = {.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype_bytes = 2},
+                                 .swa_window_tokens = 8,
+                                 .mamba = {.layers = 1, .conv_state_bytes = 32, .temporal_state_bytes = 64}},
+                       .page_sizes = {.full = {page_size}, .swa = {page_size}, .mamba = {1}},
+                       .arena_bytes = arena_bytes};
+}
+
+/// The device geometry of layout `L` over `config()`.
+template <class L>
+ArenaSpec spec_for(std::size_t arena_bytes = 64 * 256) {
+    return make_arena_spec(config(arena_bytes), layout_components_v<L>);
+}
+
+/// Rows per page of `c`.
+inline std::int32_t rows_of(const ArenaSpec& spec, Component c) { return spec[c].page_size; }
+
+/// A marker naming (component, logical host page, row, version); every 4-byte word of the row holds it.
+constexpr std::uint32_t marker(Component c, std::int32_t page, std::int32_t row, std::uint32_t version = 0) {
+    return ((version & 0xFu) << 28) | (static_cast<std::uint32_t>(c) << 26) |
+           ((static_cast<std::uint32_t>(page) & 0xFFFFFu) << 6) | (static_cast<std::uint32_t>(row) & 0x3Fu);
+}
+/// What `read_host_row` returns for a row whose words disagree.
+inline constexpr std::uint32_t torn_row = 0xFFFFFFFFu;
+
+/// The bytes of row `row` of logical host page `h` of `c`, found through `lease`.
+inline std::byte* host_row(const HostLease<HostBackend>& lease, const ArenaSpec& spec, Component c, HostPage h,
+                           std::int32_t row) {
+    std::int32_t p = -1;
+    lease.physical(c, std::span(&h, 1), std::span(&p, 1));
+    return lease.region(c).data + static_cast<std::size_t>(p) * lease.page_bytes(c) +
+           static_cast<std::size_t>(row) * spec[c].entry_bytes;
+}
+
+/// Writes the markers of every row of host pages `pages` of `c`.
+inline void write_host(const HostLease<HostBackend>& lease, const ArenaSpec& spec, Component c,
+                       std::span<const HostPage> pages, std::uint32_t version = 0) {
+    for (HostPage h : pages) {
+        for (std::int32_t r = 0; r < rows_of(spec, c); ++r) {
+            std::byte* row = host_row(lease, spec, c, h, r);
+            const std::uint32_t value = marker(c, h.value(), r, version);
+            for (std::size_t w = 0; w < spec[c].entry_bytes / 4; ++w) std::memcpy(row + 4 * w, &value, 4);
+        }
+    }
+}
+
+/// The marker of a host row, or `torn_row` when its words disagree.
+inline std::uint32_t read_host_row(const std::byte* row, std::size_t entry_bytes) {
+    std::uint32_t first = 0;
+    std::memcpy(&first, row, 4);
+    for (std::size_t w = 1; w < entry_bytes / 4; ++w) {
+        std::uint32_t x = 0;
+        std::memcpy(&x, row + 4 * w, 4);
+        if (x != first) return torn_row;
+    }
+    return first;
+}
+
+/// True when every row of `pages` of `c` reads back its marker through `lease`.
+inline bool host_holds(const HostLease<HostBackend>& lease, const ArenaSpec& spec, Component c,
+                       std::span<const HostPage> pages, std::uint32_t version = 0) {
+    for (HostPage h : pages) {
+        for (std::int32_t r = 0; r < rows_of(spec, c); ++r) {
+            if (read_host_row(host_row(lease, spec, c, h, r), spec[c].entry_bytes) != marker(c, h.value(), r, version))
+                return false;
+        }
+    }
+    return true;
+}
+
+/// `verify()` joined into one string (empty when healthy), for readable failures.
+template <class Pool>
+std::string broken(const Pool& pool) {
+    std::string out;
+    for (const std::string& line : pool.verify()) out += line + "\n";
+    return out;
+}
+
+}  // namespace host_test
