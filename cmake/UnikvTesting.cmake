@@ -78,10 +78,10 @@ function(unikv_add_compile_fail_tests)
       message(FATAL_ERROR "${src}: the first line must be `// expect: <regex>`")
     endif()
     set(expected "${CMAKE_MATCH_1}")
-    # The layout rules are one guarded chain (check_layout) and the allocator's per-call layout checks stop at
-    # their assert: each owes exactly one error.
+    # The layout rules and the host-pool rules are guarded chains (check_layout, check_host_pool) and the
+    # allocator's per-call layout checks stop at their assert: each owes exactly one error.
     set(max_errors "")
-    if(name MATCHES "^(layout|allocator)_")
+    if(name MATCHES "^(layout|allocator|host)_")
       set(max_errors -DMAX_ERRORS=1)
     endif()
     add_test(NAME compile_fail.${name}

@@ -2,7 +2,8 @@
 /// \file
 /// Umbrella header: everything an engine needs on a host-only build (with nvcc, the CUDA backend too): the
 /// backend of the build, the component vocabulary, arena geometry, the shipped layouts and the unified
-/// allocator, and both tree cores.
+/// allocator, both tree cores, the action executor, the host pools and the transfer controller with the
+/// load-back ticket.
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
@@ -10,8 +11,12 @@
 #include <unikv/component.hpp>
 #include <unikv/config.hpp>
 #include <unikv/error.hpp>
+#include <unikv/host/page_envelope_host.hpp>
+#include <unikv/host/separate_host_pools.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/pools/layouts.hpp>
 #include <unikv/pools/unified_allocator.hpp>
+#include <unikv/transfer/load_back.hpp>
+#include <unikv/transfer/transfer_controller.hpp>
 #include <unikv/tree/radix_tree.hpp>
 #include <unikv/tree/reference_tree.hpp>
