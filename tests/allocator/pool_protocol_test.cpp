@@ -1,6 +1,7 @@
 // The pool protocol is the real contract: a policy written outside the library, whose impl offers exactly
 // what `check_pool_impl` asks for, runs in a layout next to the shipped ones, with rows that follow their
-// virtual ids through frees, the shortfall ladder and flushes.
+// virtual ids through frees, the shortfall ladder and flushes. Its own answer to the capacity query
+// (`project`) is what the allocator's capacity answers and allocations follow.
 
 #include "alloc_support.hpp"
 
@@ -8,8 +9,12 @@ using namespace alloc_test;
 
 namespace {
 
-// An end pool that packs only in an urgent flush (opportunistic flushes do nothing). Built on the shared end
-// span (`detail::end_pool`), it adds what the protocol needs beyond that: releases, flushes, idle and drainable.
+// Free pages the custom pool keeps beyond its frontier.
+constexpr std::int64_t guard_pages = 2;
+
+// An end pool that packs only in an urgent flush (opportunistic flushes do nothing) and keeps a guard of free
+// pages beyond its frontier. Built on the shared end span (`detail::end_pool`), it adds what the protocol
+// needs beyond that: releases, flushes, idle, drainable and its own capacity answer.
 template <Grow G>
 struct UrgentOnlyEndPool {
     static constexpr Placement placement = Placement::end;
@@ -28,6 +33,10 @@ struct UrgentOnlyEndPool {
             return this->core_.reserved_pages() == 0 ? this->core_.hole_pages() : 0;
         }
         [[nodiscard]] bool idle() const noexcept { return this->core_.hole_pages() == 0; }
+        // It claims the guard as if it were pages, so no neighbour grows into it.
+        [[nodiscard]] std::optional<ByteBand> project(ByteBand room, std::int64_t pages, Projection how) const noexcept {
+            return base::project(room, pages + guard_pages, how);
+        }
         FlushResult flush(detail::move_context<B>& ctx, FlushMode mode, bool blocked, std::size_t) {
             FlushResult result;
             if (mode != FlushMode::urgent || idle()) return result;
@@ -62,6 +71,18 @@ TEST_CASE_TEMPLATE("a pool policy written outside the library runs in a layout a
     Fixture<L> f(small_config(32 * 128));
     auto pages = f.alloc_kv(static_cast<std::int32_t>(f.alloc.available_size()));
     CHECK(f.alloc.available_size() == 0);
+    // Filled as far as the guard lets it: the free bytes between the ends (or above the sink floor) hold the
+    // guard, and less than one more composite page beside it; one more page fails for room, rows intact.
+    const std::size_t page_bytes = f.alloc.spec()[custom].page_bytes;
+    const std::size_t below = A::has_swa ? f.alloc.byte_span(Component::swa).second : f.alloc.spec().sink_floor_bytes;
+    const std::size_t gap = f.alloc.byte_span(Component::full).first - below;
+    CHECK(gap >= guard_pages * page_bytes);
+    CHECK(gap < guard_pages * page_bytes + (A::has_swa ? 2 : 1) * page_bytes);
+    std::vector<VirtualPage> one(1);
+    const AllocResult refused = f.alloc.alloc(one);
+    CHECK(refused.shortfall == Shortfall::room);
+    CHECK_FALSE(f.alloc.can_reserve({.full = 1, .swa = A::has_swa ? 1 : 0}));
+    CHECK(f.kv_holds(pages));
     std::vector<VirtualPage> freed;
     std::vector<VirtualPage> kept;
     for (std::size_t i = 0; i < pages.size(); ++i) (i % 2 == 0 ? freed : kept).push_back(pages[i]);

@@ -12,17 +12,18 @@
 /// * a nested `template <class Backend> using impl = ...`, the sub-allocator the unified allocator
 ///   instantiates (the shipped bodies live in `detail/pools/`, as cuco's storage and probing tags do).
 ///
-/// What the allocator calls on an `impl` is the protocol below: one trait per member, common to every role,
-/// then the end role's and the float's. `UnifiedAllocator` asserts each with its own message
-/// (`detail::check_pool_impl<P, B>()` in `pools/unified_allocator.hpp`).
+/// What the allocator calls on an `impl` is the protocol below: one trait per member, common to every role
+/// (capacity questions included: one `project` query, answered by ends and floats alike), then the moves only
+/// a float makes. `UnifiedAllocator` asserts each with its own message (`detail::check_pool_impl<P, B>()` in
+/// `pools/unified_allocator.hpp`).
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include <unikv/arena/model.hpp>
@@ -119,6 +120,22 @@ struct ByteBand {
     std::size_t high = 0;
 };
 
+/// Whether a capacity question honours what blocks moves now (reserved or pending pages, closed gates), or
+/// asks what would fit without them (which tells `Shortfall::moves_blocked` from `Shortfall::room`).
+enum class Blockers : std::uint8_t { honoured, ignored };
+
+/// What a capacity projection assumes the allocator did to a pool before the pool takes its pages (the
+/// shortfall ladder then does exactly that). Every role reads the same fields.
+struct Projection {
+    /// An urgent flush ran: an end's holes and pending reuse went back to its frontier (unless reserved
+    /// pages pin the end and blockers are honoured); a float absorbed its boundary holes (zero copy).
+    bool flushed = false;
+    /// The pool's pages then moved anywhere inside the room (when they can move, or blockers are ignored).
+    /// A pool that never moves as a whole (an end) ignores it.
+    bool relocated = false;
+    Blockers blockers = Blockers::honoured;
+};
+
 // ---- what the unified allocator calls on a policy's `impl` (checked one by one by the host) ----------
 // Ids are raw `std::int32_t` or strong ids (`VirtualPage`, `StateId`); the traits check the raw form.
 
@@ -175,40 +192,30 @@ inline constexpr bool has_byte_span_v = requires(const I& i) {
     { i.low_bytes() } -> std::convertible_to<std::size_t>;
     { i.high_bytes() } -> std::convertible_to<std::size_t>;
 };
+/// `impl.project(room, pages, how)` is the pool's one capacity answer: the bytes it would claim inside `room`
+/// once it took `pages` more pages (holes first) after the relief `how` describes, or `std::nullopt` when
+/// they do not fit there. An end claims its span; a float claims its span when its holes cover the take,
+/// else the page grid of `room` it may grow or move into. The capacity engine chains it (the down end inside
+/// the arena, the up end inside what the down end leaves, the float between them); alloc and free fast
+/// paths never call it. It changes nothing.
+template <class I>
+inline constexpr bool has_project_v = requires(const I& i, ByteBand room, std::int64_t pages, Projection how) {
+    { i.project(room, pages, how) } -> std::same_as<std::optional<ByteBand>>;
+};
 /// `impl.transparent()` says the pool owns no bytes now, so its neighbours' bands look through it.
 template <class I>
 inline constexpr bool has_transparent_v = requires(const I& i) {
     { i.transparent() } -> std::convertible_to<bool>;
 };
 
-// End role: the capacity engine projects where an end's frontier lands after it grows.
+// Float role: `make_room`, `compact_holes` and the shortfall ladder move the float as a whole (an end never
+// moves as a whole: it only packs inside its span, in `flush`).
 
-/// `impl.extent()` (pages of the span) and `impl.frontier_bytes_at(extent)` (the byte frontier at that extent).
-template <class I>
-inline constexpr bool has_end_frontier_v = requires(const I& i, std::int32_t e) {
-    { i.extent() } -> std::convertible_to<std::int32_t>;
-    { i.frontier_bytes_at(e) } -> std::convertible_to<std::size_t>;
-};
-
-// Float role: the capacity engine places the float in the band the ends leave; `make_room` and
-// `compact_holes` move it.
-
-/// `impl.band_pages(band)` gives the float's page grid inside `band` as `[first, last)`.
-template <class I>
-inline constexpr bool has_band_pages_v = requires(const I& i, ByteBand band) {
-    { i.band_pages(band) } -> std::same_as<std::pair<std::int32_t, std::int32_t>>;
-};
-/// `impl.span()` and `impl.absorbed_span()` give the float's page span now and after a zero-copy flush.
-template <class I>
-inline constexpr bool has_float_span_v = requires(const I& i) {
-    { i.span() } -> std::same_as<std::pair<std::int32_t, std::int32_t>>;
-    { i.absorbed_span() } -> std::same_as<std::pair<std::int32_t, std::int32_t>>;
-};
-/// `impl.relocatable()` and `impl.relocate_into(first, last, context)` move the float inside a page range.
+/// `impl.relocatable()` and `impl.relocate_into(band, context)` move the float into a byte band's page grid.
 template <class I, class Context>
-inline constexpr bool has_relocation_v = requires(I& i, const I& ci, Context& c) {
+inline constexpr bool has_relocation_v = requires(I& i, const I& ci, Context& c, ByteBand band) {
     { ci.relocatable() } -> std::convertible_to<bool>;
-    { i.relocate_into(std::int32_t{}, std::int32_t{}, c) } -> std::convertible_to<bool>;
+    { i.relocate_into(band, c) } -> std::convertible_to<bool>;
 };
 /// `impl.make_room(side, bytes, band, context, blocked)` and `impl.compact_holes(side, context, blocked)`.
 template <class I, class Context>

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <tuple>
@@ -140,19 +141,14 @@ consteval bool check_pool_impl() {
     static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(std::vector<std::string>&) const");
     static_assert(has_byte_span_v<I>, "unikv: a pool policy's impl<Backend> lacks low_bytes() or high_bytes() const");
     static_assert(has_transparent_v<I>, "unikv: a pool policy's impl<Backend> lacks transparent() const");
-    if constexpr (is_end_policy_v<P>) {
-        static_assert(has_end_frontier_v<I>,
-                      "unikv: an end pool policy's impl<Backend> lacks extent() or frontier_bytes_at(extent) const");
-    } else {
-        static_assert(has_band_pages_v<I>,
-                      "unikv: a middle pool policy's impl<Backend> lacks band_pages(ByteBand) const returning the "
-                      "page range [first, last) inside the band");
-        static_assert(has_float_span_v<I>,
-                      "unikv: a middle pool policy's impl<Backend> lacks span() or absorbed_span() const returning "
-                      "a page range");
+    static_assert(has_project_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks project(ByteBand room, std::int64_t pages, Projection) "
+                  "const returning std::optional<ByteBand>; add it, answering the bytes the pool would claim in room "
+                  "after taking pages more pages, or nullopt when they do not fit");
+    if constexpr (!is_end_policy_v<P>) {
         static_assert(has_relocation_v<I, C>,
-                      "unikv: a middle pool policy's impl<Backend> lacks relocatable() const or relocate_into(first, "
-                      "last, move_context&)");
+                      "unikv: a middle pool policy's impl<Backend> lacks relocatable() const or relocate_into(ByteBand, "
+                      "move_context&)");
         static_assert(has_float_moves_v<I, C>,
                       "unikv: a middle pool policy's impl<Backend> lacks make_room(Side, bytes, ByteBand, "
                       "move_context&, blocked) or compact_holes(Side, move_context&, blocked)");
@@ -414,9 +410,6 @@ private:
         bool relocate_float = false;  // then the float moves anywhere in the band the ends leave
         friend constexpr bool operator==(const relief_plan&, const relief_plan&) = default;
     };
-    // Whether a check honours what blocks moves now (pending reservations, closed gates, pinned pages), or
-    // asks what would fit without them (which tells `Shortfall::moves_blocked` from `Shortfall::room`).
-    enum class blockers : std::uint8_t { honoured, ignored };
 
     enum class memo_kind : std::uint8_t { available, schedulable };
     struct memo_entry {
@@ -459,13 +452,13 @@ private:
     // Capacity engine (unified_allocator_capacity.inl).
     // The roles whose moves are allowed now (gates open, no pending reservation in the pool).
     [[nodiscard]] member_roles movable() const;
-    // True when `d` fits once `plan` ran. O(pools).
-    [[nodiscard]] bool fits(const CapacityDemand& d, relief_plan plan, blockers b) const;
-    // The float's part of `fits`: `pages` SWA pages between the ends' projected frontiers.
-    [[nodiscard]] bool float_fits(std::int64_t pages, relief_plan plan, blockers b, std::size_t up_front,
-                                  std::size_t down_front) const;
+    // True when `d` fits once `plan` ran: each pool's `project`, chained. O(pools).
+    [[nodiscard]] bool fits(const CapacityDemand& d, relief_plan plan, Blockers b) const;
+    // The bytes the ends leave between them once they took their parts of `d` after `plan` (the down end
+    // projects inside the arena, the up end inside what the down end leaves), or nullopt when one does not fit.
+    [[nodiscard]] std::optional<ByteBand> between_ends(const CapacityDemand& d, relief_plan plan, Blockers b) const;
     // The compaction `relieve` may run for `d`: the lazy growth-side neighbours, and the float.
-    [[nodiscard]] relief_plan relief_for(const CapacityDemand& d, blockers b) const;
+    [[nodiscard]] relief_plan relief_for(const CapacityDemand& d, Blockers b) const;
     [[nodiscard]] std::int64_t largest_fit(std::size_t shape, relief_plan plan) const;
     [[nodiscard]] relief_plan schedulable_credit(std::size_t shape, member_roles movable) const;
     [[nodiscard]] std::int64_t memoized(memo_kind kind, std::size_t shape) const;

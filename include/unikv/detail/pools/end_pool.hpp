@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,7 +34,6 @@ public:
 
     [[nodiscard]] pool_core& core() noexcept { return core_; }
     [[nodiscard]] const pool_core& core() const noexcept { return core_; }
-    [[nodiscard]] std::int32_t extent() const noexcept { return extent_; }
     /// Never transparent: an end owns `[base, frontier)` even when empty.
     [[nodiscard]] static constexpr bool transparent() noexcept { return false; }
 
@@ -49,10 +49,18 @@ public:
     [[nodiscard]] std::int32_t span_hi() const noexcept { return G == Grow::up ? spec().min_page + extent_ : spec().num_pages; }
     [[nodiscard]] std::size_t low_bytes() const noexcept { return static_cast<std::size_t>(span_lo()) * spec().page_bytes; }
     [[nodiscard]] std::size_t high_bytes() const noexcept { return static_cast<std::size_t>(span_hi()) * spec().page_bytes; }
-    /// The byte frontier the pool grows from, were its extent `e`.
-    [[nodiscard]] std::size_t frontier_bytes_at(std::int32_t e) const noexcept {
-        const auto pages = G == Grow::up ? spec().min_page + e : spec().num_pages - e;
-        return static_cast<std::size_t>(pages) * spec().page_bytes;
+    /// The span once it took `pages` more pages (holes first; after `how.flushed` the holes and pending reuse
+    /// are back at the frontier, unless reserved pages pin it and blockers are honoured), or nullopt when
+    /// that span leaves the page range or `room`. The pool protocol's capacity query. O(1).
+    [[nodiscard]] std::optional<ByteBand> project(ByteBand room, std::int64_t pages, Projection how) const noexcept {
+        const bool drain = how.flushed && (how.blockers == Blockers::ignored || core_.reserved_pages() == 0);
+        const std::int64_t holes = drain ? 0 : core_.hole_pages();
+        const std::int64_t start = extent_ - (drain ? core_.hole_pages() + core_.pending_reuse_pages() : 0);
+        const std::int64_t end = start + std::max<std::int64_t>(0, pages - holes);
+        if (end > spec().usable_pages()) return std::nullopt;
+        const ByteBand span = span_bytes_at(static_cast<std::int32_t>(end));
+        if (span.low < room.low || span.high > room.high) return std::nullopt;
+        return span;
     }
     /// The largest extent whose pages stay inside `band` (an up end grows toward `band.high`, a down end
     /// toward `band.low`).
@@ -171,6 +179,13 @@ public:
 
 protected:
     [[nodiscard]] const SubPoolSpec& spec() const noexcept { return core_.spec(); }
+
+    /// The span's bytes, were its extent `e`.
+    [[nodiscard]] ByteBand span_bytes_at(std::int32_t e) const noexcept {
+        const SubPoolSpec& s = spec();
+        const auto at = [&](std::int32_t page) { return static_cast<std::size_t>(page) * s.page_bytes; };
+        return G == Grow::up ? ByteBand{at(s.min_page), at(s.min_page + e)} : ByteBand{at(s.num_pages - e), at(s.num_pages)};
+    }
 
     /// Grows the span by `k` pages; returns the lowest new page (new pages are `[first, first + k)`).
     std::int32_t grow_by(std::int32_t k) noexcept {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -36,16 +37,16 @@ public:
     [[nodiscard]] const pool_core& core() const noexcept { return core_; }
     /// True when parked (empty): the float owns no bytes and neighbours look through it.
     [[nodiscard]] bool transparent() const noexcept { return lo_ == hi_; }
-    /// The span `[lo, hi)` in pages (`[num_pages, num_pages)` when parked).
-    [[nodiscard]] std::pair<std::int32_t, std::int32_t> span() const noexcept { return {lo_, hi_}; }
     [[nodiscard]] std::size_t low_bytes() const noexcept { return static_cast<std::size_t>(lo_) * spec().page_bytes; }
     [[nodiscard]] std::size_t high_bytes() const noexcept { return static_cast<std::size_t>(hi_) * spec().page_bytes; }
 
-    /// This pool's page grid inside `band`: `[first page at or above band.low (and above the sink), one
-    /// past the last page that ends at or below band.high)`.
-    [[nodiscard]] std::pair<std::int32_t, std::int32_t> band_pages(ByteBand band) const noexcept {
-        return {band_lo(band), band_hi(band)};
-    }
+    /// The bytes the float would claim once it took `pages` more pages inside `room` (the pool protocol's
+    /// capacity query): relocated (when its pages can move, or blockers are ignored) or parked, it needs its
+    /// occupied pages plus `pages` anywhere on room's page grid and claims that grid; otherwise its span
+    /// (boundary holes absorbed after `how.flushed`) must lie inside `room`, and it claims the span when its
+    /// holes cover `pages`, else the grid it grows into. Nullopt when the pages do not fit. O(1); O(boundary
+    /// holes) when flushed.
+    [[nodiscard]] std::optional<ByteBand> project(ByteBand room, std::int64_t pages, Projection how) const noexcept;
     [[nodiscard]] std::int32_t room_low(ByteBand band) const noexcept {
         return transparent() ? 0 : std::max(0, lo_ - band_lo(band));
     }
@@ -96,14 +97,6 @@ public:
     /// A float is not lazy: it offers no drainable holes to its neighbours.
     [[nodiscard]] static constexpr std::int32_t drainable() noexcept { return 0; }
     [[nodiscard]] bool idle() const noexcept { return !holes_dirty_; }
-    /// The span a boundary absorption would leave (`flush` without copying). O(boundary holes).
-    [[nodiscard]] std::pair<std::int32_t, std::int32_t> absorbed_span() const noexcept {
-        std::int32_t lo = lo_;
-        std::int32_t hi = hi_;
-        while (lo < hi && core_.state(lo) == page_state::hole) ++lo;
-        while (hi > lo && core_.state(hi - 1) == page_state::hole) --hi;
-        return {lo, hi};
-    }
     /// True when every occupied page can move (no reservation or pending-reuse page).
     [[nodiscard]] bool relocatable() const noexcept {
         return core_.reserved_pages() == 0 && core_.pending_reuse_pages() == 0 && core_.pending_load_pages() == 0;
@@ -117,11 +110,11 @@ public:
         return {};
     }
 
-    /// Moves every occupied page outside `[a, b)` into free pages inside it (holes first, then free pages
-    /// next to the span), then rebuilds the span and holes. Returns false, changing nothing, when some
-    /// page outside cannot move or `[a, b)` has too few free pages. The stream first waits the running
-    /// forward and every transfer event. O(span + holes). Precondition: `[a, b)` lies inside the band.
-    bool relocate_into(std::int32_t a, std::int32_t b, move_context<B>& ctx);
+    /// Moves every occupied page outside room's page grid into free pages on it (holes first, then free
+    /// pages next to the span), then rebuilds the span and holes. Returns false, changing nothing, when some
+    /// page outside cannot move or the grid has too few free pages. The stream first waits the running
+    /// forward and every transfer event. O(span + holes). Precondition: `room` lies inside the band.
+    bool relocate_into(ByteBand room, move_context<B>& ctx) { return relocate_into(band_lo(room), band_hi(room), ctx); }
 
     /// Opens at least `min_bytes` between the float's `side` edge and that neighbour by moving the live
     /// pages nearest `side` to the far side (holes first, then fresh pages; all of them when the whole
@@ -145,6 +138,16 @@ private:
     [[nodiscard]] std::int32_t band_hi(ByteBand band) const noexcept {
         return static_cast<std::int32_t>(std::min<std::size_t>(static_cast<std::size_t>(spec().num_pages), band.high / spec().page_bytes));
     }
+    // The span a boundary absorption would leave (`flush` without copying). O(boundary holes).
+    [[nodiscard]] std::pair<std::int32_t, std::int32_t> absorbed_span() const noexcept {
+        std::int32_t lo = lo_;
+        std::int32_t hi = hi_;
+        while (lo < hi && core_.state(lo) == page_state::hole) ++lo;
+        while (hi > lo && core_.state(hi - 1) == page_state::hole) --hi;
+        return {lo, hi};
+    }
+    // The page-range form of `relocate_into`: the occupied pages outside `[a, b)` move into it.
+    bool relocate_into(std::int32_t a, std::int32_t b, move_context<B>& ctx);
 
     // Grows the span by `k` pages: centred in the band when parked, else the roomier side first.
     template <class OnPage>

@@ -6,10 +6,37 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace unikv::detail {
+
+template <class B>
+std::optional<ByteBand> float_pool_impl<B>::project(ByteBand room, std::int64_t pages, Projection how) const noexcept {
+    const std::size_t page_bytes = spec().page_bytes;
+    const std::int32_t first = band_lo(room);
+    const std::int32_t last = band_hi(room);
+    const auto bytes = [&](std::int32_t lo, std::int32_t hi) {
+        return ByteBand{static_cast<std::size_t>(lo) * page_bytes, static_cast<std::size_t>(hi) * page_bytes};
+    };
+    if ((how.relocated && (how.blockers == Blockers::ignored || relocatable())) || transparent()) {
+        const std::int64_t needed = (transparent() ? 0 : core_.occupied_pages() - core_.hole_pages()) + pages;
+        if (needed == 0) return ByteBand{room.low, room.low};  // parked and taking nothing: it claims nothing
+        if (std::max(0, last - first) < needed) return std::nullopt;
+        return bytes(first, last);
+    }
+    const auto [lo, hi] = how.flushed ? absorbed_span() : std::pair{lo_, hi_};
+    if (room.low > static_cast<std::size_t>(lo) * page_bytes || static_cast<std::size_t>(hi) * page_bytes > room.high) {
+        return std::nullopt;
+    }
+    // The holes an absorption leaves, then growth between the span and room's edges.
+    const std::int64_t holes = core_.hole_pages() - (lo - lo_) - (hi_ - hi);
+    if (holes >= pages) return bytes(lo, hi);
+    if (holes + std::max(0, lo - first) + std::max(0, last - hi) < pages) return std::nullopt;
+    return bytes(first, last);
+}
 
 template <class B>
 bool float_pool_impl<B>::relocate_into(std::int32_t a, std::int32_t b, move_context<B>& ctx) {

@@ -6,13 +6,15 @@
 ///
 /// `fits(demand, plan)` asks: would every pool get its pages if the ends extended from their current
 /// frontiers (after draining the holes of the ends the plan flushes) and the float took the band left
-/// between them (anywhere in it when the plan relocates it)? The ladder (`relieve`) realizes exactly what
+/// between them (anywhere in it when the plan relocates it)? Each pool answers its part with the protocol's
+/// one capacity query, `project`, inside the room its neighbours leave. The ladder (`relieve`) realizes exactly what
 /// the plan assumes (urgent flushes, then one float relocation), so `can_reserve` and `ensure_capacity`
 /// agree.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,64 +46,41 @@ auto UnifiedAllocator<L, B>::movable() const -> member_roles {
 }
 
 template <class L, class B>
-bool UnifiedAllocator<L, B>::fits(const CapacityDemand& d, relief_plan plan, blockers b) const {
-    const bool ignore = b == blockers::ignored;
+bool UnifiedAllocator<L, B>::fits(const CapacityDemand& d, relief_plan plan, Blockers b) const {
     if (d[Component::full] > pool<down_index>().core().free_ids()) return false;
     if constexpr (has_mamba) {
         if (d[Component::mamba] > pool<mamba_index>().core().free_ids()) return false;
     }
-    // Where an end's frontier lands once it took its demand (holes first; none when drained, which returns
-    // its holes and pending reuse to the frontier). Reserved pages pin an end: it cannot be drained.
-    const auto project = [&](const auto& p, bool drained, std::int64_t demand, std::size_t& front) {
-        const detail::pool_core& c = p.core();
-        const bool drain = drained && (ignore || c.reserved_pages() == 0);
-        const std::int64_t holes = drain ? 0 : c.hole_pages();
-        const std::int64_t start = p.extent() - (drain ? c.hole_pages() + c.pending_reuse_pages() : 0);
-        const std::int64_t end = start + std::max<std::int64_t>(0, demand - holes);
-        if (end > c.spec().usable_pages()) return false;
-        front = p.frontier_bytes_at(static_cast<std::int32_t>(end));
-        return true;
-    };
-    std::size_t down_front = 0;
-    if (!project(pool<down_index>(), plan.flushed.down, d[Component::full], down_front)) return false;
-    if constexpr (!has_up_end_) {
-        return true;  // a lone FULL pool stays above its sink floor (`usable_pages`)
+    const std::optional<ByteBand> between = between_ends(d, plan, b);
+    if constexpr (has_float) {
+        return between && pool<float_index>()
+                              .project(*between, d[Component::swa],
+                                       {.flushed = plan.flushed.middle, .relocated = plan.relocate_float, .blockers = b})
+                              .has_value();
     } else {
-        std::size_t up_front = 0;
-        if (!project(pool<up_index>(), plan.flushed.up, d[up_component_], up_front) || up_front > down_front) return false;
-        if constexpr (has_float) {
-            return float_fits(d[Component::swa], plan, b, up_front, down_front);
-        } else {
-            return true;
-        }
+        return between.has_value();
     }
 }
 
 template <class L, class B>
-bool UnifiedAllocator<L, B>::float_fits(std::int64_t pages, relief_plan plan, blockers b, std::size_t up_front,
-                                        std::size_t down_front) const {
-    const auto& fl = pool<float_index>();
-    const detail::pool_core& c = fl.core();
-    const auto [band_lo, band_hi] = fl.band_pages({up_front, down_front});
-    const std::int64_t band = std::max(0, band_hi - band_lo);
-    const bool relocate = plan.relocate_float && (b == blockers::ignored || fl.relocatable());
-    if (relocate || fl.transparent()) {
-        const std::int64_t occupied = fl.transparent() ? 0 : c.occupied_pages() - c.hole_pages();
-        return occupied + pages == 0 || band >= occupied + pages;
+std::optional<ByteBand> UnifiedAllocator<L, B>::between_ends(const CapacityDemand& d, relief_plan plan, Blockers b) const {
+    const ByteBand arena{spec_.sink_floor_bytes, spec_.arena_bytes};
+    const std::optional<ByteBand> down =
+        pool<down_index>().project(arena, d[Component::full], {.flushed = plan.flushed.down, .blockers = b});
+    if (!down) return std::nullopt;
+    if constexpr (!has_up_end_) {
+        return ByteBand{arena.low, down->low};  // a lone FULL pool stays above its sink floor
+    } else {
+        const std::optional<ByteBand> up =
+            pool<up_index>().project({arena.low, down->low}, d[up_component_], {.flushed = plan.flushed.up, .blockers = b});
+        if (!up) return std::nullopt;
+        return ByteBand{up->high, down->low};
     }
-    // A flushed float has absorbed its boundary holes (zero copy, allowed even when moves are not).
-    const auto [span_lo, span_hi] = fl.span();
-    const auto [lo, hi] = plan.flushed.middle ? fl.absorbed_span() : fl.span();
-    const std::size_t page_bytes = c.spec().page_bytes;
-    if (up_front > static_cast<std::size_t>(lo) * page_bytes || static_cast<std::size_t>(hi) * page_bytes > down_front) return false;
-    const std::int64_t holes = c.hole_pages() - (lo - span_lo) - (span_hi - hi);
-    const std::int64_t room = holes + std::max(0, lo - band_lo) + std::max(0, band_hi - hi);
-    return room >= pages;
 }
 
 template <class L, class B>
-auto UnifiedAllocator<L, B>::relief_for(const CapacityDemand& d, blockers b) const -> relief_plan {
-    const member_roles movable = b == blockers::ignored ? member_roles{.up = true, .middle = true, .down = true} : this->movable();
+auto UnifiedAllocator<L, B>::relief_for(const CapacityDemand& d, Blockers b) const -> relief_plan {
+    const member_roles movable = b == Blockers::ignored ? member_roles{.up = true, .middle = true, .down = true} : this->movable();
     relief_plan plan;
     if constexpr (!has_up_end_) {
         (void)d;  // no growth-side neighbour: draining its own holes would only copy pages it can reuse in place
@@ -125,7 +104,7 @@ std::int64_t UnifiedAllocator<L, B>::largest_fit(std::size_t shape, relief_plan 
                                                : spec_[static_cast<Component>(shape)].usable_pages();
     while (lo < hi) {
         const std::int64_t mid = lo + (hi - lo + 1) / 2;
-        if (fits(detail::demand_of_shape(shape, mid, has_swa), plan, blockers::honoured)) lo = mid;
+        if (fits(detail::demand_of_shape(shape, mid, has_swa), plan, Blockers::honoured)) lo = mid;
         else hi = mid - 1;
     }
     return lo;
@@ -195,7 +174,7 @@ void UnifiedAllocator<L, B>::check_demand(const CapacityDemand& d, const char* c
 template <class L, class B>
 bool UnifiedAllocator<L, B>::can_reserve(const CapacityDemand& demand) const {
     check_demand(demand, "can_reserve");
-    return fits(demand, {}, blockers::honoured) || fits(demand, relief_for(demand, blockers::honoured), blockers::honoured);
+    return fits(demand, {}, Blockers::honoured) || fits(demand, relief_for(demand, Blockers::honoured), Blockers::honoured);
 }
 
 template <class L, class B>
@@ -219,36 +198,30 @@ bool UnifiedAllocator<L, B>::covered_by_holes(const CapacityDemand& d) const noe
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
     if (covered_by_holes(d)) return {};
-    if (fits(d, {}, blockers::honoured)) return {};
+    if (fits(d, {}, Blockers::honoured)) return {};
     return with_moves([&](auto& ctx) -> AllocResult {
         if constexpr (has_float) {
             // Zero-copy absorption of the float's boundary holes is always allowed, and often enough.
             (void)pool<float_index>().flush(ctx, FlushMode::urgent, false, 0);
-            if (fits(d, {}, blockers::honoured)) return {};
+            if (fits(d, {}, Blockers::honoured)) return {};
         }
-        const relief_plan plan = relief_for(d, blockers::honoured);
+        const relief_plan plan = relief_for(d, Blockers::honoured);
         if (plan == relief_plan{}) return shortfall_of(d);
         const auto drain = [&](auto& p, bool flushed) {
             if (flushed && p.drainable() > 0) (void)p.flush(ctx, FlushMode::urgent, false, 0);
         };
         if constexpr (has_up_end_) drain(pool<up_index>(), plan.flushed.up);
         drain(pool<down_index>(), plan.flushed.down);
-        if (fits(d, {}, blockers::honoured)) return {};
+        if (fits(d, {}, Blockers::honoured)) return {};
         if constexpr (has_float) {
             auto& fl = pool<float_index>();
             if (plan.relocate_float && fl.relocatable() && !fl.transparent()) {
-                // Relocate the float into the band the ends leave once they took their demand.
-                const auto front = [](const auto& p, std::int64_t demand) {
-                    const std::int64_t end = p.extent() + std::max<std::int64_t>(0, demand - p.core().hole_pages());
-                    return p.frontier_bytes_at(static_cast<std::int32_t>(std::min<std::int64_t>(end, p.core().spec().usable_pages())));
-                };
-                const std::size_t up_front = front(pool<up_index>(), d[up_component_]);
-                const std::size_t down_front = front(pool<down_index>(), d.full);
-                if (up_front <= down_front) {
-                    const auto [first, last] = fl.band_pages({up_front, down_front});
-                    (void)fl.relocate_into(first, last, ctx);
+                // Relocate the float into the band the ends leave once they took their demand. None is left when
+                // an end cannot take its part, and then no relocation would make `d` fit.
+                if (const std::optional<ByteBand> between = between_ends(d, {}, Blockers::honoured)) {
+                    (void)fl.relocate_into(*between, ctx);
                 }
-                if (fits(d, {}, blockers::honoured)) return {};
+                if (fits(d, {}, Blockers::honoured)) return {};
             }
         }
         return shortfall_of(d);
@@ -261,14 +234,14 @@ AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const 
     const auto asked = std::find_if(all_components.begin(), all_components.end(), [&](Component c) { return d[c] > 0; });
     Component short_pool = asked != all_components.end() ? *asked : Component::mamba;
     for (const Component c : all_components) {
-        if (d[c] > 0 && !fits(CapacityDemand::single(c, d[c]), {}, blockers::honoured)) {
+        if (d[c] > 0 && !fits(CapacityDemand::single(c, d[c]), {}, Blockers::honoured)) {
             short_pool = c;
             break;
         }
     }
     // The fewest pages of `short_pool` to take off `d` so that it fits under `plan` (binary search, failure
     // path only: fitting is monotone in the demand).
-    const auto missing = [&](relief_plan plan, blockers b) {
+    const auto missing = [&](relief_plan plan, Blockers b) {
         std::int64_t lo = 0;
         std::int64_t hi = d[short_pool];
         while (lo < hi) {
@@ -288,9 +261,9 @@ AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const 
             return {Shortfall::virtual_ids, Component::mamba, d.mamba - ids};
         }
     }
-    const relief_plan unblocked = relief_for(d, blockers::ignored);
-    if (fits(d, unblocked, blockers::ignored)) return {Shortfall::moves_blocked, short_pool, missing({}, blockers::honoured)};
-    return {Shortfall::room, short_pool, missing(unblocked, blockers::ignored)};
+    const relief_plan unblocked = relief_for(d, Blockers::ignored);
+    if (fits(d, unblocked, Blockers::ignored)) return {Shortfall::moves_blocked, short_pool, missing({}, Blockers::honoured)};
+    return {Shortfall::room, short_pool, missing(unblocked, Blockers::ignored)};
 }
 
 template <class L, class B>
