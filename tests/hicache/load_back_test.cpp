@@ -183,3 +183,57 @@ TEST_CASE_TEMPLATE("a cache moved with a load in flight acknowledges it through 
     CHECK(moved->match(TokenKey{key}).device_length == 12);
     CHECK(moved->verify().empty());
 }
+
+TEST_CASE("tri-pool: a Mamba slot that would move the float under the pending reservation fails the whole load, or "
+          "succeeds after evicting a checkpoint") {
+    Rig<TriSeparate> r(96, 16);
+    auto& alloc = r.cache.allocator();
+    const auto key = Rig<TriSeparate>::key(100, 2);
+    const NodeRef node = hosted(r, key);
+    // A live request's SWA rows sit in the float, with markers: a move would show in their pages.
+    const auto other = Rig<TriSeparate>::key(700, 2);
+    std::vector<VirtualPage> live(2);
+    REQUIRE(alloc.alloc(live));
+    REQUIRE(drain(r.backend, r.stream));
+    for (std::size_t k = 0; k < live.size(); ++k) r.rows().write_page(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size);
+    const auto swa_pages = [&] {
+        std::vector<PhysicalPage> out(live.size());
+        alloc.translate_swa(std::span<const VirtualPage>(live), std::span(out));
+        return out;
+    };
+    // Fill the Mamba end with the request's own states: a new slot needs the float to move.
+    std::vector<StateId> states;
+    while (alloc.available_size(Component::mamba) > 0) {
+        REQUIRE(alloc.alloc_state(std::span(&states.emplace_back(), 1)));
+    }
+    const std::vector<PhysicalPage> swa_before = swa_pages();
+    const Counts before = Counts::of(alloc);
+    const std::uint64_t copies = r.backend.counters().copies_queued;
+
+    const LoadBackStart failed = r.cache.load_back(r.cache.match(TokenKey{key}).best_node);
+    REQUIRE_FALSE(failed);
+    CHECK(failed.failure.component == Component::mamba);
+    CHECK(r.backend.counters().copies_queued == copies);  // nothing moved, nothing queued
+    CHECK(swa_pages() == swa_before);
+    CHECK(Counts::of(alloc) == before);
+    CHECK_FALSE(r.cache.controller().has_inflight());
+    CHECK(r.cache.match(TokenKey{key}).device_length == 0);
+    CHECK(r.host_holds(node, Component::mamba, key));
+    CHECK(r.broken().empty());
+
+    // One slot goes to a cached checkpoint instead: the retry evicts it (written back) and takes its slot.
+    alloc.free_state(std::span<const StateId>(&states.back(), 1));
+    states.pop_back();
+    const auto cached = Rig<TriSeparate>::key(800, 1);
+    (void)r.insert(cached);
+    REQUIRE(alloc.available_size(Component::mamba) == 0);
+    CHECK(r.load(r.cache.match(TokenKey{key}).best_node));
+    CHECK(r.device_holds(node, key));
+    CHECK(swa_pages() == swa_before);
+    for (std::size_t k = 0; k < live.size(); ++k) {
+        CHECK(r.rows().page_holds(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size));
+    }
+    alloc.free_state(states);
+    alloc.free(live);
+    CHECK(r.broken().empty());
+}

@@ -146,3 +146,20 @@ TEST_CASE_TEMPLATE("when the host cannot take a FULL write-back the unbacked sub
     r.cache.unlock(std::move(hold));
     CHECK(r.broken().empty());
 }
+
+TEST_CASE_TEMPLATE("under write-through policies eviction asks for no backup: an unhosted leaf goes with no copy", W,
+                   WriteThrough, WriteThroughSelective<>) {
+    Rig<Policies<SwaFullLayout, SeparateHostPools, W>> r(64, 16);
+    const auto key = Rig<SwaSeparate>::key(700, 2);
+    const NodeRef node = r.insert(key);
+    const std::uint64_t bytes = r.backend.counters().bytes_copied;
+    auto run = r.cache.start_evict(Component::full, 8);
+    CHECK(run.copies() == 0);
+    const Eviction ev = r.cache.finish_evict(std::move(run));
+    CHECK(ev.freed[Component::full] == 8);
+    CHECK(ev.backed_up + ev.dropped == 0);
+    CHECK(r.backend.counters().bytes_copied == bytes);
+    CHECK_FALSE(r.cache.tree().contains(node));  // nothing on host: the leaf is gone
+    CHECK(r.live(Component::full) == 0);
+    CHECK(r.broken().empty());
+}
