@@ -16,6 +16,7 @@
 #include <unikv/cache/hicache.hpp>
 #include <unikv/host/page_envelope_host.hpp>
 #include <unikv/host/separate_host_pools.hpp>
+#include <unikv/tree/reference_tree.hpp>
 
 #include "cache/cache_support.hpp"
 
@@ -46,7 +47,8 @@ struct Rig {
     Rig(std::size_t envelopes, per_component<std::int32_t> host_pages)
         : cache(backend, config(envelopes), host_config(host_pages),
                 TreeConfig{.page_size = {page_size}, .swa_window = has_swa ? window : 0}, stream) {}
-    Rig(std::size_t envelopes, std::int32_t host_pages) : Rig(envelopes, per_component<std::int32_t>{.values = {host_pages, host_pages, host_pages}}) {}
+    Rig(std::size_t envelopes, std::int32_t host_pages)
+        : Rig(envelopes, per_component<std::int32_t>{.values = {host_pages, host_pages, host_pages}}) {}
 
     static HostConfig host_config(per_component<std::int32_t> pages) {
         HostConfig out;
@@ -74,7 +76,8 @@ struct Rig {
         REQUIRE(drain(backend, stream));
         for (std::size_t k = 0; k < n; ++k) {
             rows().write_page(Component::full, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
-            if constexpr (has_swa) rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
+            if constexpr (has_swa)
+                rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
         }
         if constexpr (has_mamba) rows().write(Component::mamba, state.value(), state_marker(tokens));
         return cache.insert(TokenKey{tokens}, {.pages = pages, .state = state}).node;
@@ -91,11 +94,13 @@ struct Rig {
         for (std::size_t k = 0; k < info.pages.size(); ++k) {
             const std::int32_t first = info.start + static_cast<std::int32_t>(k) * page_size;
             if (!rows().page_holds(Component::full, info.pages[k], tokens, first)) return false;
-            if (has_swa && info.device[Component::swa] && !rows().page_holds(Component::swa, info.pages[k], tokens, first)) {
+            if (has_swa && info.device[Component::swa] &&
+                !rows().page_holds(Component::swa, info.pages[k], tokens, first)) {
                 return false;
             }
         }
-        if (has_mamba && info.device[Component::mamba] && !rows().holds(Component::mamba, info.state.value(), state_marker(tokens))) {
+        if (has_mamba && info.device[Component::mamba] &&
+            !rows().holds(Component::mamba, info.state.value(), state_marker(tokens))) {
             return false;
         }
         return true;
@@ -114,8 +119,9 @@ struct Rig {
             const std::int32_t rows_per_page = c == Component::mamba ? 1 : page_size;
             for (std::int32_t r = 0; r < rows_per_page; ++r) {
                 const std::int32_t pos = info.start + static_cast<std::int32_t>(k) * page_size + r;
-                const std::uint32_t want = c == Component::mamba ? state_marker(tokens)
-                                                                 : marker(c, tokens[static_cast<std::size_t>(pos)], pos);
+                const std::uint32_t want = c == Component::mamba
+                                               ? state_marker(tokens)
+                                               : marker(c, tokens[static_cast<std::size_t>(pos)], pos);
                 for (std::size_t w = 0; w < entry / 4; ++w) {
                     std::uint32_t x = 0;
                     std::memcpy(&x, page + static_cast<std::size_t>(r) * entry + 4 * w, 4);
@@ -126,7 +132,7 @@ struct Rig {
         return true;
     }
     /// Runs the controller's transfer stream one operation at a time, calling `each()` before every one, and the
-/// allocator's stream where the transfer stream waits on it; returns the transfer operations run.
+    /// allocator's stream where the transfer stream waits on it; returns the transfer operations run.
     template <class Each>
     std::size_t run_transfers(Each&& each) {
         std::size_t n = 0;
@@ -168,5 +174,9 @@ using SwaSeparate = Policies<SwaFullLayout>;
 using SwaEnvelope = Policies<SwaFullLayout, PageEnvelopeHost<>>;
 using FullEnvelope = Policies<FullLayout, PageEnvelopeHost<>>;
 using TriSeparate = Policies<TriPoolLayout>;
+/// The simple tree core in the same composition.
+struct SwaReference : Policies<SwaFullLayout> {
+    using tree_core = ReferenceTreeCore;
+};
 
 }  // namespace hicache_test

@@ -178,14 +178,16 @@ TEST_CASE_TEMPLATE("a cache moved with a load in flight acknowledges it through 
     Rows<typename Rig<P>::Alloc> rows{&moved->allocator()};
     const NodeInfo info = moved->tree().node_info(node);
     for (std::size_t k = 0; k < info.pages.size(); ++k) {
-        CHECK(rows.page_holds(Component::full, info.pages[k], key, info.start + static_cast<std::int32_t>(k) * page_size));
+        CHECK(rows.page_holds(Component::full, info.pages[k], key,
+                              info.start + static_cast<std::int32_t>(k) * page_size));
     }
     CHECK(moved->match(TokenKey{key}).device_length == 12);
     CHECK(moved->verify().empty());
 }
 
-TEST_CASE("tri-pool: a Mamba slot that would move the float under the pending reservation fails the whole load, or "
-          "succeeds after evicting a checkpoint") {
+TEST_CASE(
+    "tri-pool: a Mamba slot that would move the float under the pending reservation fails the whole load, or "
+    "succeeds after evicting a checkpoint") {
     Rig<TriSeparate> r(96, 16);
     auto& alloc = r.cache.allocator();
     const auto key = Rig<TriSeparate>::key(100, 2);
@@ -195,7 +197,8 @@ TEST_CASE("tri-pool: a Mamba slot that would move the float under the pending re
     std::vector<VirtualPage> live(2);
     REQUIRE(alloc.alloc(live));
     REQUIRE(drain(r.backend, r.stream));
-    for (std::size_t k = 0; k < live.size(); ++k) r.rows().write_page(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size);
+    for (std::size_t k = 0; k < live.size(); ++k)
+        r.rows().write_page(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size);
     const auto swa_pages = [&] {
         std::vector<PhysicalPage> out(live.size());
         alloc.translate_swa(std::span<const VirtualPage>(live), std::span(out));

@@ -7,7 +7,7 @@
 using namespace hicache_test;
 
 TEST_CASE_TEMPLATE("write-back frees a leaf's rows only after its copies ran, and a load restores them byte-exact", P,
-                   SwaSeparate, SwaEnvelope, FullEnvelope, TriSeparate) {
+                   SwaSeparate, SwaEnvelope, FullEnvelope, TriSeparate, SwaReference) {
     Rig<P> r(64, 16);
     const auto key = Rig<P>::key(100, 3);
     const NodeRef node = r.insert(key);
@@ -40,7 +40,8 @@ TEST_CASE_TEMPLATE("write-back frees a leaf's rows only after its copies ran, an
         REQUIRE(r.cache.allocator().alloc(fresh));
         REQUIRE(drain(r.backend, r.stream));
         for (VirtualPage v : fresh) {
-            for (std::int32_t row = 0; row < page_size; ++row) r.rows().write(Component::full, v.value() * page_size + row, 0xdeadbeefu);
+            for (std::int32_t row = 0; row < page_size; ++row)
+                r.rows().write(Component::full, v.value() * page_size + row, 0xdeadbeefu);
         }
         r.cache.allocator().free(fresh);
     });
@@ -69,7 +70,8 @@ TEST_CASE_TEMPLATE("write-back frees a leaf's rows only after its copies ran, an
     CHECK(r.broken().empty());
 }
 
-TEST_CASE("an unbacked SWA window is copied once before it goes; a hosted one goes with no copy and no FULL write-back") {
+TEST_CASE(
+    "an unbacked SWA window is copied once before it goes; a hosted one goes with no copy and no FULL write-back") {
     Rig<SwaSeparate> r(64, 16);
     const auto key = Rig<SwaSeparate>::key(200, 2);  // one window
     const NodeRef node = r.insert(key);
@@ -77,12 +79,13 @@ TEST_CASE("an unbacked SWA window is copied once before it goes; a hosted one go
     const std::uint64_t bytes_before = r.backend.counters().bytes_copied;
 
     auto run = r.cache.start_evict(Component::swa, 8);
-    CHECK(run.copies() == 1);  // the SWA window only: FULL stays on device, so it is not written back
+    CHECK(run.copies() == 1);          // the SWA window only: FULL stays on device, so it is not written back
     CHECK(r.device_holds(node, key));  // the SWA rows are still live until the copy ran
     const Eviction ev = r.cache.finish_evict(std::move(run));
     CHECK(ev.backed_up == 1);
     // exactly one D2H: the window's two pages
-    CHECK(r.backend.counters().bytes_copied - bytes_before == 2 * r.cache.allocator().spec()[Component::swa].page_bytes);
+    CHECK(r.backend.counters().bytes_copied - bytes_before ==
+          2 * r.cache.allocator().spec()[Component::swa].page_bytes);
     NodeInfo info = r.cache.tree().node_info(node);
     CHECK(info.device[Component::full]);
     CHECK_FALSE(info.device[Component::swa]);

@@ -2,16 +2,17 @@
 /// \file
 /// Write policies of the host tier, as tag types (reference §4.2): when device data gets its host copy.
 ///
-/// | policy                          | backs up                         | `write_through_threshold_v` | `backs_up_on_evict_v` |
-/// |---------------------------------|----------------------------------|-----------------------------|-----------------------|
-/// | `WriteThrough`                  | every inserted node              | 1                           | false                 |
-/// | `WriteThroughSelective<N = 2>`  | a node once it was hit N times   | N                           | false                 |
-/// | `WriteBackOnEvict`              | a device leaf when it is evicted | 0 (never on insert)         | true                  |
+/// | policy                         | backs up                         | threshold        | backs up on evict |
+/// |--------------------------------|----------------------------------|------------------|-------------------|
+/// | `WriteThrough`                 | every inserted node              | 1                | no                |
+/// | `WriteThroughSelective<N = 2>` | a node once it was hit N times   | N                | no                |
+/// | `WriteBackOnEvict`             | a device leaf when it is evicted | 0 (never insert) | yes               |
 ///
-/// Under write-back the copy is drained before the device rows are freed; when the host cannot take it, the
-/// unbacked data is dropped (never a locked node). (The write-back tag is not called plain `WriteBack`: that
-/// name is the tree's per-eviction option, `tree/options.hpp`, which this policy sets to `WriteBack::on`.) A composed cache reads the policy only through the traits,
-/// and checks it with `check_write_policy` (one `unikv:` message).
+/// (threshold: `write_through_threshold_v`; backs up on evict: `backs_up_on_evict_v`.) Under write-back the
+/// copy is drained before the device rows are freed; when the host cannot take it, the unbacked data is
+/// dropped (never a locked node). The write-back tag is not called plain `WriteBack`: that name is the tree's
+/// per-eviction option (`tree/options.hpp`), which this policy sets to `WriteBack::on`. A composed cache reads
+/// a policy only through the traits, and checks it with `check_write_policy` (one `unikv:` message).
 
 #include <concepts>
 #include <cstdint>

@@ -70,9 +70,10 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
         return {.status = LoadBackStart::Status::device_hit};
     }
     const std::int32_t page = tree_.config().page_size.tokens;
-    LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), [&](Component c, std::int64_t short_pages) {
+    const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
         (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
-    });
+    };
+    LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
     if (!ticket) {
         tree_.unlock(std::move(device));
         tree_.unlock(std::move(host));
@@ -83,7 +84,9 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     load.steps.reserve(plan_.size());
     for (std::size_t i = 0; i < plan_.size(); ++i) {
         const LoadBackStep& s = plan_[i];
-        load.steps.push_back({.node = s.node, .component = s.component, .full_offset = d.full_offset[i],
+        load.steps.push_back({.node = s.node,
+                              .component = s.component,
+                              .full_offset = d.full_offset[i],
                               .pages = static_cast<std::uint32_t>(s.host.size())});
     }
     load.swa_under = plan_under_;
@@ -156,9 +159,8 @@ template <class P>
 typename HiCache<P>::WriteBackRun HiCache<P>::start_evict(Component component, std::int64_t amount) {
     constexpr WriteBack mode = backs_up_on_evict_v<write_policy> ? WriteBack::on : WriteBack::off;
     EvictResult result = tree_.evict(component, amount, {.write_back = mode});
-    WriteBackRun run;
+    WriteBackRun run(exec_.execute(alloc_, result));
     run.freed_ = result.device_freed;
-    run.work_ = exec_.execute(alloc_, result);
     free_host(run.work_);  // first: the room it gives back may take a backup
     for (const TreeAction& a : run.work_.actions()) {
         if (a.kind != ActionKind::backup) continue;
