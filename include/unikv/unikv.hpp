@@ -8,6 +8,7 @@
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
 #include <unikv/cache/action_executor.hpp>
+#include <unikv/cache/hicache.hpp>
 #include <unikv/component.hpp>
 #include <unikv/config.hpp>
 #include <unikv/error.hpp>
@@ -16,8 +17,10 @@
 #include <unikv/ids.hpp>
 #include <unikv/pools/layouts.hpp>
 #include <unikv/pools/unified_allocator.hpp>
+#include <unikv/transfer/host_mode.hpp>
 #include <unikv/transfer/load_back.hpp>
 #include <unikv/transfer/retraction.hpp>
 #include <unikv/transfer/transfer_controller.hpp>
+#include <unikv/transfer/write_policies.hpp>
 #include <unikv/tree/radix_tree.hpp>
 #include <unikv/tree/reference_tree.hpp>

@@ -1,0 +1,282 @@
+#pragma once
+/// \file
+/// `HiCache<Policies>`: the device cache with its host tier, composed from the parts below it: the allocator,
+/// the tree, the action executor, the host pools and the transfer controller, side by side (reference §3.4,
+/// §4.2, §7, §11). "The tree decides, the cache executes": each call asks the tree, runs the actions through
+/// the executor, and makes the copies the actions ask for.
+///
+/// * Load-back (`load_back`, `start_loading`, `loading_check`): the host match is host-locked and the target
+///   device-locked; the device side is allocated by `prepare_load_back` (FULL ids, the SWA reservation of only
+///   the missing window rows, the Mamba slot; one evict-and-retry per pool, the eviction limited to the
+///   shortfall) and queued as one load. The targets stay owned until the ack: the pending reservation blocks
+///   moves until `start_loading` submits it, the host-transfer gate after. At the ack a copy that succeeded is
+///   committed to the tree step by step, in plan order; a failed one frees its destinations, so the node stays
+///   host-only and no wrong row is served. Either way both locks are released.
+/// * Eviction (`evict`): under `WriteBackOnEvict`, device data without a host copy is backed up before it is dropped:
+///   host pages per backup, one D2H queue, submitted and drained (the only blocking call), and only then the
+///   tree records the copies (`finish_backup`) and the executor frees the device rows. A backup the host
+///   cannot take (no room, or a failed copy) is recorded as none: the tree drops the unbacked data (a FULL
+///   leaf's subtree, never a locked node; an SWA window alone, the FULL rows stay). Under `WriteThrough*`
+///   eviction asks for no backups. `evict_host` frees host copies.
+///
+/// Not here yet: the write-through insert path (backups emitted by `insert` by hit count, the tree's next
+/// step), so under `WriteThrough*` nothing is backed up on insert today; the policies' traits exist. A host
+/// shortfall during a write-back does not evict host data and retry: the tree takes no call (`evict_host`
+/// included) while backups are pending, so such a backup is made as "no copy".
+///
+/// Move safety: no member points at another (the controller, the executor and every pending load refer to
+/// the allocator and the host pools only through call arguments), so a `HiCache` moves with loads in flight
+/// and is acknowledged through the moved-to object. The backend lives outside and must outlive the cache.
+/// Threading: one scheduler thread drives a cache.
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <unikv/backend/default_backend.hpp>
+#include <unikv/cache/action_executor.hpp>
+#include <unikv/component.hpp>
+#include <unikv/host/host_pool_concept.hpp>
+#include <unikv/host/separate_host_pools.hpp>
+#include <unikv/ids.hpp>
+#include <unikv/pools/unified_allocator.hpp>
+#include <unikv/transfer/host_mode.hpp>
+#include <unikv/transfer/load_back.hpp>
+#include <unikv/transfer/transfer_controller.hpp>
+#include <unikv/transfer/write_policies.hpp>
+#include <unikv/tree/handles.hpp>
+#include <unikv/tree/options.hpp>
+#include <unikv/tree/radix_tree.hpp>
+#include <unikv/tree/results.hpp>
+#include <unikv/tree/tree_concept.hpp>
+
+namespace unikv {
+
+/// The policies of a `HiCache` over `Layout`, with the defaults: the build's backend, the fast tree core,
+/// separate host pools, write-back, the host tier as a cache. Derive from it to change one.
+template <class Layout>
+struct DefaultHiCachePolicies {
+    using backend = DefaultBackend;     ///< the copy and stream backend
+    using layout = Layout;              ///< the device pools
+    using tree_core = RadixTreeCore;    ///< tree core tag; the tree's components come from the layout
+    using host_pools = SeparateHostPools;  ///< host-pool policy tag
+    using write_policy = WriteBackOnEvict;///< when device data gets its host copy
+    using host_mode = CacheMode;        ///< what the host tier is for
+};
+
+/// What `HiCache::load_back` did.
+struct [[nodiscard]] LoadBackStart {
+    /// How the call ended.
+    enum class Status : std::uint8_t {
+        queued,      ///< the load is queued under `id`: `start_loading`, then `loading_check` acknowledges it
+        device_hit,  ///< nothing to load: every component serves the node from the device
+        short_of_pages,  ///< a pool stayed short after its evict-and-retry (`failure`); everything rolled back
+    };
+    Status status = Status::device_hit;
+    /// The load's id (`queued` only; ids start at 1).
+    std::uint64_t id = 0;
+    /// The pool that stayed short (`short_of_pages` only).
+    LoadBackShortfall failure{};
+    /// True when the load was queued.
+    explicit operator bool() const noexcept { return status == Status::queued; }
+};
+
+/// One load acknowledged by `HiCache::loading_check`.
+struct LoadDone {
+    /// The id `load_back` returned.
+    std::uint64_t id = 0;
+    /// The node loaded.
+    NodeRef node{};
+    /// True when the copy succeeded and the tree serves the node from the device now; false when it failed:
+    /// its destinations were freed and the node is as before the load (host-only where it was).
+    bool committed = false;
+};
+
+/// What an eviction did (`HiCache::evict`).
+struct Eviction {
+    /// Device units freed per component (tokens; states for Mamba), backed-up data included.
+    per_component<std::int64_t> freed{};
+    /// Backups whose copy was made and recorded as the host value.
+    std::int32_t backed_up = 0;
+    /// Backups recorded as no copy (no host room, or the copy failed): their data was dropped.
+    std::int32_t dropped = 0;
+};
+
+/// What `HiCache::insert` did.
+struct CacheInsert {
+    /// The node ending at the key's end: lock it for the request.
+    NodeRef node{};
+    /// Tokens of the key that were already cached.
+    std::int32_t prefix_length = 0;
+};
+
+/// The device cache with its host tier (see the file comment). `Policies` names `backend`, `layout`,
+/// `tree_core`, `host_pools`, `write_policy` and `host_mode` (`DefaultHiCachePolicies<L>` gives all but the
+/// layout). Move-only.
+template <class Policies>
+class HiCache {
+public:
+    using backend_type = typename Policies::backend;
+    using layout_type = typename Policies::layout;
+    using write_policy = typename Policies::write_policy;
+    using host_mode = typename Policies::host_mode;
+    using allocator_type = UnifiedAllocator<layout_type, backend_type>;
+    using tree_type = tree_core_t<typename Policies::tree_core, layout_components_v<layout_type>>;
+    using host_pools_type = typename Policies::host_pools::template impl<backend_type, layout_type>;
+    /// Tags: a load's id on the load lane, a backup's index in its eviction on the write lane.
+    using controller_type = TransferController<backend_type, host_pools_type, std::uint64_t>;
+    using stream_ref = typename backend_type::stream_ref;
+
+    static_assert(check_host_pool<typename Policies::host_pools, backend_type, layout_type>());
+    static_assert(check_write_policy<write_policy>());
+    static_assert(check_host_mode<host_mode>());
+
+    /// The backups of one eviction, submitted and not yet recorded (`start_evict`). Move-only; hand it to
+    /// `finish_evict`, which must be the next call on the cache (the tree takes no other call meanwhile).
+    class [[nodiscard]] WriteBackRun {
+    public:
+        WriteBackRun(WriteBackRun&&) noexcept = default;
+        WriteBackRun& operator=(WriteBackRun&&) noexcept = default;
+        /// Copies (D2H) submitted on the transfer stream.
+        [[nodiscard]] std::size_t copies() const noexcept { return copies_; }
+
+    private:
+        friend class HiCache;
+        explicit WriteBackRun(HostActions&& work) noexcept : work_(std::move(work)) {}
+        struct Backup {
+            NodeRef node{};
+            Component component = Component::full;
+            std::vector<HostPage> host;  // empty: no copy
+        };
+        HostActions work_;
+        std::vector<Backup> backups_;
+        per_component<std::int64_t> freed_{};
+        std::size_t copies_ = 0;
+    };
+
+    /// An empty cache over `backend` (which must outlive it at its address): the allocator over `arena` with
+    /// `stream` as its stream, host pools of `host` on the same stream, a tree of `tree`, a controller with its
+    /// own transfer stream. Throws what the parts throw for a bad configuration (`logic_error`) or memory
+    /// (`out_of_memory`).
+    HiCache(backend_type& backend, const ArenaConfig& arena, const HostConfig& host, const TreeConfig& tree,
+            stream_ref stream);
+    /// Moves every part; loads in flight are acknowledged through the moved-to cache.
+    HiCache(HiCache&&) noexcept = default;
+    HiCache(const HiCache&) = delete;
+    HiCache& operator=(const HiCache&) = delete;
+    /// Not assignable: the controller refuses an assignment over copies in flight, so build a new cache.
+    HiCache& operator=(HiCache&&) = delete;
+    ~HiCache() = default;
+
+    // ---- the tree, executed ------------------------------------------------------------------------------
+    /// The longest cached prefix of `key`, host hits included under `CacheMode` (`best_node` then needs a
+    /// `load_back`). Same cost and validity as `match_prefix`.
+    MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = match_mode}); }
+    /// Caches `key` with the request's `values` (its pages from `allocator()`) and executes the actions
+    /// (duplicate pages freed, SWA recoveries). Preconditions: those of `insert`; no eviction run open.
+    CacheInsert insert(TokenKey key, const InsertValues& values);
+    /// `lock` of the tree (device or host tier).
+    [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {}) { return tree_.lock(node, options); }
+    /// `unlock` of the tree.
+    void unlock(LockReceipt&& receipt) { tree_.unlock(std::move(receipt)); }
+
+    // ---- load-back ---------------------------------------------------------------------------------------
+    /// Loads `node` (a host-hit match's `best_node`) back: locks it (host and device tiers), allocates its
+    /// plan's destinations with one evict-and-retry per pool (the eviction frees only that pool's shortfall,
+    /// through `evict`), queues one load of every step and keeps the load until its ack. On a shortfall (or an
+    /// exception from queueing) everything it allocated is rolled back, the locks are released and nothing is
+    /// queued. Precondition: `node` alive, every component accepts it in some tier. O(pages of the plan);
+    /// allocates the load's record.
+    LoadBackStart load_back(NodeRef node);
+    /// Submits every queued load (`TransferController::start_loading`); returns the number submitted.
+    std::size_t start_loading() { return ctl_.start_loading(alloc_, host_); }
+    /// Acknowledges finished loads, in submission order, never blocking: commits each successful one to the
+    /// tree step by step in plan order (FULL with its pages, SWA, Mamba with its slot), frees the destinations
+    /// of a failed one, and releases both locks of each. The span is valid until the next `loading_check`.
+    [[nodiscard]] std::span<const LoadDone> loading_check();
+    /// Makes `compute` wait (a stream wait) for layer `layer` of the latest submitted loads.
+    void wait_layer(stream_ref compute, std::int32_t layer) const { ctl_.wait_layer(compute, layer); }
+    /// Loads queued or submitted and not yet acknowledged.
+    [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
+
+    // ---- eviction ----------------------------------------------------------------------------------------
+    /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go:
+    /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WriteBackOnEvict` only).
+    Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
+    /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
+    /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none
+    /// when the host is short: no copy) and submits the copies, without waiting for them. The rows the copies
+    /// read stay allocated until `finish_evict`.
+    WriteBackRun start_evict(Component component, std::int64_t amount);
+    /// The second half of `evict`: drains the copies (blocks), records each backup with the tree (its host
+    /// pages, or none for a failed copy, whose host pages are freed), executes what that frees, then frees the
+    /// device rows the backups read. Precondition: `run` is from the previous call on this cache.
+    Eviction finish_evict(WriteBackRun&& run);
+    /// Frees `amount` host units of `component` or all that can go (`evict_host` of the tree, executed);
+    /// returns the host units freed.
+    std::int64_t evict_host(Component component, std::int64_t amount);
+
+    // ---- inspection --------------------------------------------------------------------------------------
+    /// Allocator accounting, tree invariants and host-pool checks, one line per broken rule (empty: healthy).
+    /// Cold path.
+    [[nodiscard]] std::vector<std::string> verify() const;
+    /// The allocator: a request allocates its own pages here and translates its rows.
+    [[nodiscard]] allocator_type& allocator() noexcept { return alloc_; }
+    [[nodiscard]] const allocator_type& allocator() const noexcept { return alloc_; }
+    /// The tree, for inspection (`node_info`, sizes).
+    [[nodiscard]] const tree_type& tree() const noexcept { return tree_; }
+    /// The host pools, for inspection (usage, a lease to read host rows). Allocating or freeing here behind the
+    /// cache's back breaks the tree's host accounting.
+    [[nodiscard]] host_pools_type& host_pools() noexcept { return host_; }
+    /// The transfer controller, for inspection (its stream, what is in flight).
+    [[nodiscard]] const controller_type& controller() const noexcept { return ctl_; }
+
+private:
+    static constexpr HostHits match_mode = host_mode::matches_host ? HostHits::include : HostHits::exclude;
+
+    // A step of an ongoing load, kept for its commit (the tree's plan is only valid until its next call).
+    struct Step {
+        NodeRef node{};
+        Component component = Component::full;
+        std::uint32_t full_offset = 0;  // FULL: first of its pages in the destinations
+        std::uint32_t pages = 0;
+    };
+    // One load queued or submitted, until its ack.
+    struct Loading {
+        std::uint64_t id = 0;
+        NodeRef node{};
+        LockReceipt device;
+        LockReceipt host;
+        std::vector<Step> steps;
+        LoadBackDestinations dest;
+        std::vector<VirtualPage> swa_under;  // resident FULL pages SWA rows were bound under (freed on failure)
+    };
+
+    // Copies `plan` into `plan_` (spans into the cache's buffers), so evictions during allocation keep it.
+    void copy_plan(std::span<const LoadBackStep> plan);
+    // Frees the destinations of a failed load (the reservation itself was consumed by the submission).
+    void release(Loading& load) noexcept;
+    // Executes a tree result that asks for no backup: device frees and host frees.
+    template <class Result>
+    void run_actions(Result& result);
+    void free_host(const HostActions& work);
+
+    allocator_type alloc_;
+    host_pools_type host_;
+    tree_type tree_;
+    ActionExecutor exec_;
+    std::vector<Loading> loads_;  // in submission order
+    std::vector<LoadDone> done_;  // the acks of the last `loading_check`
+    std::uint64_t next_load_ = 1;
+    std::vector<LoadBackStep> plan_;                   // scratch: the plan being allocated
+    per_component<std::vector<HostPage>> plan_host_;   // scratch: its host pages, per component, plan order
+    std::vector<VirtualPage> plan_under_;              // scratch: SWA steps' resident FULL pages
+    controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
+};
+
+}  // namespace unikv
+
+#include <unikv/detail/cache/hicache.inl>

@@ -1,0 +1,242 @@
+// Load-back through HiCache: the targets stay owned from `load_back` to the ack (pending reservation, then
+// the host-transfer gate; fresh allocations and evictions leave them alone), only the missing window rows
+// are reserved, a pool that stays short rolls the whole load back, a failed copy commits nothing, and a cache
+// moved with a load in flight acknowledges it through the moved-to object.
+
+#include <optional>
+
+#include "hicache_support.hpp"
+
+using namespace hicache_test;
+
+namespace {
+
+// `key` cached and written back: a host-only node (every component on host).
+template <class P>
+NodeRef hosted(Rig<P>& r, const std::vector<TokenId>& key) {
+    const NodeRef node = r.insert(key);
+    const Eviction ev = r.cache.evict(Component::full, static_cast<std::int64_t>(key.size()));
+    REQUIRE(ev.dropped == 0);
+    REQUIRE_FALSE(r.cache.tree().node_info(node).device[Component::full]);
+    return node;
+}
+
+struct Counts {
+    std::int32_t full = 0, swa = 0, mamba = 0;
+    template <class A>
+    static Counts of(const A& a) {
+        Counts c{a.live_pages(Component::full), 0, 0};
+        if constexpr (A::has_swa) c.swa = a.live_pages(Component::swa) + a.reserved_pages(Component::swa);
+        if constexpr (A::has_mamba) c.mamba = a.live_pages(Component::mamba);
+        return c;
+    }
+    friend bool operator==(const Counts&, const Counts&) = default;
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("load-back targets stay owned until the ack, and the locks return to the request's own", P,
+                   SwaSeparate, SwaEnvelope, TriSeparate) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 2);
+    const NodeRef node = hosted(r, key);
+    const MatchResult m = r.cache.match(TokenKey{key});
+    LockReceipt own = r.cache.lock(m.best_node);  // the request's own lock
+    const LoadBackStart start = r.cache.load_back(m.best_node);
+    REQUIRE(start);
+    CHECK(r.cache.allocator().moves_blocked(Component::swa));  // the pending reservation
+    CHECK(r.cache.tree().node_info(node).device_locks[Component::full] == 2);
+    CHECK(r.cache.tree().node_info(node).host_locks[Component::full] == 1);
+    CHECK(r.cache.start_loading() == 1);
+    CHECK(r.cache.allocator().moves_blocked());  // the host-transfer gate, until the ack
+    // Eviction frees nothing of the targets: the node is locked and its FULL pages not committed yet.
+    CHECK(r.cache.evict(Component::full, 64).freed[Component::full] == 0);
+    (void)r.run_transfers();
+    // A fresh allocation after the copies ran avoids the targets: scribbling on it leaves the loaded rows.
+    std::vector<VirtualPage> fresh(4);
+    REQUIRE(r.cache.allocator().alloc(fresh));
+    REQUIRE(drain(r.backend, r.stream));
+    for (VirtualPage v : fresh) {
+        for (std::int32_t row = 0; row < page_size; ++row) {
+            r.rows().write(Component::full, v.value() * page_size + row, 0xdeadbeefu);
+            r.rows().write(Component::swa, v.value() * page_size + row, 0xdeadbeefu);
+        }
+    }
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    CHECK(r.device_holds(node, key));
+    CHECK_FALSE(r.cache.allocator().moves_blocked());
+    const NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.device_locks[Component::full] == 1);  // the request's own
+    CHECK(info.host_locks[Component::full] == 0);
+    r.cache.allocator().free(fresh);
+    r.cache.unlock(std::move(own));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("only the missing window rows are reserved and bound: a resident parent, an evicted child") {
+    Rig<SwaSeparate> r(64, 16);
+    const auto parent = Rig<SwaSeparate>::key(100, 2);
+    auto child = parent;
+    for (TokenId t : Rig<SwaSeparate>::key(900, 1)) child.push_back(t);
+    const NodeRef top = r.insert(parent);
+    const NodeRef leaf = r.insert(child);
+    LockReceipt keep = r.cache.lock(top);  // the parent stays resident
+    REQUIRE(r.cache.evict(Component::full, 4).backed_up >= 1);
+    REQUIRE_FALSE(r.cache.tree().node_info(leaf).device[Component::full]);
+    REQUIRE(r.cache.tree().node_info(top).device[Component::swa]);
+
+    const MatchResult m = r.cache.match(TokenKey{child});
+    REQUIRE(m.best_length == 12);
+    const LoadBackStart start = r.cache.load_back(m.best_node);
+    REQUIRE(start);
+    // The window (two pages) covers the parent's last page and the child's: only the child's is missing.
+    CHECK(r.cache.allocator().pending_load_pages(Component::swa) == 1);
+    CHECK(r.cache.start_loading() == 1);
+    (void)r.run_transfers();
+    REQUIRE(r.cache.loading_check().size() == 1);
+    CHECK(r.device_holds(top, child));
+    CHECK(r.device_holds(leaf, child));
+    CHECK(r.cache.match(TokenKey{child}).device_length == 12);
+    r.cache.unlock(std::move(keep));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("a failed SWA reservation rolls the whole load back: counts, queue, match and host copy unchanged") {
+    Rig<SwaSeparate> r(16, 16);
+    const auto key = Rig<SwaSeparate>::key(100, 2);
+    const NodeRef node = hosted(r, key);
+    // Leave room for the two FULL pages only: the SWA reservation falls short and nothing can be evicted.
+    std::vector<VirtualPage> filler;
+    for (VirtualPage v; r.cache.allocator().alloc_full(std::span(&v, 1));) filler.push_back(v);
+    REQUIRE(filler.size() >= 2);
+    r.cache.allocator().free(std::span<const VirtualPage>(filler).last(2));
+    filler.resize(filler.size() - 2);
+    const Counts before = Counts::of(r.cache.allocator());
+    const MatchResult m = r.cache.match(TokenKey{key});
+
+    const LoadBackStart start = r.cache.load_back(m.best_node);
+    REQUIRE_FALSE(start);
+    CHECK(start.status == LoadBackStart::Status::short_of_pages);
+    CHECK(start.failure.component == Component::swa);
+    CHECK(Counts::of(r.cache.allocator()) == before);
+    CHECK_FALSE(r.cache.controller().has_inflight());
+    CHECK_FALSE(r.cache.allocator().moves_blocked());
+    const MatchResult after = r.cache.match(TokenKey{key});
+    CHECK(after.best_length == m.best_length);
+    CHECK(after.device_length == 0);
+    const NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.device_locks[Component::full] == 0);
+    CHECK(info.host_locks[Component::full] == 0);
+    CHECK(r.host_holds(node, Component::full, key));
+    CHECK(r.host_holds(node, Component::swa, key));
+    r.cache.allocator().free(filler);
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("a failed load copy commits nothing and frees its targets; a retry loads byte-exact", P, SwaSeparate,
+                   TriSeparate) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 2);
+    const NodeRef node = hosted(r, key);
+    const Counts before = Counts::of(r.cache.allocator());
+    const MatchResult m = r.cache.match(TokenKey{key});
+    REQUIRE(r.cache.load_back(m.best_node));
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    CHECK(r.cache.start_loading() == 1);
+    (void)r.run_transfers();
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK_FALSE(done[0].committed);
+    CHECK(Counts::of(r.cache.allocator()) == before);
+    CHECK(r.cache.match(TokenKey{key}).device_length == 0);  // no poisoned row is served
+    CHECK_FALSE(r.cache.tree().node_info(node).device[Component::full]);
+    CHECK(r.cache.tree().node_info(node).host_locks[Component::full] == 0);
+    CHECK(r.broken().empty());
+
+    r.backend.clear_copy_failure(r.cache.controller().stream());
+    CHECK(r.load(r.cache.match(TokenKey{key}).best_node));
+    CHECK(r.device_holds(node, key));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("a cache moved with a load in flight acknowledges it through the moved-to object", P, SwaSeparate,
+                   TriSeparate) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 3);
+    const NodeRef node = hosted(r, key);
+    REQUIRE(r.cache.load_back(r.cache.match(TokenKey{key}).best_node));
+    CHECK(r.cache.start_loading() == 1);
+    std::optional<typename Rig<P>::Cache> moved(std::move(r.cache));
+    CHECK(r.backend.queued(moved->controller().stream()) > 0);  // nothing ran before the move
+    while (r.backend.run_all() > 0) {
+    }
+    const std::span<const LoadDone> done = moved->loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    Rows<typename Rig<P>::Alloc> rows{&moved->allocator()};
+    const NodeInfo info = moved->tree().node_info(node);
+    for (std::size_t k = 0; k < info.pages.size(); ++k) {
+        CHECK(rows.page_holds(Component::full, info.pages[k], key,
+                              info.start + static_cast<std::int32_t>(k) * page_size));
+    }
+    CHECK(moved->match(TokenKey{key}).device_length == 12);
+    CHECK(moved->verify().empty());
+}
+
+TEST_CASE(
+    "tri-pool: a Mamba slot that would move the float under the pending reservation fails the whole load, or "
+    "succeeds after evicting a checkpoint") {
+    Rig<TriSeparate> r(96, 16);
+    auto& alloc = r.cache.allocator();
+    const auto key = Rig<TriSeparate>::key(100, 2);
+    const NodeRef node = hosted(r, key);
+    // A live request's SWA rows sit in the float, with markers: a move would show in their pages.
+    const auto other = Rig<TriSeparate>::key(700, 2);
+    std::vector<VirtualPage> live(2);
+    REQUIRE(alloc.alloc(live));
+    REQUIRE(drain(r.backend, r.stream));
+    for (std::size_t k = 0; k < live.size(); ++k)
+        r.rows().write_page(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size);
+    const auto swa_pages = [&] {
+        std::vector<PhysicalPage> out(live.size());
+        alloc.translate_swa(std::span<const VirtualPage>(live), std::span(out));
+        return out;
+    };
+    // Fill the Mamba end with the request's own states: a new slot needs the float to move.
+    std::vector<StateId> states;
+    while (alloc.available_size(Component::mamba) > 0) {
+        REQUIRE(alloc.alloc_state(std::span(&states.emplace_back(), 1)));
+    }
+    const std::vector<PhysicalPage> swa_before = swa_pages();
+    const Counts before = Counts::of(alloc);
+    const std::uint64_t copies = r.backend.counters().copies_queued;
+
+    const LoadBackStart failed = r.cache.load_back(r.cache.match(TokenKey{key}).best_node);
+    REQUIRE_FALSE(failed);
+    CHECK(failed.failure.component == Component::mamba);
+    CHECK(r.backend.counters().copies_queued == copies);  // nothing moved, nothing queued
+    CHECK(swa_pages() == swa_before);
+    CHECK(Counts::of(alloc) == before);
+    CHECK_FALSE(r.cache.controller().has_inflight());
+    CHECK(r.cache.match(TokenKey{key}).device_length == 0);
+    CHECK(r.host_holds(node, Component::mamba, key));
+    CHECK(r.broken().empty());
+
+    // One slot goes to a cached checkpoint instead: the retry evicts it (written back) and takes its slot.
+    alloc.free_state(std::span<const StateId>(&states.back(), 1));
+    states.pop_back();
+    const auto cached = Rig<TriSeparate>::key(800, 1);
+    (void)r.insert(cached);
+    REQUIRE(alloc.available_size(Component::mamba) == 0);
+    CHECK(r.load(r.cache.match(TokenKey{key}).best_node));
+    CHECK(r.device_holds(node, key));
+    CHECK(swa_pages() == swa_before);
+    for (std::size_t k = 0; k < live.size(); ++k) {
+        CHECK(r.rows().page_holds(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size));
+    }
+    alloc.free_state(states);
+    alloc.free(live);
+    CHECK(r.broken().empty());
+}

@@ -1,0 +1,168 @@
+// Eviction-driven write-back through HiCache: a backup's rows stay owned until its copy ran (copies run by
+// hand on the manual backend), then go; what is hosted is dropped without a copy; when the host cannot take a
+// backup only the unbacked data goes (the SWA window alone, or a FULL leaf's subtree), never a locked node.
+
+#include "hicache_support.hpp"
+
+using namespace hicache_test;
+
+TEST_CASE_TEMPLATE("write-back frees a leaf's rows only after its copies ran, and a load restores them byte-exact", P,
+                   SwaSeparate, SwaEnvelope, FullEnvelope, TriSeparate, SwaReference) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 3);
+    const NodeRef node = r.insert(key);
+    const std::int32_t owned = r.live(Component::full);
+    REQUIRE(owned == 3);
+
+    const std::vector<VirtualPage> pages = r.cache.tree().node_info(node).pages;
+    // The rows the copies read: every FULL page, the SWA rows of the last window (the tree backs up one window).
+    const auto sources_hold = [&] {
+        bool ok = true;
+        for (std::size_t k = 0; k < pages.size(); ++k) {
+            const auto first = static_cast<std::int32_t>(k) * page_size;
+            ok = ok && r.rows().page_holds(Component::full, pages[k], key, first);
+            if constexpr (Rig<P>::has_swa) {
+                if (k > 0) ok = ok && r.rows().page_holds(Component::swa, pages[k], key, first);
+            }
+        }
+        return ok;
+    };
+
+    auto run = r.cache.start_evict(Component::full, 12);
+    const std::size_t components = 1 + (Rig<P>::has_swa ? 1 : 0) + (Rig<P>::has_mamba ? 1 : 0);
+    CHECK(run.copies() >= components);  // FULL (per node, if the window split it), the SWA window, the state
+    // Before each copy runs, its source rows are still owned: a fresh allocation cannot take them, and
+    // they still hold the request's markers.
+    const std::size_t ran = r.run_transfers([&] {
+        CHECK(r.live(Component::full) == owned);
+        CHECK(sources_hold());
+        std::vector<VirtualPage> fresh(2);
+        REQUIRE(r.cache.allocator().alloc(fresh));
+        REQUIRE(drain(r.backend, r.stream));
+        for (VirtualPage v : fresh) {
+            for (std::int32_t row = 0; row < page_size; ++row)
+                r.rows().write(Component::full, v.value() * page_size + row, 0xdeadbeefu);
+        }
+        r.cache.allocator().free(fresh);
+    });
+    CHECK(ran > 0);
+    CHECK(sources_hold());
+    const auto copies = static_cast<std::int32_t>(run.copies());
+    const Eviction ev = r.cache.finish_evict(std::move(run));
+    CHECK(ev.backed_up == copies);
+    CHECK(ev.dropped == 0);
+    CHECK(ev.freed[Component::full] == 12);
+    CHECK(r.live(Component::full) == 0);  // freed only now
+    const NodeInfo info = r.cache.tree().node_info(node);
+    CHECK_FALSE(info.device[Component::full]);
+    CHECK(r.host_holds(node, Component::full, key));
+    if constexpr (Rig<P>::has_swa) CHECK(r.host_holds(node, Component::swa, key));
+    if constexpr (Rig<P>::has_mamba) CHECK(r.host_holds(node, Component::mamba, key));
+    CHECK(r.broken().empty());
+
+    const MatchResult m = r.cache.match(TokenKey{key});
+    CHECK(m.device_length == 0);
+    REQUIRE(m.best_length == 12);
+    CHECK(r.load(m.best_node));
+    CHECK(r.device_holds(m.best_node, key));
+    const MatchResult again = r.cache.match(TokenKey{key});
+    CHECK(again.device_length == 12);
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE(
+    "an unbacked SWA window is copied once before it goes; a hosted one goes with no copy and no FULL write-back") {
+    Rig<SwaSeparate> r(64, 16);
+    const auto key = Rig<SwaSeparate>::key(200, 2);  // one window
+    const NodeRef node = r.insert(key);
+    LockReceipt past_window = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});  // SWA unlocked
+    const std::uint64_t bytes_before = r.backend.counters().bytes_copied;
+
+    auto run = r.cache.start_evict(Component::swa, 8);
+    CHECK(run.copies() == 1);          // the SWA window only: FULL stays on device, so it is not written back
+    CHECK(r.device_holds(node, key));  // the SWA rows are still live until the copy ran
+    const Eviction ev = r.cache.finish_evict(std::move(run));
+    CHECK(ev.backed_up == 1);
+    // exactly one D2H: the window's two pages
+    CHECK(r.backend.counters().bytes_copied - bytes_before ==
+          2 * r.cache.allocator().spec()[Component::swa].page_bytes);
+    NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.device[Component::full]);
+    CHECK_FALSE(info.device[Component::swa]);
+    CHECK(info.host[Component::full].empty());  // no FULL write-back
+    CHECK(r.host_holds(node, Component::swa, key));
+    CHECK(r.device_holds(node, key));  // FULL rows untouched
+
+    // Load the window back: now it is hosted, and dropping it again costs no copy.
+    const MatchResult m = r.cache.match(TokenKey{key});
+    REQUIRE(m.swa_host_hit_length == 8);
+    CHECK(r.load(m.best_node));
+    CHECK(r.cache.tree().node_info(node).device[Component::swa]);
+    CHECK(r.device_holds(node, key));
+    const std::uint64_t bytes_loaded = r.backend.counters().bytes_copied;
+    const Eviction hosted = r.cache.evict(Component::swa, 8);
+    CHECK(hosted.freed[Component::swa] == 8);
+    CHECK(hosted.backed_up + hosted.dropped == 0);
+    CHECK(r.backend.counters().bytes_copied == bytes_loaded);
+    CHECK(r.host_holds(node, Component::swa, key));
+    r.cache.unlock(std::move(past_window));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("under host pressure only the SWA window goes: the FULL rows survive on device") {
+    Rig<SwaSeparate> r(64, {.values = {16, 1, 0}});  // one SWA host page, a window needs two
+    const auto key = Rig<SwaSeparate>::key(300, 2);
+    const NodeRef node = r.insert(key);
+    LockReceipt past_window = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});  // SWA unlocked
+    const Eviction ev = r.cache.evict(Component::swa, 8);
+    CHECK(ev.dropped == 1);
+    CHECK(ev.backed_up == 0);
+    CHECK(ev.freed[Component::swa] == 8);
+    const NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.device[Component::full]);
+    CHECK_FALSE(info.device[Component::swa]);
+    CHECK(info.host[Component::swa].empty());
+    CHECK(r.device_holds(node, key));
+    CHECK(r.cache.host_pools().used(Component::swa) == 0);  // nothing leaked on the host
+    r.cache.unlock(std::move(past_window));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("when the host cannot take a FULL write-back the unbacked subtree is dropped, never a locked one", P,
+                   SwaSeparate, FullEnvelope) {
+    Rig<P> r(64, {.values = {2, 16, 16}});  // two FULL host pages: a three-page leaf does not fit
+    const auto a = Rig<P>::key(400, 1);
+    auto a_long = a;
+    for (TokenId t : Rig<P>::key(500, 3)) a_long.push_back(t);
+    const auto b = Rig<P>::key(600, 3);
+    (void)r.insert(a);
+    const NodeRef leaf = r.insert(a_long);
+    const NodeRef locked = r.insert(b);
+    LockReceipt hold = r.cache.lock(locked);
+
+    const Eviction ev = r.cache.evict(Component::full, 64);
+    CHECK(ev.dropped >= 1);
+    CHECK_FALSE(r.cache.tree().contains(leaf));  // no host copy: the leaf is gone, not kept half-hosted
+    CHECK(r.cache.match(TokenKey{a_long}).best_length <= static_cast<std::int32_t>(a.size()));
+    CHECK(r.device_holds(locked, b));  // the locked branch is untouched
+    CHECK(r.cache.tree().node_info(locked).host[Component::full].empty());
+    r.cache.unlock(std::move(hold));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("under write-through policies eviction asks for no backup: an unhosted leaf goes with no copy", W,
+                   WriteThrough, WriteThroughSelective<>) {
+    Rig<Policies<SwaFullLayout, SeparateHostPools, W>> r(64, 16);
+    const auto key = Rig<SwaSeparate>::key(700, 2);
+    const NodeRef node = r.insert(key);
+    const std::uint64_t bytes = r.backend.counters().bytes_copied;
+    auto run = r.cache.start_evict(Component::full, 8);
+    CHECK(run.copies() == 0);
+    const Eviction ev = r.cache.finish_evict(std::move(run));
+    CHECK(ev.freed[Component::full] == 8);
+    CHECK(ev.backed_up + ev.dropped == 0);
+    CHECK(r.backend.counters().bytes_copied == bytes);
+    CHECK_FALSE(r.cache.tree().contains(node));  // nothing on host: the leaf is gone
+    CHECK(r.live(Component::full) == 0);
+    CHECK(r.broken().empty());
+}
