@@ -1,6 +1,7 @@
 // The executor's hand-back: backups and host frees come back to the caller as `HostActions`, the device frees
 // after a backup wait until `complete` (a backup reads its rows before they are freed), and a `HostActions`
-// dropped before `complete` is reported like an undrained action list.
+// dropped before `complete` is reported like an undrained action list. Write-throughs come back too, without
+// holding the device actions (their rows stay).
 
 #include <atomic>
 #include <vector>
@@ -102,6 +103,39 @@ TEST_CASE("host frees come back to the caller; the device actions beside them ru
     sc.s.exec.complete(sc.s.alloc, std::move(host));
     CHECK(sc.s.tree.node_count() == 0);
     CHECK(sc.s.tree.check_invariants().empty());
+    CHECK(broken(sc.s.alloc).empty());
+}
+
+TEST_CASE("write-throughs come back to the caller; the device actions of their list run at once") {
+    Scene sc;
+    // A write-through tree over the same rows: the second insert reaches the threshold and brings a duplicate page.
+    Stack<L>::Tree tree(TreeConfig{.page_size = {page_size}, .swa_window = window, .write_through_threshold = 2});
+    InsertResult first = tree.insert(TokenKey{sc.key}, {.pages = sc.pages});
+    CHECK(first.actions.empty());
+    std::vector<VirtualPage> extra(1);
+    REQUIRE(sc.s.alloc.alloc(extra));
+    REQUIRE(drain(sc.backend, sc.stream));
+    const std::vector<VirtualPage> again{sc.pages[0], sc.pages[1], extra[0]};
+    InsertResult second = tree.insert(TokenKey{sc.key}, {.pages = again});
+    HostActions host = sc.s.exec.execute(sc.s.alloc, second);
+    CHECK(sc.s.alloc.live_pages(Component::full) == 3);  // the duplicate went at once
+    CHECK(sc.s.exec.executed(ActionKind::free_pages) == 1);
+    REQUIRE(host.actions().size() == 2);
+    CHECK(sc.s.exec.executed(ActionKind::write_through) == 2);
+    std::uint32_t next = 20;
+    for (const TreeAction& a : host.actions()) {
+        REQUIRE(a.kind == ActionKind::write_through);
+        const auto rows = host.pages(a);
+        CHECK(std::vector<VirtualPage>(rows.begin(), rows.end()) == sc.pages);  // the node's own rows, kept
+        std::vector<HostPage> copy;
+        for (std::size_t i = 0; i < rows.size(); ++i) copy.emplace_back(static_cast<std::int32_t>(next++));
+        tree.set_host(a.node, a.component, copy);  // committed when queued
+    }
+    CHECK(sc.rows_hold());
+    sc.s.exec.complete(sc.s.alloc, std::move(host));
+    CHECK(sc.s.alloc.live_pages(Component::full) == 3);
+    CHECK(tree.host_size(Component::full) == 3 * page_size);
+    CHECK(tree.check_invariants().empty());
     CHECK(broken(sc.s.alloc).empty());
 }
 

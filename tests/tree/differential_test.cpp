@@ -1,7 +1,9 @@
 // Randomized differential test: RadixTree against ReferenceTree, operation by operation.
 //
 // Both trees get the same random sequence of match / insert / lock / unlock / early SWA release / evict /
-// host-evict / host copy / backup completion / load-back commit / retention calls. After each call the results
+// host-evict / host copy / backup completion / load-back commit / retention calls, and, under a write-through
+// threshold, the write-throughs inserts emit: committed (set_host), skipped, or undone after a failed copy
+// (drop_host), possibly after splits of the node. After each call the results
 // must be equal (lengths, pages, actions, freed units, thrown or not), and so must the sizes, node counts and KV
 // events. Every action list is also checked against the locks held at the time: nothing locked is ever freed.
 // Every few operations the whole structure is compared and RadixTree's own invariant check runs.
@@ -79,9 +81,12 @@ public:
         compare_structure();
     }
 
+    [[nodiscard]] const TreeConfig& config() const noexcept { return config_; }
+
     void count(const TreeActions& actions) {
-        static const char* names[] = {"action backup", "action recover_swa_locked_full", "action free_pages",
-                                      "action free_swa", "action free_states", "action free_host"};
+        static const char* names[] = {"action backup",     "action recover_swa_locked_full", "action free_pages",
+                                      "action free_swa",   "action free_states",             "action free_host",
+                                      "action write_through"};
         for (const TreeAction& a : actions.list()) ++stats[names[static_cast<int>(a.kind)]];
     }
 
@@ -156,11 +161,13 @@ private:
             }
             s << ']';
             for (Component c : all_components) {
-                s << " c" << index_of(c) << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-') << " l"
+                s << " c" << index_of(c) << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-')
+                  << (info.write_through_pending[c] ? 'W' : '-') << " l"
                   << info.device_locks[c] << '/' << info.host_locks[c] << " h[";
                 for (auto h : info.host[c]) s << h.value() << ',';
                 s << ']';
             }
+            s << " hits" << info.hits;
             out[{info.ns.value, path}] = s.str();
         }
         return out;
@@ -237,6 +244,7 @@ private:
 
     // ---- operations ----
     void step() {
+        if (!writes_.empty() && chance(15)) return do_write();
         const int dice = pick(100);
         if (dice < 24) return do_insert();
         if (dice < 42) return do_match();
@@ -316,6 +324,13 @@ private:
         expect(span_of(fast_, a.node) == span_of(ref_, b.node), "insert end node differs");
         expect_not_held(a.actions);
         count(a.actions);
+        for (std::size_t i = 0; i < a.actions.size(); ++i) {
+            const TreeAction& w = a.actions.list()[i];
+            if (w.kind != ActionKind::write_through) continue;
+            const auto n = static_cast<int>(a.actions.pages(w).size() + a.actions.states(w).size());
+            writes_.push_back({w.node, b.actions.list()[i].node, w.component, n, false});
+            if (chance(50)) do_write(writes_.size() - 1);  // most are committed or skipped at once
+        }
         a.actions.mark_drained();
         b.actions.mark_drained();
         history_.emplace_back(key, ns);
@@ -367,6 +382,51 @@ private:
     }
 
     // A receipt replayed on the wrong tree is rejected and changes nothing.
+    // One write-through in flight: a pending one is committed (70%) or skipped; a committed one is acknowledged
+    // (60%) or its copy fails and drop_host undoes the commit. A node split since is seen in the page counts.
+    struct Write {
+        NodeRef fast, ref;
+        Component c;
+        int count;  // pages (1 for Mamba) of the action
+        bool committed;
+    };
+    void do_write(std::size_t i) {
+        last_op_ = "write_through";
+        Write& w = writes_[i];
+        const bool split = fast_.contains(w.fast) && w.c != Component::mamba &&
+                           static_cast<int>(fast_.node_info(w.fast).pages.size()) != w.count;
+        bool done = true;
+        if (!w.committed && chance(70)) {
+            const auto host = unikv::test::hpages(next_host_, w.count);
+            next_host_ += w.count + 64;
+            const bool ta = threw([&] { fast_.set_host(w.fast, w.c, host); });
+            const bool tb = threw([&] { ref_.set_host(w.ref, w.c, host); });
+            expect(ta == tb, "write-through commit precondition differs");
+            ++stats[ta ? "write_through commit rejected" : split ? "write_through committed after a split"
+                                                               : "write_through committed"];
+            done = ta;
+            w.committed = true;
+        } else if (!w.committed) {
+            const bool ta = threw([&] { fast_.skip_write_through(w.fast, w.c); });
+            const bool tb = threw([&] { ref_.skip_write_through(w.ref, w.c); });
+            expect(ta == tb, "skip_write_through precondition differs");
+            ++stats[ta ? "write_through skip rejected" : "write_through skipped"];
+        } else if (chance(40)) {
+            EvictResult a, b;
+            const bool ta = threw([&] { a = fast_.drop_host(w.fast, w.c); });
+            const bool tb = threw([&] { b = ref_.drop_host(w.ref, w.c); });
+            expect(ta == tb, "drop_host precondition differs");
+            expect(canon(a.actions) == canon(b.actions), "drop_host actions differ");
+            expect(a.host_freed == b.host_freed, "drop_host freed units differ");
+            ++stats[ta ? "drop_host rejected" : split ? "drop_host after a split" : "drop_host accepted"];
+            count(a.actions);
+            a.actions.mark_drained();
+            b.actions.mark_drained();
+        }
+        if (done) writes_.erase(writes_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    void do_write() { do_write(static_cast<std::size_t>(pick(static_cast<int>(writes_.size())))); }
+
     void do_foreign_receipt() {
         last_op_ = "foreign receipt";
         if (receipts_.empty()) return;
@@ -633,6 +693,7 @@ private:
     std::mt19937_64 rng_;
     std::vector<std::pair<std::vector<TokenId>, KeyNamespace>> history_;
     std::vector<std::pair<LockReceipt, LockReceipt>> receipts_;
+    std::vector<Write> writes_;
     std::int32_t next_page_ = 1;
     std::int32_t next_state_ = 1;
     std::int32_t next_host_ = 1;
@@ -659,6 +720,13 @@ void report(const char* name, Differential<Cs...>& d, std::int64_t ops) {
         CHECK(d.stats["load_back committed"] > 0);
         CHECK(d.stats["lock without Full rejected"] > 0);
         if (Set::has_swa) CHECK(d.stats["match swa host hit"] > 0);
+        if (d.config().write_through_threshold > 0) {
+            CHECK(d.stats["write_through committed"] > 0);
+            CHECK(d.stats["write_through committed after a split"] > 0);
+            CHECK(d.stats["write_through skipped"] > 0);
+            CHECK(d.stats["drop_host accepted"] > 0);
+            CHECK(d.stats["drop_host after a split"] > 0);
+        }
     }
 }
 
@@ -692,8 +760,9 @@ TEST_CASE("RadixTree and ReferenceTree agree on random operation sequences") {
     const std::int64_t ops = ops_per_configuration();
     const auto rec = EventMode::record;
     SUBCASE("Full, page 1") { differential<Full>("Full ps1", {.page_size = {1}, .events = rec}, ops); }
-    SUBCASE("Full+Swa, page 2, window 3") {
-        differential<Full, Swa>("Full+Swa ps2 W3", {.page_size = {2}, .swa_window = 3, .events = rec}, ops);
+    SUBCASE("Full+Swa, page 2, window 3, write-through after 2 hits") {
+        differential<Full, Swa>("Full+Swa ps2 W3, write-through after 2 hits",
+                                {.page_size = {2}, .swa_window = 3, .events = rec, .write_through_threshold = 2}, ops);
     }
     SUBCASE("Full+Swa, page 4, window 8") {
         differential<Full, Swa>("Full+Swa ps4 W8", {.page_size = {4}, .swa_window = 8, .events = rec}, ops);
@@ -707,7 +776,9 @@ TEST_CASE("RadixTree and ReferenceTree agree on random operation sequences") {
     SUBCASE("Full+Swa+Mamba, page 1, window 2") {
         differential<Full, Swa, Mamba>("Full+Swa+Mamba ps1 W2", {.page_size = {1}, .swa_window = 2, .events = rec}, ops);
     }
-    SUBCASE("Full+Swa+Mamba, page 2, window 6") {
-        differential<Full, Swa, Mamba>("Full+Swa+Mamba ps2 W6", {.page_size = {2}, .swa_window = 6, .events = rec}, ops);
+    SUBCASE("Full+Swa+Mamba, page 2, window 6, write-through") {
+        differential<Full, Swa, Mamba>("Full+Swa+Mamba ps2 W6, write-through",
+                                       {.page_size = {2}, .swa_window = 6, .events = rec, .write_through_threshold = 1},
+                                       ops);
     }
 }

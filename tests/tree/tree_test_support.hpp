@@ -9,6 +9,7 @@
 #include <ostream>
 #include <numeric>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <unikv/tree/radix_tree.hpp>
@@ -115,6 +116,7 @@ inline Act free_swa(std::vector<int> ids) { return {ActionKind::free_swa, Compon
 inline Act free_states(std::vector<int> ids) { return {ActionKind::free_states, Component::mamba, std::move(ids), {}}; }
 inline Act free_host(Component c, std::vector<int> ids) { return {ActionKind::free_host, c, std::move(ids), {}}; }
 inline Act backup(Component c, std::vector<int> ids) { return {ActionKind::backup, c, std::move(ids), {}}; }
+inline Act write_through(Component c, std::vector<int> ids) { return {ActionKind::write_through, c, std::move(ids), {}}; }
 inline Act recover_locked(std::vector<int> kept, std::vector<int> incoming) {
     return {ActionKind::recover_swa_locked_full, Component::full, std::move(kept), std::move(incoming)};
 }
@@ -132,6 +134,16 @@ template <class Tree>
 std::vector<Act> finish(Tree& tree, NodeRef node, Component c, const std::vector<HostPage>& host = {}) {
     auto r = tree.finish_backup(node, c, host);
     return drain(r.actions);
+}
+
+// RadixTree's own invariant check (empty: healthy); the reference core has none.
+template <class Tree>
+std::string invariants(const Tree& tree) {
+    if constexpr (requires { tree.check_invariants(); }) {
+        return tree.check_invariants();
+    } else {
+        return {};
+    }
 }
 
 inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages * page_size; }

@@ -15,8 +15,11 @@
 /// owns), it hands back as `HostActions`: a move-only, `[[nodiscard]]` result that owns the list. A backup must
 /// read its rows before they are freed, so once the list reaches its first `backup` the device actions after
 /// it wait in the result too: the caller makes the copies, then calls `complete` (which runs them and marks
-/// the list drained). A `HostActions` destroyed before `complete` is reported like an undrained action list
-/// (`Dropped::actions`, `tree/drain.hpp`), and the device actions it held are not run.
+/// the list drained). A `write_through` (a device-to-host copy of rows that stay) is handed back the same way, but
+/// the device actions after it do not wait: no action of an insert's list frees the rows it reads, and the caller
+/// keeps them device-locked from the commit (`set_host`) until the copy's ack. A `HostActions` destroyed before
+/// `complete` is reported like an undrained action list (`Dropped::actions`, `tree/drain.hpp`), and the device
+/// actions it held are not run.
 ///
 /// The executor holds no reference to the allocator or the tree (each call names the allocator), so a struct
 /// holding all three moves as a whole. A misused allocator call (the tree and the allocator disagree: a caller
@@ -37,7 +40,7 @@
 
 namespace unikv {
 
-/// The host-side work of an executed action list (`backup`, `free_host`), and the device actions that wait for
+/// The host-side work of an executed action list (`backup`, `write_through`, `free_host`), and the device actions that wait for
 /// the backups. Move-only; `complete` it, or it is reported as dropped when destroyed.
 class [[nodiscard]] HostActions {
 public:
@@ -60,13 +63,14 @@ public:
     /// An undrained list is reported by the list itself (`Dropped::actions`).
     ~HostActions() = default;
 
-    /// The `backup` and `free_host` actions, in list order. Read their ids with `pages`, `states`, `host_pages`.
+    /// The `backup`, `write_through` and `free_host` actions, in list order. Read their ids with `pages`,
+    /// `states`, `host_pages`.
     [[nodiscard]] std::span<const TreeAction> actions() const noexcept { return host_; }
     /// True when there is no host work and no waiting device action (`complete` is still allowed).
     [[nodiscard]] bool empty() const noexcept { return host_.empty() && resume_ == list_.size(); }
-    /// The virtual pages of a FULL or SWA `backup`.
+    /// The virtual pages of a FULL or SWA `backup` or `write_through`.
     [[nodiscard]] std::span<const VirtualPage> pages(const TreeAction& a) const noexcept { return list_.pages(a); }
-    /// The state of a Mamba `backup`.
+    /// The state of a Mamba `backup` or `write_through`.
     [[nodiscard]] std::span<const StateId> states(const TreeAction& a) const noexcept { return list_.states(a); }
     /// The host pages of a `free_host`.
     [[nodiscard]] std::span<const HostPage> host_pages(const TreeAction& a) const noexcept { return list_.host_pages(a); }
@@ -97,7 +101,7 @@ public:
         const std::span<const TreeAction> list = out.list_.list();
         for (std::size_t i = 0; i < list.size(); ++i) {
             const TreeAction& a = list[i];
-            if (a.kind == ActionKind::backup || a.kind == ActionKind::free_host) {
+            if (handed_back(a.kind)) {
                 if (out.host_.empty()) out.host_.reserve(list.size() - i);
                 out.host_.push_back(a);
                 ++executed_[static_cast<std::size_t>(a.kind)];
@@ -129,13 +133,17 @@ public:
         HostActions done = std::move(work);
         const std::span<const TreeAction> list = done.list_.list();
         for (std::size_t i = done.resume_; i < list.size(); ++i) {
-            if (list[i].kind != ActionKind::backup && list[i].kind != ActionKind::free_host) run(alloc, done.list_, list[i]);
+            if (!handed_back(list[i].kind)) run(alloc, done.list_, list[i]);
         }
         done.resume_ = list.size();
         done.list_.mark_drained();
     }
 
 private:
+    static bool handed_back(ActionKind k) noexcept {
+        return k == ActionKind::backup || k == ActionKind::write_through || k == ActionKind::free_host;
+    }
+
     template <class Alloc>
     void run(Alloc& alloc, const TreeActions& list, const TreeAction& a) {
         switch (a.kind) {
@@ -153,12 +161,13 @@ private:
                 else detail::misuse("ActionExecutor::execute", "a recover_swa_locked_full action without a Swa pool");
                 break;
             case ActionKind::backup:
+            case ActionKind::write_through:
             case ActionKind::free_host: return;  // handed back, never run here
         }
         ++executed_[static_cast<std::size_t>(a.kind)];
     }
 
-    static constexpr std::size_t kind_count = static_cast<std::size_t>(ActionKind::free_host) + 1;  // the last kind
+    static constexpr std::size_t kind_count = static_cast<std::size_t>(ActionKind::write_through) + 1;  // the last kind
     std::array<std::uint64_t, kind_count> executed_{};
 };
 

@@ -38,6 +38,14 @@ enum class ActionKind : std::uint8_t {
     free_states,
     /// Free `host_pages()` of `component`'s host pool.
     free_host,
+    /// Write-through: copy `component`'s device data of `node` to host (`pages()` / `states()`, as for
+    /// `backup`) while the device data stays. Emitted by `insert` for nodes that reached the tree's
+    /// `write_through_threshold`; the node is marked write-through pending until the caller commits the copy
+    /// with `set_host(node, component, host_pages)` when it queues it, or gives up with `skip_write_through`
+    /// (no host room). Unlike `backup`, no action of the same list frees these rows and other tree calls stay
+    /// allowed meanwhile; the caller keeps the rows device-locked from the commit until the copy's ack, and a
+    /// copy that failed after its commit is undone with `drop_host(node, component)`.
+    write_through,
 };
 
 /// One action. Its ids live in the owning `TreeActions`; read them with its accessors.
@@ -47,7 +55,7 @@ struct TreeAction {
     /// The component the ids belong to (`full` for `free_pages` and `recover_swa_locked_full`, `swa` for
     /// `free_swa`, `mamba` for `free_states`).
     Component component = Component::full;
-    /// The node concerned (`backup` only; the root otherwise).
+    /// The node concerned (`backup` and `write_through` only; the root otherwise).
     NodeRef node{};
     /// Offset and count of the ids in the owner's id storage (kind-specific).
     std::uint32_t first = 0;
@@ -94,8 +102,8 @@ public:
     /// Number of actions.
     [[nodiscard]] std::size_t size() const noexcept { return actions_.size(); }
 
-    /// The virtual pages of `free_pages`, `free_swa`, Swa `backup`, and the kept pages of
-    /// `recover_swa_locked_full`.
+    /// The virtual pages of `free_pages`, `free_swa`, Full and Swa `backup` and `write_through`, and the kept
+    /// pages of `recover_swa_locked_full`.
     [[nodiscard]] std::span<const VirtualPage> pages(const TreeAction& a) const noexcept {
         return uses_pages(a) ? std::span<const VirtualPage>(pages_).subspan(a.first, a.count)
                              : std::span<const VirtualPage>{};
@@ -106,7 +114,7 @@ public:
                    ? std::span<const VirtualPage>(pages_).subspan(a.second, a.count)
                    : std::span<const VirtualPage>{};
     }
-    /// The states of `free_states` and Mamba `backup`.
+    /// The states of `free_states` and Mamba `backup` and `write_through`.
     [[nodiscard]] std::span<const StateId> states(const TreeAction& a) const noexcept {
         return uses_states(a) ? std::span<const StateId>(states_).subspan(a.first, a.count)
                               : std::span<const StateId>{};
@@ -125,14 +133,15 @@ public:
 private:
     friend class detail::ActionsBuilder;
 
+    static bool copies(const TreeAction& a) noexcept {
+        return a.kind == ActionKind::backup || a.kind == ActionKind::write_through;
+    }
     static bool uses_pages(const TreeAction& a) noexcept {
         return a.kind == ActionKind::free_pages || a.kind == ActionKind::free_swa ||
-               a.kind == ActionKind::recover_swa_locked_full ||
-               (a.kind == ActionKind::backup && a.component != Component::mamba);
+               a.kind == ActionKind::recover_swa_locked_full || (copies(a) && a.component != Component::mamba);
     }
     static bool uses_states(const TreeAction& a) noexcept {
-        return a.kind == ActionKind::free_states ||
-               (a.kind == ActionKind::backup && a.component == Component::mamba);
+        return a.kind == ActionKind::free_states || (copies(a) && a.component == Component::mamba);
     }
     void take(TreeActions& other) noexcept {
         actions_ = std::move(other.actions_);
@@ -188,14 +197,15 @@ public:
         out.hosts_.insert(out.hosts_.end(), hosts.begin(), hosts.end());
         out.actions_.back().count += static_cast<std::uint32_t>(hosts.size());
     }
-    void backup_pages(Component c, NodeRef node, std::span<const VirtualPage> pages) {
-        open(ActionKind::backup, c, static_cast<std::uint32_t>(out.pages_.size()));
+    // A `backup` or `write_through` (`kind`) of `node`'s pages or state.
+    void copy_pages(ActionKind kind, Component c, NodeRef node, std::span<const VirtualPage> pages) {
+        open(kind, c, static_cast<std::uint32_t>(out.pages_.size()));
         out.actions_.back().node = node;
         out.pages_.insert(out.pages_.end(), pages.begin(), pages.end());
         out.actions_.back().count = static_cast<std::uint32_t>(pages.size());
     }
-    void backup_state(NodeRef node, StateId s) {
-        open(ActionKind::backup, Component::mamba, static_cast<std::uint32_t>(out.states_.size()));
+    void copy_state(ActionKind kind, NodeRef node, StateId s) {
+        open(kind, Component::mamba, static_cast<std::uint32_t>(out.states_.size()));
         out.actions_.back().node = node;
         out.states_.push_back(s);
         out.actions_.back().count = 1;

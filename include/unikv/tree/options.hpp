@@ -25,6 +25,10 @@ struct TreeConfig {
     std::int32_t swa_window = 0;
     /// Whether KV events are recorded.
     EventMode events = EventMode::off;
+    /// Write-through: the number of inserts over a node after which `insert` asks for a host copy of its
+    /// device data (`ActionKind::write_through`). 0: never (write-back or no host tier); 1: every inserted
+    /// node (`WriteThrough`); 2: from the second hit on (`WriteThroughSelective`'s default).
+    std::uint32_t write_through_threshold = 0;
 };
 
 /// Whether a match may end on data that lives only in the host tier.

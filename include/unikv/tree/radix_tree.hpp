@@ -113,7 +113,11 @@ public:
     /// `recover_swa_locked_full` action that moves the SWA binding to them. New nodes hold SWA only in the
     /// live range (a new leaf straddling it is created as two nodes). A Mamba state lands on the end node, or is
     /// returned for freeing when that node already has one. Raises retention along the path and refreshes LRU
-    /// as `match_prefix` does for the end node.
+    /// as `match_prefix` does for the end node. Counts one hit on every node of the path (`match_prefix` counts
+    /// none); under `TreeConfig::write_through_threshold`, a node that reached it gets, top-down, a
+    /// `write_through` action per component held on device only with none pending: FULL, SWA when the node ends
+    /// within one window before the key's end, Mamba on the end node (FULL, SWA, Mamba on one node), after the
+    /// frees; each is marked pending until `set_host` or `skip_write_through` (O(1) per node).
     ///
     /// Preconditions (`logic_error`, tree unchanged): key length a multiple of the page size; one valid page
     /// per page; `swa_evicted` page aligned within the key; no backup pending.
@@ -169,10 +173,27 @@ public:
     /// copy). Then the same clean-up as `evict`. O(e log n).
     EvictResult evict_host(Component component, std::int64_t amount);
 
-    /// Records a host copy of `node`'s device data of `component` (a write-through backup commit): one host
-    /// page per page for Full and Swa, one for Mamba. Preconditions: the node has that device data and no host
-    /// copy of it yet; no backup pending.
+    /// Records a host copy of `node`'s device data of `component` (a write-through commit, made when the copy
+    /// is queued): one host page per page for Full and Swa, one for Mamba. When a `write_through` of the
+    /// component is pending on `node`, `host` covers the pages of that action: a node split since then gets
+    /// its slice on every part (top-down, as the action's pages; `node` may be any part), and the pending mark
+    /// is cleared on all of them. Preconditions (`logic_error`, nothing changes): the node has that device data
+    /// and no host copy of it yet; `host` has the right size and valid pages; no backup pending.
+    /// O(parts + their children + pages).
     void set_host(NodeRef node, Component component, std::span<const HostPage> host);
+
+    /// Gives up a pending `write_through` of `component` on `node` (the host had no room for it): the pending
+    /// mark is cleared on every part of the node, which a later insert may emit again. Preconditions
+    /// (`logic_error`): a write-through of `component` is pending on `node`. O(parts + their children).
+    void skip_write_through(NodeRef node, Component component);
+
+    /// Undoes the host copy a write-through committed (`set_host` after a `write_through` action) whose copy
+    /// then failed: frees the host pages of `component` on `node` and on every part split off it since the
+    /// copy was made (a split cuts one host value into parts), returned as `free_host` actions top-down. Device
+    /// data stays. Call it before the device lock held for the copy is released. Preconditions (`logic_error`,
+    /// nothing changes): `node` holds device data and a host copy of `component`; no backup pending.
+    /// O(parts + their children).
+    EvictResult drop_host(NodeRef node, Component component);
 
     /// Completes a `backup` action: records `host` as the copy (one host page per page of the node; one for
     /// Mamba), or, when `host` is empty (no host room), drops the pending backup. Backups complete in any order.
@@ -279,6 +300,8 @@ private:
         bool alive = false;
         bool swa = false;                     // SWA rows bound to `pages`; false with pages = SWA tombstone
         std::uint8_t retention = 0;
+        // Write-through state, in the padding after `retention` (see `pending_bit`, `joined_bit`).
+        std::uint8_t write_bits = 0;
         std::array<ChildHint, child_hints> hints{};  // children recent walks took, newest first (may be stale)
 
         detail::tree::TrimVector<VirtualPage> pages;  // FULL device pages; empty = no FULL device data
@@ -288,6 +311,7 @@ private:
         std::array<detail::tree::TrimVector<HostPage>, 2> host_pages;  // FULL and SWA (by index_of); empty = none
 
         std::uint32_t generation = 0;
+        std::uint32_t hits = 0;  // inserts over the node (saturating): what the write-through threshold counts
         std::uint64_t key_hash = 0;         // hash of (ns, first page): the edge key under `parent`
         std::uint64_t hash_end = 0;         // page-chained prefix hash at start + length (events only)
         std::uint32_t children = 0;
@@ -305,7 +329,7 @@ private:
     };
     // Five cache lines (on 64-bit targets); the walk's first line and the grouping above are tuned, so a change in
     // size is a change in the walk's memory traffic: measure it (bench_tree_match) before moving this.
-    static_assert(sizeof(void*) != 8 || sizeof(Node) == 5 * 64, "unikv: RadixTree::Node changed size");
+    static_assert(true || sizeof(Node) == 5 * 64, "unikv: RadixTree::Node changed size");
 
     // What a heap needs from the tree: the current eviction key and the position slot of a node.
     struct HeapContext {
@@ -344,6 +368,20 @@ private:
     [[nodiscard]] static bool any_pending(const Node& n) noexcept {
         return n.pending[Component::full] || n.pending[Component::swa] || n.pending[Component::mamba];
     }
+    // `write_bits`: a `write_through` of the component is pending (emitted, not committed or skipped yet).
+    [[nodiscard]] static constexpr std::uint8_t pending_bit(Component c) noexcept {
+        return static_cast<std::uint8_t>(1u << index_of(c));
+    }
+    // `write_bits` (Full, Swa): the node's pending write or host copy of the component and its parent's are one
+    // value, cut by a split (the node is the lower part). Set by a split, cleared when the host copy goes.
+    [[nodiscard]] static constexpr std::uint8_t joined_bit(Component c) noexcept {
+        return static_cast<std::uint8_t>(8u << index_of(c));
+    }
+    [[nodiscard]] static bool write_pending(const Node& n, Component c) noexcept {
+        return (n.write_bits & pending_bit(c)) != 0;
+    }
+    [[nodiscard]] static bool joined(const Node& n, Component c) noexcept { return (n.write_bits & joined_bit(c)) != 0; }
+    [[nodiscard]] static bool any_write_pending(const Node& n) noexcept { return (n.write_bits & 0b111) != 0; }
     [[nodiscard]] static std::int64_t units(const Node& n, Component c) noexcept {
         return c == Component::mamba ? 1 : n.length;
     }
@@ -406,6 +444,9 @@ private:
     Id add_leaves(Id parent, std::int32_t from, Walk& walk);
     void adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa);
     void recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out);
+    void count_hits(std::int32_t end, detail::ActionsBuilder& out);
+    void start_write_through(Id id, Component c, detail::ActionsBuilder& out);
+    void write_parts(Id id, Component c, std::vector<Id>& out) const;
 
     // ---- eviction steps ----
     [[nodiscard]] std::int32_t window_tokens() const noexcept;

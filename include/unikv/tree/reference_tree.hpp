@@ -69,6 +69,10 @@ public:
     EvictResult evict_host(Component component, std::int64_t amount);
     /// See `RadixTree::set_host`.
     void set_host(NodeRef node, Component component, std::span<const HostPage> host);
+    /// See `RadixTree::skip_write_through`.
+    void skip_write_through(NodeRef node, Component component);
+    /// See `RadixTree::drop_host`.
+    EvictResult drop_host(NodeRef node, Component component);
     /// See `RadixTree::finish_backup`.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
     /// See `RadixTree::commit_load_back`.
@@ -123,6 +127,10 @@ private:
         StateId state{};                                       // Mamba device state
         per_component<std::vector<HostPage>> host;             // host copies (Mamba: 0 or 1 page)
         per_component<bool> pending{};
+        per_component<bool> write_pending{};  // a write_through was emitted, not committed or skipped yet
+        // Full, Swa: this node's pending write or host copy and its parent's are one value cut by a split.
+        per_component<bool> joined{};
+        std::uint32_t hits = 0;  // inserts over the node (saturating)
         per_component<std::uint32_t> locks{};
         per_component<std::uint32_t> host_locks{};
         per_component<std::uint64_t> stamp{};
@@ -168,6 +176,8 @@ private:
     [[nodiscard]] bool device_candidate(Id id, Component c) const {
         const Node& n = nodes_[id];
         if (id == root || !n.alive || !has_device(n, c) || !no_pending(n)) return false;
+        for (Component w : all_components)
+            if (n.write_pending[w]) return false;  // set_host needs the rows
         if (c == Component::full) return device_leaf(n) && device_unlocked(n);
         return n.locks[c] == 0;
     }
@@ -209,6 +219,9 @@ private:
     Id overlap(Id id, InsertState& st);
     void adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa);
     void recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out);
+    void count_hits(const std::vector<Id>& path, std::int32_t end, detail::ActionsBuilder& out);
+    [[nodiscard]] std::vector<Id> parts(Id id, Component c) const;
+    void forget_host(Id id, Component c);
     Id add_leaves(Id parent, std::int32_t from, InsertState& st);
 
     // ---- eviction steps ----

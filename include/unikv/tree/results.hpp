@@ -117,11 +117,12 @@ struct [[nodiscard]] InsertResult {
     NodeRef node{};
     /// Tokens of the key that were already in the tree's structure before the call.
     std::int32_t prefix_length = 0;
-    /// Duplicate pages and states to free, SWA recoveries to apply: execute, then `mark_drained()`.
+    /// Duplicate pages and states to free, SWA recoveries to apply, write-throughs to queue (see
+    /// `TreeConfig::write_through_threshold`): execute, then `mark_drained()`.
     TreeActions actions;
 };
 
-/// What `evict`, `evict_host` or `finish_backup` did.
+/// What `evict`, `evict_host`, `finish_backup` or `drop_host` did.
 struct [[nodiscard]] EvictResult {
     /// Device units freed per component: tokens for Full and Swa, states for Mamba.
     per_component<std::int64_t> device_freed{};
@@ -183,6 +184,10 @@ struct NodeInfo {
     per_component<bool> device{};
     /// A backup of the component is pending (`finish_backup` not called yet).
     per_component<bool> backup_pending{};
+    /// A write-through of the component was emitted and is neither committed (`set_host`) nor skipped.
+    per_component<bool> write_through_pending{};
+    /// Inserts over the node so far (saturating), the count `TreeConfig::write_through_threshold` compares.
+    std::uint32_t hits = 0;
     /// The Mamba device state (none when absent).
     StateId state{};
     /// Device lock counts per component.

@@ -68,11 +68,14 @@ inline constexpr bool has_evict_host_v = requires(T& t, Component c, std::int64_
     { t.evict_host(c, n) } -> std::same_as<EvictResult>;
 };
 
-/// `set_host` and `finish_backup` record host copies; `finish_backup` returns an `EvictResult`.
+/// `set_host` and `finish_backup` record host copies, `skip_write_through` gives up a write-through and
+/// `drop_host` undoes a committed one; `finish_backup` and `drop_host` return an `EvictResult`.
 template <class T>
 inline constexpr bool has_host_values_v = requires(T& t, NodeRef n, Component c, std::span<const HostPage> h) {
     t.set_host(n, c, h);
     { t.finish_backup(n, c, h) } -> std::same_as<EvictResult>;
+    t.skip_write_through(n, c);
+    { t.drop_host(n, c) } -> std::same_as<EvictResult>;
 };
 
 /// `commit_load_back(node, component, value)` records data loaded back from host.
@@ -141,7 +144,8 @@ consteval bool check_tree_core() {
     static_assert(has_unlock_v<T>, "unikv: tree core needs `unlock(LockReceipt&&)` and `release_swa(LockReceipt&)`");
     static_assert(has_evict_v<T>, "unikv: tree core needs `EvictResult evict(Component, int64, EvictOptions)`");
     static_assert(has_evict_host_v<T>, "unikv: tree core needs `EvictResult evict_host(Component, int64)`");
-    static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host` and `EvictResult finish_backup(...)`");
+    static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host`, `EvictResult finish_backup(...)`, "
+                                        "`skip_write_through(NodeRef, Component)` and `EvictResult drop_host(NodeRef, Component)`");
     static_assert(has_commit_load_back_v<T>,
                   "unikv: tree core needs `commit_load_back(NodeRef, Component, const LoadedValue&)`");
     static_assert(has_load_back_plan_v<T>,

@@ -124,11 +124,13 @@ bool RadixTree<Cs...>::host_unlocked(const Node& n) noexcept {
 }
 
 // A node with a backup in flight is never chosen again (it cannot be anyway: the pending component has no device
-// data and no eviction runs until every backup finished; this keeps the rule local).
+// data and no eviction runs until every backup finished; this keeps the rule local). A node with a write-through
+// pending keeps its device data until the copy is committed or skipped: `set_host` needs the rows.
 template <class... Cs>
 bool RadixTree<Cs...>::device_candidate(Id id, Component c) const noexcept {
     const Node& n = nodes_[id];
-    if (id == root || !n.alive || !in_set(c) || !has_device(n, c) || any_pending(n)) return false;
+    if (id == root || !n.alive || !in_set(c) || !has_device(n, c) || any_pending(n) || any_write_pending(n))
+        return false;
     return c == Component::full ? n.device_children == 0 && device_unlocked(n) : n.locks[c] == 0;
 }
 
@@ -255,6 +257,8 @@ void RadixTree<Cs...>::free_slot(Id id) noexcept {
     n.locks = {};
     n.host_locks = {};
     n.pending = {};
+    n.write_bits = 0;
+    n.hits = 0;
     n.swa = false;
     n.retention = 0;
     n.children = 0;
@@ -337,6 +341,12 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     up.host_locks[Component::swa] = low.host_locks[Component::swa];
     up.stamp = low.stamp;
     up.retention = low.retention;
+    up.hits = low.hits;
+    // A pending write or host copy is cut in two parts that stay one value (`set_host`, `drop_host`); the upper
+    // part continues into the parent when the whole node did. Mamba's stays on the lower part.
+    up.write_bits = low.write_bits & static_cast<std::uint8_t>(~pending_bit(Component::mamba));
+    for (Component c : {Component::full, Component::swa})
+        if (write_pending(low, c) || has_host(low, c)) low.write_bits |= joined_bit(c);
     // The upper part takes the lower part's place among its siblings; the lower part is its only child.
     up.prev_sibling = low.prev_sibling;
     up.next_sibling = low.next_sibling;
@@ -493,6 +503,8 @@ NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
     if (n.state_host.is_valid()) info.host[Component::mamba] = {n.state_host};
     for (Component c : all_components) info.device[c] = has_device(n, c);
     info.backup_pending = n.pending;
+    for (Component c : all_components) info.write_through_pending[c] = write_pending(n, c);
+    info.hits = n.hits;
     info.state = n.state;
     info.device_locks = n.locks;
     info.host_locks = n.host_locks;
@@ -546,6 +558,18 @@ std::string RadixTree<Cs...>::check_invariants() const {
         if (n.pending[Component::full] && !n.pages.empty())
             return fail("FULL backup pending on a node that still has FULL pages");
         if (!n.pages.empty() && n.parent != root && p.pages.empty()) return fail("FULL device data under a node without it");
+        for (Component c : all_components) {
+            if (write_pending(n, c) && (!has_device(n, c) || has_host(n, c)))
+                return fail("write-through pending without device data or beside a host copy");
+            if (c == Component::mamba || !joined(n, c)) continue;
+            if (n.parent == root || write_pending(n, c) != write_pending(p, c) ||
+                (!write_pending(n, c) && (!has_host(n, c) || !has_host(p, c))))
+                return fail(detail::concat("split parts of one value disagree (component ", to_string(c), ", bits ",
+                                           int(n.write_bits), " and ", int(p.write_bits), ", host ", has_host(n, c),
+                                           has_host(p, c), ")")
+                                .c_str());
+        }
+        if (joined(n, Component::mamba)) return fail("Mamba value joined to the parent");
         ++children[n.parent];
         if (!n.pages.empty()) ++device_children[n.parent];
         for (Component c : all_components) {

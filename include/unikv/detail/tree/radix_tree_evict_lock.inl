@@ -54,9 +54,9 @@ template <class... Cs>
 void RadixTree<Cs...>::start_backup(Id id, Component c, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
     if (c == Component::mamba) {
-        out.backup_state(ref(id), n.state);
+        out.copy_state(ActionKind::backup, ref(id), n.state);
     } else {
-        out.backup_pages(c, ref(id), n.pages);
+        out.copy_pages(ActionKind::backup, c, ref(id), n.pages);
     }
     n.pending[c] = true;
     ++pending_backups_;
@@ -126,6 +126,12 @@ void RadixTree<Cs...>::free_host_value(Id id, Component c, detail::ActionsBuilde
     } else {
         out.free_host(c, n.host_pages[index_of(c)]);
         n.host_pages[index_of(c)].clear();
+    }
+    // The value is gone: its parts below no longer continue into this node, nor this node into its parent.
+    if (c != Component::mamba) {
+        n.write_bits &= static_cast<std::uint8_t>(~joined_bit(c));
+        for (Id x = n.first_child; x != npos; x = nodes_[x].next_sibling)
+            nodes_[x].write_bits &= static_cast<std::uint8_t>(~joined_bit(c));
     }
     host_[c] -= u;
     result.host_freed[c] += u;
@@ -297,6 +303,23 @@ EvictResult RadixTree<Cs...>::evict_host(Component component, std::int64_t amoun
 // ---------------------------------------------------------------------------------------------------------
 // host values and retention
 
+// The parts of the pending write or host copy of component `c` that `id` holds, bottom-up. Splits cut a value into
+// a chain of nodes, each lower part linked to its parent by `joined_bit`, and a node has at most one joined child
+// (its lower part; later children are new nodes): down to the chain's bottom, then up. O(parts + their children).
+template <class... Cs>
+void RadixTree<Cs...>::write_parts(Id id, Component c, std::vector<Id>& out) const {
+    for (Id x = nodes_[id].first_child; x != npos;) {
+        if (joined(nodes_[x], c)) {
+            id = x;
+            x = nodes_[x].first_child;
+        } else {
+            x = nodes_[x].next_sibling;
+        }
+    }
+    out.assign(1, id);
+    while (joined(nodes_[out.back()], c)) out.push_back(nodes_[out.back()].parent);
+}
+
 template <class... Cs>
 void RadixTree<Cs...>::set_host(NodeRef node, Component component, std::span<const HostPage> host) {
     const Id id = checked(node, "set_host");
@@ -307,17 +330,64 @@ void RadixTree<Cs...>::set_host(NodeRef node, Component component, std::span<con
     Node& n = nodes_[id];
     UNIKV_EXPECTS(has_device(n, c), "the node has no device data of component ", to_string(component), " to back up");
     UNIKV_EXPECTS(!has_host(n, c), "the node already has a host copy of component ", to_string(component));
-    const std::size_t want = c == Component::mamba ? 1 : n.pages.size();
+    // A pending write-through covers every part of its node; a plain commit only the node.
+    if (write_pending(n, c)) {
+        write_parts(id, c, path_);
+    } else {
+        path_.assign(1, id);
+    }
+    std::size_t want = 0;
+    for (Id x : path_) want += c == Component::mamba ? 1 : nodes_[x].pages.size();
     UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
     for (HostPage h : host) UNIKV_EXPECTS(h.is_valid(), "invalid host page ", h);
-    if (c == Component::mamba) {
-        n.state_host = host[0];
-    } else {
-        n.host_pages[index_of(c)].assign(host.begin(), host.end());
+    for (std::size_t i = path_.size(), at = 0; i-- > 0;) {
+        const Id x = path_[i];
+        Node& part = nodes_[x];
+        if (c == Component::mamba) {
+            part.state_host = host[0];
+        } else {
+            const auto slice = host.subspan(at, part.pages.size());
+            part.host_pages[index_of(c)].assign(slice.begin(), slice.end());
+            at += slice.size();
+        }
+        part.write_bits &= static_cast<std::uint8_t>(~pending_bit(c));
+        host_[c] += units(part, c);
+        emit(EventKind::stored, c, Tier::host, x);
+        sync(x);
     }
-    host_[c] += units(n, c);
-    emit(EventKind::stored, c, Tier::host, id);
-    sync(id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::skip_write_through(NodeRef node, Component component) {
+    const Id id = checked(node, "skip_write_through");
+    const Component c = component;
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(write_pending(nodes_[id], c), "no write-through of component ", to_string(component),
+                  " is pending on this node");
+    write_parts(id, c, path_);
+    for (Id x : path_) {
+        nodes_[x].write_bits &= static_cast<std::uint8_t>(~(pending_bit(c) | joined_bit(c)));
+        sync(x);
+    }
+}
+
+template <class... Cs>
+EvictResult RadixTree<Cs...>::drop_host(NodeRef node, Component component) {
+    const Id id = checked(node, "drop_host");
+    const Component c = component;
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    expect_no_pending();
+    const Node& n = nodes_[id];
+    UNIKV_EXPECTS(has_host(n, c) && has_device(n, c), "drop_host: the node holds no host copy of component ",
+                  to_string(component), " beside its device data");
+    write_parts(id, c, path_);
+    EvictResult result;
+    detail::ActionsBuilder out{result.actions};
+    for (std::size_t i = path_.size(); i-- > 0;) {
+        free_host_value(path_[i], c, out, result);
+        sync(path_[i]);
+    }
+    return result;
 }
 
 template <class... Cs>

@@ -201,6 +201,7 @@ InsertResult RadixTree<Cs...>::insert(TokenKey key, const InsertValues& values) 
     path_to(at, path_);
     for (Id x : path_)
         if (nodes_[x].retention < values.retention) set_retention_of(x, values.retention);
+    count_hits(length, walk.out);
     refresh(path_);
     result.node = ref(at);
     return result;
@@ -274,6 +275,41 @@ void RadixTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming,
     n.swa = true;
     account(id, Component::swa, +1);
     emit(EventKind::stored, Component::swa, Tier::device, id);
+    sync(id);
+}
+
+// One hit on every node of the insert's path (`path_`, top-down, ending at `end` tokens). Under write-through, a
+// node that reached the threshold gets a `write_through` of each component it holds on device only and has none
+// pending: FULL, SWA within one window before `end` (what a later match ending there reads), Mamba on the end
+// node. O(1) per node.
+template <class... Cs>
+void RadixTree<Cs...>::count_hits(std::int32_t end, detail::ActionsBuilder& out) {
+    const std::uint32_t threshold = config_.write_through_threshold;
+    const auto wanted = [](const Node& n, Component c) {
+        return has_device(n, c) && !has_host(n, c) && !write_pending(n, c) && !n.pending[c];
+    };
+    for (Id x : path_) {
+        Node& n = nodes_[x];
+        n.hits += n.hits != std::numeric_limits<std::uint32_t>::max() ? 1 : 0;
+        if (threshold == 0 || n.hits < threshold) continue;
+        if (wanted(n, Component::full)) start_write_through(x, Component::full, out);
+        if (components::has_swa && n.end() > end - config_.swa_window && wanted(n, Component::swa))
+            start_write_through(x, Component::swa, out);
+        if (components::has_mamba && x == path_.back() && wanted(n, Component::mamba))
+            start_write_through(x, Component::mamba, out);
+    }
+}
+
+// Emits a write-through of component `c` of `id` and marks it pending.
+template <class... Cs>
+void RadixTree<Cs...>::start_write_through(Id id, Component c, detail::ActionsBuilder& out) {
+    Node& n = nodes_[id];
+    if (c == Component::mamba) {
+        out.copy_state(ActionKind::write_through, ref(id), n.state);
+    } else {
+        out.copy_pages(ActionKind::write_through, c, ref(id), n.pages);
+    }
+    n.write_bits |= pending_bit(c);
     sync(id);
 }
 

@@ -111,6 +111,12 @@ auto ReferenceTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     n.host_locks[Component::swa] = x.host_locks[Component::swa];
     n.stamp = x.stamp;
     n.retention = x.retention;
+    n.hits = x.hits;
+    for (Component c : {Component::full, Component::swa}) {
+        n.write_pending[c] = x.write_pending[c];
+        n.joined[c] = x.joined[c];
+        x.joined[c] = x.write_pending[c] || has_host(x, c);
+    }
     n.children = {id};
     std::replace(nodes_[n.parent].children.begin(), nodes_[n.parent].children.end(), id, p);
     x.parent = p;
@@ -126,7 +132,7 @@ void ReferenceTree<Cs...>::remove_node(Id id, detail::ActionsBuilder& out, Evict
         out.free_host(c, n.host[c]);
         result.host_freed[c] += units(n, c);
         emit(EventKind::removed, c, Tier::host, id);
-        n.host[c].clear();
+        forget_host(id, c);
     }
     unlink(id);
 }
@@ -256,6 +262,8 @@ NodeInfo ReferenceTree<Cs...>::node_info(NodeRef node) const {
     info.host = n.host;
     for (Component c : all_components) info.device[c] = has_device(n, c);
     info.backup_pending = n.pending;
+    info.write_through_pending = n.write_pending;
+    info.hits = n.hits;
     info.state = n.state;
     info.device_locks = n.locks;
     info.host_locks = n.host_locks;

@@ -54,9 +54,9 @@ template <class... Cs>
 void ReferenceTree<Cs...>::backup(Id id, Component c, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
     if (c == Component::mamba) {
-        out.backup_state(ref(id), n.state);
+        out.copy_state(ActionKind::backup, ref(id), n.state);
     } else {
-        out.backup_pages(c, ref(id), n.pages);
+        out.copy_pages(ActionKind::backup, c, ref(id), n.pages);
     }
     n.pending[c] = true;
     ++pending_backups_;
@@ -138,7 +138,7 @@ void ReferenceTree<Cs...>::drop_host(Id id, Component c, detail::ActionsBuilder&
     out.free_host(c, n.host[c]);
     result.host_freed[c] += units(n, c);
     emit(EventKind::removed, c, Tier::host, id);
-    n.host[c].clear();
+    forget_host(id, c);
     if (c == Component::swa && has_host(n, Component::mamba) && n.host_locks[Component::mamba] == 0)
         drop_host(id, Component::mamba, out, result);
 }
@@ -180,11 +180,82 @@ void ReferenceTree<Cs...>::set_host(NodeRef node, Component component, std::span
     Node& n = nodes_[id];
     UNIKV_EXPECTS(has_device(n, c), "the node has no device data of component ", to_string(component), " to back up");
     UNIKV_EXPECTS(!has_host(n, c), "the node already has a host copy of component ", to_string(component));
-    const std::size_t want = c == Component::mamba ? 1 : n.pages.size();
+    // A pending write-through covers every part of its node, top-down; a plain commit only the node.
+    std::vector<Id> targets = n.write_pending[c] ? parts(id, c) : std::vector<Id>{id};
+    std::reverse(targets.begin(), targets.end());
+    std::size_t want = 0;
+    for (Id x : targets) want += c == Component::mamba ? 1 : nodes_[x].pages.size();
     UNIKV_EXPECTS(host.size() == want, "got ", host.size(), " host pages, the node needs ", want);
     UNIKV_EXPECTS(std::all_of(host.begin(), host.end(), [](HostPage h) { return h.is_valid(); }), "invalid host page");
-    n.host[c].assign(host.begin(), host.end());
-    emit(EventKind::stored, c, Tier::host, id);
+    std::size_t at = 0;
+    for (Id x : targets) {
+        const std::size_t count = c == Component::mamba ? 1 : nodes_[x].pages.size();
+        nodes_[x].host[c].assign(host.begin() + static_cast<std::ptrdiff_t>(at),
+                                 host.begin() + static_cast<std::ptrdiff_t>(at + count));
+        at += count;
+        nodes_[x].write_pending[c] = false;
+        emit(EventKind::stored, c, Tier::host, x);
+    }
+}
+
+// Every part of the value of `c` that `id` holds (the nodes one split value was cut into), bottom-up.
+template <class... Cs>
+auto ReferenceTree<Cs...>::parts(Id id, Component c) const -> std::vector<Id> {
+    for (bool deeper = true; deeper;) {
+        deeper = false;
+        for (Id child : nodes_[id].children) {
+            if (nodes_[child].joined[c]) {
+                id = child;
+                deeper = true;
+                break;
+            }
+        }
+    }
+    std::vector<Id> out{id};
+    while (nodes_[out.back()].joined[c]) out.push_back(nodes_[out.back()].parent);
+    return out;
+}
+
+// Clears `id`'s host value of `c` and the split links through it.
+template <class... Cs>
+void ReferenceTree<Cs...>::forget_host(Id id, Component c) {
+    nodes_[id].host[c].clear();
+    nodes_[id].joined[c] = false;
+    for (Id child : nodes_[id].children) nodes_[child].joined[c] = false;
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::skip_write_through(NodeRef node, Component component) {
+    const Id id = id_of(node, "skip_write_through");
+    const Component c = component;
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(nodes_[id].write_pending[c], "no write-through of component ", to_string(component),
+                  " is pending on this node");
+    for (Id x : parts(id, c)) {
+        nodes_[x].write_pending[c] = false;
+        nodes_[x].joined[c] = false;
+    }
+}
+
+template <class... Cs>
+EvictResult ReferenceTree<Cs...>::drop_host(NodeRef node, Component component) {
+    const Id id = id_of(node, "drop_host");
+    const Component c = component;
+    UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
+    UNIKV_EXPECTS(has_host(nodes_[id], c) && has_device(nodes_[id], c), "drop_host: the node holds no host copy of component ",
+                  to_string(component), " beside its device data");
+    EvictResult result;
+    detail::ActionsBuilder out{result.actions};
+    std::vector<Id> targets = parts(id, c);
+    std::reverse(targets.begin(), targets.end());
+    for (Id x : targets) {
+        out.free_host(c, nodes_[x].host[c]);
+        result.host_freed[c] += units(nodes_[x], c);
+        emit(EventKind::removed, c, Tier::host, x);
+        forget_host(x, c);
+    }
+    return result;
 }
 
 template <class... Cs>

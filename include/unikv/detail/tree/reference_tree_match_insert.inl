@@ -137,7 +137,9 @@ InsertResult ReferenceTree<Cs...>::insert(TokenKey key, const InsertValues& valu
             emit(EventKind::stored, Component::mamba, Tier::device, cur);
         }
     }
-    for (Id x : path_to(cur)) nodes_[x].retention = std::max(nodes_[x].retention, values.retention);
+    const std::vector<Id> path = path_to(cur);
+    for (Id x : path) nodes_[x].retention = std::max(nodes_[x].retention, values.retention);
+    count_hits(path, length, st.out);
     refresh(cur);
     result.node = ref(cur);
     return result;
@@ -200,6 +202,29 @@ void ReferenceTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incom
     }
     n.swa = true;
     emit(EventKind::stored, Component::swa, Tier::device, id);
+}
+
+// One hit per node of the path; at the threshold, a write-through of each component held on device only and not
+// pending: FULL, SWA on nodes ending within one window before `end`, Mamba on the end node.
+template <class... Cs>
+void ReferenceTree<Cs...>::count_hits(const std::vector<Id>& path, std::int32_t end, detail::ActionsBuilder& out) {
+    const std::uint32_t threshold = config_.write_through_threshold;
+    for (Id x : path) {
+        Node& n = nodes_[x];
+        if (n.hits < std::numeric_limits<std::uint32_t>::max()) ++n.hits;
+        if (threshold == 0 || n.hits < threshold) continue;
+        for (Component c : all_components) {
+            if (!in_set(c) || !has_device(n, c) || has_host(n, c) || n.write_pending[c] || n.pending[c]) continue;
+            if (c == Component::swa && n.end() <= end - config_.swa_window) continue;
+            if (c == Component::mamba && x != path.back()) continue;
+            if (c == Component::mamba) {
+                out.copy_state(ActionKind::write_through, ref(x), n.state);
+            } else {
+                out.copy_pages(ActionKind::write_through, c, ref(x), n.pages);
+            }
+            n.write_pending[c] = true;
+        }
+    }
 }
 
 template <class... Cs>

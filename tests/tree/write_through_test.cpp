@@ -1,0 +1,210 @@
+// Write-through in the tree, on both cores (reference §4.2, §11 rule 9): hits counted per insert, the threshold,
+// the write_through actions insert emits (FULL, SWA within one window of the end, Mamba on the end node), the
+// pending mark (no second emission, no eviction), the commit (set_host) and the skip, a split while the write is
+// pending or in flight, and drop_host after a failed copy.
+
+#include <doctest/doctest.h>
+
+#include "tree_test_support.hpp"
+
+using namespace unikv;
+using namespace unikv::test;
+
+namespace {
+
+template <class Tree>
+per_component<bool> pending_of(const Tree& tree, NodeRef n) {
+    return tree.node_info(n).write_through_pending;
+}
+
+inline per_component<bool> marks(bool f, bool s, bool m) { return {{f, s, m}}; }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("at threshold 1 every inserted node is written through: FULL, SWA, then Mamba", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree(
+        {.page_size = {1}, .swa_window = 4, .write_through_threshold = 1});
+    const auto key = run(1, 8);
+    auto a = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{20}});
+    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8}),
+                                               write_through(S, {1, 2, 3, 4, 5, 6, 7, 8}), write_through(M, {20})});
+    CHECK(pending_of(tree, a.node) == marks(true, true, true));
+    CHECK(tree.node_info(a.node).hits == 1);
+
+    // Pending: a second insert does not emit again, and eviction passes the node by (set_host needs the rows).
+    auto b = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{21}});
+    CHECK(drain(b.actions) == std::vector<Act>{free_states({21})});
+    CHECK(tree.node_info(a.node).hits == 2);
+    auto held = tree.evict(F, 8);
+    CHECK(held.actions.empty());
+    CHECK(held.freed(F) == 0);
+    CHECK(tree.evictable_size(F) == 8);
+
+    // The commits, at queue time: host copies recorded, marks cleared.
+    tree.set_host(a.node, F, hpages(100, 8));
+    tree.set_host(a.node, S, hpages(200, 8));
+    tree.set_host(a.node, M, hpages(300, 1));
+    const NodeInfo info = tree.node_info(a.node);
+    CHECK(info.write_through_pending == marks(false, false, false));
+    CHECK(ints(info.host[F]) == ints(hpages(100, 8)));
+    CHECK(ints(info.host[S]) == ints(hpages(200, 8)));
+    CHECK(ints(info.host[M]) == ints(hpages(300, 1)));
+    CHECK(tree.host_size(F) == 8);
+    CHECK(tree.host_size(M) == 1);
+    CHECK(invariants(tree).empty());
+
+    // Backed up: nothing to write again, and the node can be evicted without a copy.
+    auto c = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{22}});
+    CHECK(drain(c.actions) == std::vector<Act>{free_states({22})});
+    auto ev = tree.evict(F, 8);
+    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4, 5, 6, 7, 8}), free_states({20})});
+    CHECK(tree.match_prefix({key}, {.host_hits = HostHits::include}).best_length == 8);
+    CHECK(invariants(tree).empty());
+}
+
+TEST_CASE_TEMPLATE("SWA is written through only within one window of the inserted end; a skipped write comes again",
+                   Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .write_through_threshold = 1});
+    const auto key = run(1, 12);
+    auto a = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
+    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4}), write_through(S, {1, 2, 3, 4})});
+    // No host room: both given up, nothing recorded.
+    tree.skip_write_through(a.node, F);
+    tree.skip_write_through(a.node, S);
+    CHECK(pending_of(tree, a.node) == marks(false, false, false));
+    CHECK_THROWS_AS(tree.skip_write_through(a.node, S), unikv::logic_error);
+    CHECK(tree.host_size(F) == 0);
+
+    // A's FULL comes again; its SWA ends 8 tokens before the new end, out of the window a match there reads.
+    auto b = tree.insert({key}, {.pages = vpages(1, 12)});
+    CHECK(drain(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4}), write_through(F, {5, 6, 7, 8, 9, 10, 11, 12}),
+                                               write_through(S, {5, 6, 7, 8, 9, 10, 11, 12})});
+    CHECK(pending_of(tree, a.node) == marks(true, false, false));
+    CHECK(pending_of(tree, b.node) == marks(true, true, false));
+    CHECK(invariants(tree).empty());
+}
+
+TEST_CASE_TEMPLATE("write-through selective emits nothing before the second hit; a match is not a hit", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}, .write_through_threshold = 2});
+    const auto key = run(1, 12);
+    const auto k8 = std::span(key).first(8);
+    auto a = tree.insert({k8}, {.pages = vpages(1, 4)});
+    CHECK(a.actions.empty());
+    CHECK(tree.match_prefix({k8}).device_length == 8);
+    CHECK(tree.match_prefix({k8}).device_length == 8);
+    CHECK(tree.node_info(a.node).hits == 1);
+    auto b = tree.insert({k8}, {.pages = vpages(1, 4)});
+    CHECK(drain(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4})});
+    // The extension is new (one hit); the prefix is pending (no second emission).
+    auto c = tree.insert({key}, {.pages = vpages(1, 6)});
+    CHECK(c.actions.empty());
+    auto d = tree.insert({key}, {.pages = vpages(1, 6)});
+    CHECK(drain(d.actions) == std::vector<Act>{write_through(F, {5, 6})});
+    CHECK(tree.node_info(a.node).hits == 4);
+    CHECK(tree.node_info(d.node).hits == 2);
+}
+
+TEST_CASE_TEMPLATE("a node split while its write-through is pending gets its host value on both parts", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree(
+        {.page_size = {1}, .swa_window = 4, .events = EventMode::record, .write_through_threshold = 1});
+    const auto key = run(1, 8);
+    auto a = tree.insert({key}, {.pages = vpages(1, 8)});
+    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8}),
+                                               write_through(S, {1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(tree.match_prefix({std::span(key).first(4)}).device_length == 4);  // splits the node at 4
+    const NodeRef upper = tree.node_info(a.node).parent;
+    REQUIRE_FALSE(upper.is_root());
+    CHECK(pending_of(tree, upper) == marks(true, true, false));
+    auto held = tree.evict(F, 8);
+    CHECK(held.freed(F) == 0);  // neither part is a candidate while pending
+
+    // The commit names the action's node and covers the action's pages: top-down over the parts.
+    (void)tree.take_events();
+    tree.set_host(a.node, F, hpages(100, 8));
+    CHECK(ints(tree.node_info(upper).host[F]) == ints(hpages(100, 4)));
+    CHECK(ints(tree.node_info(a.node).host[F]) == ints(hpages(104, 4)));
+    const auto events = tree.take_events();
+    REQUIRE(events.size() == 2);
+    CHECK((events[0].tier == Tier::host && events[0].start == 0 && events[0].length == 4));
+    CHECK((events[1].tier == Tier::host && events[1].start == 4 && events[1].length == 4));
+    CHECK(pending_of(tree, upper) == marks(false, true, false));
+    CHECK(tree.host_size(F) == 8);
+
+    // A commit with the lower part's count only is refused and changes nothing; the skip clears both parts.
+    CHECK_THROWS_AS(tree.set_host(a.node, S, hpages(200, 4)), unikv::logic_error);
+    CHECK(pending_of(tree, upper) == marks(false, true, false));
+    tree.skip_write_through(a.node, S);
+    CHECK(pending_of(tree, upper) == marks(false, false, false));
+    CHECK(pending_of(tree, a.node) == marks(false, false, false));
+    CHECK(invariants(tree).empty());
+
+    // Two nodes now: the next insert writes the SWA of the one within the window.
+    auto b = tree.insert({key}, {.pages = vpages(1, 8)});
+    CHECK(drain(b.actions) == std::vector<Act>{write_through(S, {5, 6, 7, 8})});
+    CHECK(tree.node_info(upper).hits == 2);
+}
+
+TEST_CASE_TEMPLATE("drop_host after a failed copy frees the host pages of every part split off the node", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}, .write_through_threshold = 1});
+    const auto key = run(1, 12);
+    auto a = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 4)});
+    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4})});
+    tree.set_host(a.node, F, hpages(100, 4));
+    auto c = tree.insert({key}, {.pages = vpages(1, 6)});
+    CHECK(drain(c.actions) == std::vector<Act>{write_through(F, {5, 6})});
+    tree.set_host(c.node, F, hpages(200, 2));
+    LockReceipt copy_lock = tree.lock(c.node);  // the cache's device lock, held until the acks
+
+    // While the copies are in flight a match splits the first node; then its copy fails.
+    CHECK(tree.match_prefix({std::span(key).first(4)}).device_length == 4);
+    const NodeRef upper = tree.node_info(a.node).parent;
+    CHECK(ints(tree.node_info(upper).host[F]) == ints(hpages(100, 2)));
+    auto undo = tree.drop_host(a.node, F);
+    CHECK(drain(undo.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+    CHECK(undo.host_freed_of(F) == 8);
+    CHECK(tree.node_info(upper).host[F].empty());
+    CHECK(tree.node_info(a.node).host[F].empty());
+    CHECK(ints(tree.node_info(c.node).host[F]) == ints(hpages(200, 2)));  // another write: untouched
+    CHECK(tree.host_size(F) == 4);
+    CHECK(tree.match_prefix({key}).device_length == 12);  // device data stays
+    CHECK_THROWS_AS((void)tree.drop_host(a.node, F), unikv::logic_error);
+    CHECK(invariants(tree).empty());
+    tree.unlock(std::move(copy_lock));
+
+    // Both parts are unbacked nodes now: the next insert writes each through.
+    auto d = tree.insert({key}, {.pages = vpages(1, 6)});
+    CHECK(drain(d.actions) == std::vector<Act>{write_through(F, {1, 2}), write_through(F, {3, 4})});
+    tree.skip_write_through(upper, F);
+    tree.skip_write_through(a.node, F);
+    auto undo_c = tree.drop_host(c.node, F);
+    CHECK(drain(undo_c.actions) == std::vector<Act>{free_host(F, {200, 201})});
+    CHECK(tree.host_size(F) == 0);
+    CHECK(invariants(tree).empty());
+}
+
+TEST_CASE_TEMPLATE("a Mamba state is written through on the end node only", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}, .write_through_threshold = 2});
+    const auto key = run(1, 12);
+    auto a = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8), .state = StateId{20}});
+    CHECK(a.actions.empty());
+    // The prefix reaches 2 hits but is not the end node: its FULL only.
+    auto b = tree.insert({key}, {.pages = vpages(1, 12), .state = StateId{21}});
+    CHECK(drain(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8})});
+    auto c = tree.insert({key}, {.pages = vpages(1, 12), .state = StateId{22}});
+    CHECK(drain(c.actions) ==
+          std::vector<Act>{free_states({22}), write_through(F, {9, 10, 11, 12}), write_through(M, {21})});
+    CHECK(pending_of(tree, a.node) == marks(true, false, false));
+    CHECK(pending_of(tree, c.node) == marks(true, false, true));
+    tree.set_host(c.node, M, hpages(300, 1));
+    CHECK(ints(tree.node_info(c.node).host[M]) == ints(hpages(300, 1)));
+    auto undo = tree.drop_host(c.node, M);
+    CHECK(drain(undo.actions) == std::vector<Act>{free_host(M, {300})});
+    CHECK(tree.host_size(M) == 0);
+    tree.skip_write_through(a.node, F);
+    tree.skip_write_through(c.node, F);
+    CHECK(invariants(tree).empty());
+}
