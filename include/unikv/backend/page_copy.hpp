@@ -191,7 +191,7 @@ inline void validate_page_copy(const char* call, raw_region src, std::span<const
 
 /// Copies `bytes` with non-temporal 16-byte stores when both ends are 16-byte aligned: large scattered page
 /// copies then skip the read-for-ownership of each destination line, as glibc's memcpy does for big blocks.
-/// Falls back to memcpy elsewhere. The caller issues the store fence once per batch.
+/// Falls back to memcpy elsewhere. The caller issues the store fence once per batch (`copy_pages_host` does).
 inline void copy_streaming(std::byte* dst, const std::byte* src, std::size_t bytes) noexcept {
 #if defined(__SSE2__)
     if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15) == 0) {
@@ -217,21 +217,38 @@ inline void copy_streaming(std::byte* dst, const std::byte* src, std::size_t byt
     std::memcpy(dst, src, bytes);
 }
 
-/// Total bytes from which a batch of whole-envelope copies bypasses the cache (it would only evict it).
-/// Half a typical server L3: a smaller batch stays cached, where the next kernel reads it (an urgent flush of
-/// 8 MiB ran at 0.72x memcpy streamed and 0.80-0.85x cached on the CI machine kind, 32 MiB L3).
+/// Bytes from which a stream's copies bypass the cache (they would only evict it): half a typical server L3.
+/// A smaller burst stays cached, where the next kernel reads it (an urgent flush of 8 MiB ran at 0.72x memcpy
+/// streamed and 0.80-0.85x cached on the CI machine kind, 32 MiB L3). The host engine counts a stream's burst
+/// (the copies it executes back to back plus those queued behind them), not one copy: a backup of many small
+/// nodes is as large a burst as one merged load.
 inline constexpr std::size_t streaming_copy_threshold = std::size_t{16} << 20;
 
-/// Copies the selected bytes of each envelope `src_pages[i]` to `dst_pages[i]`, merging runs of consecutive
-/// pages (both sides ascending by one) into one copy for whole-envelope copies, with non-temporal stores for
-/// batches of at least `streaming_copy_threshold` bytes. Reads the source when called.
-/// Complexity: O(n) copy calls at most, O(bytes) work.
+/// How a host copy stores its destination bytes.
+enum class CopyStores : std::uint8_t {
+    cached,     ///< ordinary stores (memcpy): the destination lands in the cache
+    streaming,  ///< non-temporal stores where aligned, then one store fence: no read-for-ownership, no eviction
+};
+
+/// Source bytes a slice copy prefetches ahead of the row it copies: the hardware streamer does not follow
+/// rows a stride apart across 4 KiB boundaries (a 4-layer slice read 0.30-0.45x memcpy without, 0.55-0.70x
+/// with, on a 2-core VM of the CI kind).
+inline constexpr std::size_t slice_prefetch_bytes = 4096;
+
+/// Copies the selected bytes of each envelope `src_pages[i]` to `dst_pages[i]`, with `stores`. Whole-envelope
+/// copies merge runs of consecutive pages (both sides ascending by one) into one copy; slice copies prefetch
+/// the rows `slice_prefetch_bytes` ahead, across pages. Reads the source when called.
+/// Complexity: O(n) copy calls for whole envelopes, O(n * slice.count) for slices; O(bytes) work.
 inline void copy_pages_host(raw_region src, std::span<const std::int32_t> src_pages, raw_region dst,
-                            std::span<const std::int32_t> dst_pages, std::size_t page_bytes,
-                            EnvelopeSlice slice) noexcept {
+                            std::span<const std::int32_t> dst_pages, std::size_t page_bytes, EnvelopeSlice slice,
+                            CopyStores stores) noexcept {
     const std::size_t n = src_pages.size();
+    const bool streaming = stores == CopyStores::streaming;
+    const auto copy = [streaming](std::byte* d, const std::byte* s, std::size_t bytes) {
+        if (streaming) copy_streaming(d, s, bytes); else std::memcpy(d, s, bytes);
+    };
+    const auto source = [&](std::size_t i) { return src.data + static_cast<std::size_t>(src_pages[i]) * page_bytes; };
     if (slice.is_whole(page_bytes)) {
-        const bool streaming = n * page_bytes >= streaming_copy_threshold;
         for (std::size_t i = 0; i < n;) {
             std::size_t run = 1;
             while (i + run < n && src_pages[i + run] == src_pages[i] + static_cast<std::int32_t>(run) &&
@@ -239,27 +256,42 @@ inline void copy_pages_host(raw_region src, std::span<const std::int32_t> src_pa
                 ++run;
             }
             std::byte* d = dst.data + static_cast<std::size_t>(dst_pages[i]) * page_bytes;
-            const std::byte* s = src.data + static_cast<std::size_t>(src_pages[i]) * page_bytes;
             if (i + run < n) {  // start the next scattered source early; hardware prefetch restarts per page
-                const std::byte* next = src.data + static_cast<std::size_t>(src_pages[i + run]) * page_bytes;
+                const std::byte* next = source(i + run);
                 for (std::size_t line = 0; line < std::min<std::size_t>(page_bytes, 1024); line += 64)
                     __builtin_prefetch(next + line);
             }
-            if (streaming) copy_streaming(d, s, run * page_bytes); else std::memcpy(d, s, run * page_bytes);
+            copy(d, source(i), run * page_bytes);
             i += run;
         }
-#if defined(__SSE2__)
-        if (streaming) _mm_sfence();
-#endif
-        return;
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-        std::byte* d = dst.data + static_cast<std::size_t>(dst_pages[i]) * page_bytes + slice.offset;
-        const std::byte* s = src.data + static_cast<std::size_t>(src_pages[i]) * page_bytes + slice.offset;
-        for (std::size_t r = 0; r < slice.count; ++r) {
-            std::memcpy(d + r * slice.stride, s + r * slice.stride, slice.bytes);
+    } else {
+        // Row k of the flattened (page, row) sequence prefetches row k + ahead, in this page or a later one.
+        const std::size_t ahead = std::max<std::size_t>(1, slice_prefetch_bytes / slice.bytes);
+        const std::size_t lines = std::min<std::size_t>(slice.bytes, 1024);
+        std::size_t pf_page = 0, pf_row = 0;
+        const auto advance = [&slice](std::size_t& page, std::size_t& row) {
+            if (++row == slice.count) {
+                row = 0;
+                ++page;
+            }
+        };
+        for (std::size_t k = 0; k < ahead && pf_page < n; ++k) advance(pf_page, pf_row);
+        for (std::size_t i = 0; i < n; ++i) {
+            std::byte* d = dst.data + static_cast<std::size_t>(dst_pages[i]) * page_bytes + slice.offset;
+            const std::byte* s = source(i) + slice.offset;
+            for (std::size_t r = 0; r < slice.count; ++r) {
+                if (pf_page < n) {
+                    const std::byte* p = source(pf_page) + slice.offset + pf_row * slice.stride;
+                    for (std::size_t line = 0; line < lines; line += 64) __builtin_prefetch(p + line);
+                    advance(pf_page, pf_row);
+                }
+                copy(d + r * slice.stride, s + r * slice.stride, slice.bytes);
+            }
         }
     }
+#if defined(__SSE2__)
+    if (streaming) _mm_sfence();
+#endif
 }
 
 /// Sets every byte of the listed envelopes to `value`. Complexity: O(bytes).

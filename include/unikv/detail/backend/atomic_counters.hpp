@@ -16,10 +16,12 @@ struct atomic_counters {
     std::atomic<std::uint64_t> stream_waits{0};
     std::atomic<std::uint64_t> copies_queued{0};
     std::atomic<std::uint64_t> bytes_copied{0};
+    std::atomic<std::uint64_t> bytes_streamed{0};
 
     /// The counts now.
     [[nodiscard]] BackendCounters snapshot() const noexcept {
-        return {host_synchronizations.load(), stream_waits.load(), copies_queued.load(), bytes_copied.load()};
+        return {host_synchronizations.load(), stream_waits.load(), copies_queued.load(), bytes_copied.load(),
+                bytes_streamed.load()};
     }
 };
 

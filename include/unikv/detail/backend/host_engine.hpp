@@ -38,6 +38,9 @@ struct event_state {
     // The newest generation whose record executed behind a failed copy (0: none). A maximum, because records
     // of one event on two streams may execute out of generation order; only the latest generation is reported.
     std::uint64_t failed_generation = 0;
+    // Threads blocked until a record of this event executes (host synchronizations, workers whose front is a
+    // wait on it): a record notifies only when there is one, so a batch of records costs no wake-ups.
+    std::size_t waiters = 0;
 
     [[nodiscard]] bool done(std::uint64_t generation) const { return !pending.contains(generation); }
     [[nodiscard]] bool failed() const { return recorded != 0 && done(recorded) && failed_generation == recorded; }
@@ -61,6 +64,11 @@ struct operation {
     std::shared_ptr<event_state> event{};
     std::uint64_t generation = 0;  // record: the generation it completes; wait: the generation it waits for
     bool fail = false;             // copy: injected failure, writes `copy_failure_poison` instead of the source
+
+    // copy: the bytes it moves (what a stream's burst counts).
+    [[nodiscard]] std::size_t copy_bytes() const noexcept {
+        return kind == op_kind::copy ? src_pages.size() * slice.bytes * slice.count : 0;
+    }
 };
 
 struct stream_state {
@@ -71,6 +79,11 @@ struct stream_state {
     bool stopping = false;
     std::size_t failures_armed = 0;  // copies queued from now on that will fail (inject_copy_failure)
     bool failed = false;  // a failed copy executed and no clear_failure since: records executing now report it
+    // The burst that decides a copy's stores (`streaming_copy_threshold`): bytes of the copies executed since
+    // the queue was last empty, and of those queued and not yet executed.
+    std::size_t burst_bytes = 0;
+    std::size_t queued_copy_bytes = 0;
+    std::size_t sync_waiters = 0;  // host threads in synchronize(stream): every executed operation may end their wait
     std::thread worker;
 };
 
@@ -107,6 +120,7 @@ public:
     }
 
     void enqueue(stream_state* s, operation op) {
+        bool was_empty = false;
         {
             std::lock_guard lk(m_);
             switch (op.kind) {
@@ -124,6 +138,7 @@ public:
                         --s->failures_armed;
                     }
                     counters_.copies_queued.fetch_add(1, std::memory_order_relaxed);
+                    s->queued_copy_bytes += op.copy_bytes();
                     break;
                 case op_kind::fill:
                     counters_.copies_queued.fetch_add(1, std::memory_order_relaxed);
@@ -131,10 +146,13 @@ public:
                 case op_kind::clear_failure:
                     break;
             }
+            was_empty = s->queue.empty();
             s->queue.push_back(std::move(op));
             ++s->enqueued;
         }
-        cv_.notify_all();
+        // Only a worker idle on an empty queue waits for new work; one blocked on a wait at its front waits for
+        // a record, which notifies when it executes.
+        if (was_empty) cv_.notify_all();
     }
 
     [[nodiscard]] bool query(const event_state& e) {
@@ -154,14 +172,16 @@ public:
     }
 
     /// Host block until the event's latest record executed. Manual mode runs exactly the work it depends on.
-    void synchronize(const event_state& e) {
+    void synchronize(event_state& e) {
         counters_.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
         std::unique_lock lk(m_);
         const goal g{.event = &e, .generation = e.recorded};
         if (mode_ == ExecutionMode::manual) {
             if (!g.reached()) drive(e.pending.at(g.generation), g, lk);
-        } else {
+        } else if (!g.reached()) {
+            ++e.waiters;
             cv_.wait(lk, [&g] { return g.reached(); });
+            --e.waiters;
         }
     }
 
@@ -170,7 +190,13 @@ public:
         counters_.host_synchronizations.fetch_add(1, std::memory_order_relaxed);
         std::unique_lock lk(m_);
         const goal g{.stream = s, .executed = s->enqueued};
-        if (mode_ == ExecutionMode::manual) drive(s, g, lk); else cv_.wait(lk, [&g] { return g.reached(); });
+        if (mode_ == ExecutionMode::manual) {
+            drive(s, g, lk);
+        } else if (!g.reached()) {
+            ++s->sync_waiters;
+            cv_.wait(lk, [&g] { return g.reached(); });
+            --s->sync_waiters;
+        }
     }
 
     /// Manual mode: executes the stream's next operation if it can run now; false when empty or blocked.
@@ -235,22 +261,29 @@ private:
     }
 
     // Pops and executes the front operation of `s`; `lk` is held on entry and on exit but not during the copy.
+    // A copy streams its stores when the stream's burst, itself included, reaches `streaming_copy_threshold`.
     void execute_front(stream_state& s, std::unique_lock<std::mutex>& lk) {
         operation op = std::move(s.queue.front());
         s.queue.pop_front();
         s.busy = true;
+        const std::size_t own = op.copy_bytes();
+        const CopyStores stores =
+            s.burst_bytes + s.queued_copy_bytes >= streaming_copy_threshold ? CopyStores::streaming : CopyStores::cached;
+        s.queued_copy_bytes -= own;
+        s.burst_bytes += own;
         lk.unlock();
         std::size_t bytes = 0;
         if (op.kind == op_kind::copy && op.fail) {
             poison_slices(op.dst, op.dst_pages, op.page_bytes, op.slice);
         } else if (op.kind == op_kind::copy) {
-            copy_pages_host(op.src, op.src_pages, op.dst, op.dst_pages, op.page_bytes, op.slice);
-            bytes = op.src_pages.size() * op.slice.bytes * op.slice.count;
+            copy_pages_host(op.src, op.src_pages, op.dst, op.dst_pages, op.page_bytes, op.slice, stores);
+            bytes = own;
         } else if (op.kind == op_kind::fill) {
             fill_pages_host(op.dst, op.dst_pages, op.page_bytes, op.fill_value);
             bytes = op.dst_pages.size() * op.page_bytes;
         }
         counters_.bytes_copied.fetch_add(bytes, std::memory_order_relaxed);
+        if (stores == CopyStores::streaming) counters_.bytes_streamed.fetch_add(bytes, std::memory_order_relaxed);
         lk.lock();
         if (op.kind == op_kind::record) {
             op.event->pending.erase(op.generation);
@@ -260,7 +293,9 @@ private:
         if (op.kind == op_kind::clear_failure) s.failed = false;
         s.busy = false;
         ++s.executed;
-        cv_.notify_all();
+        if (s.queue.empty()) s.burst_bytes = 0;
+        // Wake only who this operation can release: a waiter on the event it recorded, or a stream synchronizer.
+        if ((op.kind == op_kind::record && op.event->waiters != 0) || s.sync_waiters != 0) cv_.notify_all();
     }
 
     // What an injected failure writes: the poison byte over exactly the bytes the copy would have written.
@@ -303,10 +338,20 @@ private:
 
     void worker_loop(stream_state& s) {
         std::unique_lock lk(m_);
+        const auto ready = [&s] { return (!s.queue.empty() && runnable(s.queue.front())) || (s.stopping && s.queue.empty()); };
         for (;;) {
-            cv_.wait(lk, [&s] { return (!s.queue.empty() && runnable(s.queue.front())) || (s.stopping && s.queue.empty()); });
-            if (s.queue.empty()) return;  // stopping, and everything queued has executed
-            execute_front(s, lk);
+            if (ready()) {
+                if (s.queue.empty()) return;  // stopping, and everything queued has executed
+                execute_front(s, lk);
+                continue;
+            }
+            // Not ready: the queue is empty (an enqueue notifies), or a wait at its front is blocked; that one
+            // registers on its event, whose record then notifies. Re-examined after every wake-up, since the
+            // front may have become a wait while this thread slept.
+            const std::shared_ptr<event_state> awaited = s.queue.empty() ? nullptr : s.queue.front().event;
+            if (awaited) ++awaited->waiters;
+            cv_.wait(lk);
+            if (awaited) --awaited->waiters;
         }
     }
 
