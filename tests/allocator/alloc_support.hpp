@@ -16,6 +16,8 @@
 #include <unikv/pools/layouts.hpp>
 #include <unikv/pools/unified_allocator.hpp>
 
+#include "row_words.hpp"
+
 namespace alloc_test {
 
 using namespace unikv;
@@ -38,8 +40,8 @@ constexpr std::uint32_t marker(Component c, std::int32_t id, std::int32_t row, s
     return ((version & 0xFu) << 28) | (static_cast<std::uint32_t>(c) << 26) |
            ((static_cast<std::uint32_t>(id) & 0xFFFFFu) << 6) | (static_cast<std::uint32_t>(row) & 0x3Fu);
 }
-/// What `read_row` returns for a row whose words disagree (a torn or partial copy).
-inline constexpr std::uint32_t torn_row = 0xFFFFFFFFu;
+using test_rows::torn_row;  // what a row whose words disagree (a torn or partial copy) reads as
+using test_rows::uniform_word;
 
 template <class L>
 struct Fixture {
@@ -66,19 +68,10 @@ struct Fixture {
         return alloc.region().data + static_cast<std::size_t>(physical_row) * entry_bytes(c);
     }
     void write_physical_row(Component c, std::int32_t physical_row, std::uint32_t value) {
-        std::byte* r = row(c, physical_row);
-        for (std::size_t w = 0; w < entry_bytes(c) / 4; ++w) std::memcpy(r + 4 * w, &value, 4);
+        test_rows::fill_row(row(c, physical_row), entry_bytes(c), value);
     }
     [[nodiscard]] std::uint32_t read_physical_row(Component c, std::int32_t physical_row) const {
-        const std::byte* r = row(c, physical_row);
-        std::uint32_t first = 0;
-        std::memcpy(&first, r, 4);
-        for (std::size_t w = 1; w < entry_bytes(c) / 4; ++w) {
-            std::uint32_t x = 0;
-            std::memcpy(&x, r + 4 * w, 4);
-            if (x != first) return torn_row;
-        }
-        return first;
+        return uniform_word(row(c, physical_row), entry_bytes(c));
     }
 
     /// The physical row of virtual token `t` of component `c` (FULL/SWA) or of state `t` (Mamba).
@@ -209,7 +202,7 @@ struct Transfers {
             for (std::size_t r = 0; r < per_page; ++r) {
                 std::byte* row = host.data() + hp * page_bytes + r * entry_bytes;
                 const std::uint32_t value = rows[i * per_page + r];
-                for (std::size_t w = 0; w < entry_bytes / 4; ++w) std::memcpy(row + 4 * w, &value, 4);
+                test_rows::fill_row(row, entry_bytes, value);
             }
             src_pages.push_back(static_cast<std::int32_t>(hp));
             dst_pages.push_back(dst[i].value());

@@ -17,6 +17,8 @@
 #include <unikv/pools/unified_allocator.hpp>
 #include <unikv/tree/radix_tree.hpp>
 
+#include "row_words.hpp"
+
 namespace cache_test {
 
 using namespace unikv;
@@ -115,18 +117,12 @@ struct Rows {
     }
     void write(Component c, std::int32_t virtual_id, std::uint32_t value) const {
         std::byte* r = row(c, physical(c, virtual_id));
-        for (std::size_t w = 0; w < alloc->spec()[c].entry_bytes / 4; ++w) std::memcpy(r + 4 * w, &value, 4);
+        test_rows::fill_row(r, alloc->spec()[c].entry_bytes, value);
     }
     [[nodiscard]] bool holds(Component c, std::int32_t virtual_id, std::uint32_t value) const {
         const std::int32_t p = physical(c, virtual_id);
         if (p <= 0) return false;  // the sink: unmapped
-        const std::byte* r = row(c, p);
-        for (std::size_t w = 0; w < alloc->spec()[c].entry_bytes / 4; ++w) {
-            std::uint32_t x = 0;
-            std::memcpy(&x, r + 4 * w, 4);
-            if (x != value) return false;
-        }
-        return true;
+        return test_rows::uniform_word(row(c, p), alloc->spec()[c].entry_bytes) == value;
     }
     /// Writes the rows of page `v` holding `tokens[first, first + page_size)` at positions from `first`.
     void write_page(Component c, VirtualPage v, std::span<const TokenId> tokens, std::int32_t first) const {

@@ -17,6 +17,8 @@
 #include <unikv/host/host_lease.hpp>
 #include <unikv/pools/layouts.hpp>
 
+#include "row_words.hpp"
+
 namespace host_test {
 
 using namespace unikv;
@@ -48,8 +50,8 @@ constexpr std::uint32_t marker(Component c, std::int32_t page, std::int32_t row,
     return ((version & 0xFu) << 28) | (static_cast<std::uint32_t>(c) << 26) |
            ((static_cast<std::uint32_t>(page) & 0xFFFFFu) << 6) | (static_cast<std::uint32_t>(row) & 0x3Fu);
 }
-/// What `read_host_row` returns for a row whose words disagree.
-inline constexpr std::uint32_t torn_row = 0xFFFFFFFFu;
+using test_rows::torn_row;
+using test_rows::uniform_word;
 
 /// The bytes of row `row` of logical host page `h` of `c`, found through `lease`.
 inline std::byte* host_row(const HostLease<HostBackend>& lease, const ArenaSpec& spec, Component c, HostPage h,
@@ -67,29 +69,18 @@ inline void write_host(const HostLease<HostBackend>& lease, const ArenaSpec& spe
         for (std::int32_t r = 0; r < rows_of(spec, c); ++r) {
             std::byte* row = host_row(lease, spec, c, h, r);
             const std::uint32_t value = marker(c, h.value(), r, version);
-            for (std::size_t w = 0; w < spec[c].entry_bytes / 4; ++w) std::memcpy(row + 4 * w, &value, 4);
+            test_rows::fill_row(row, spec[c].entry_bytes, value);
         }
     }
 }
 
-/// The marker of a host row, or `torn_row` when its words disagree.
-inline std::uint32_t read_host_row(const std::byte* row, std::size_t entry_bytes) {
-    std::uint32_t first = 0;
-    std::memcpy(&first, row, 4);
-    for (std::size_t w = 1; w < entry_bytes / 4; ++w) {
-        std::uint32_t x = 0;
-        std::memcpy(&x, row + 4 * w, 4);
-        if (x != first) return torn_row;
-    }
-    return first;
-}
 
 /// True when every row of `pages` of `c` reads back its marker through `lease`.
 inline bool host_holds(const HostLease<HostBackend>& lease, const ArenaSpec& spec, Component c,
                        std::span<const HostPage> pages, std::uint32_t version = 0) {
     for (HostPage h : pages) {
         for (std::int32_t r = 0; r < rows_of(spec, c); ++r) {
-            if (read_host_row(host_row(lease, spec, c, h, r), spec[c].entry_bytes) != marker(c, h.value(), r, version))
+            if (uniform_word(host_row(lease, spec, c, h, r), spec[c].entry_bytes) != marker(c, h.value(), r, version))
                 return false;
         }
     }

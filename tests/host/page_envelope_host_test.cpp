@@ -278,7 +278,7 @@ TEST_CASE("a compaction moves no byte before the copies of released leases have 
     CHECK(host_holds(check, spec, Component::full, std::span(&pages[6], 1), 0));
     for (std::int32_t r = 0; r < page_size; ++r) {
         const std::byte* row = device.data() + 2 * pb + static_cast<std::size_t>(r) * entry;
-        CHECK(read_host_row(row, entry) == marker(Component::full, pages[6].value(), r, 0));
+        CHECK(uniform_word(row, entry) == marker(Component::full, pages[6].value(), r, 0));
     }
     const std::vector<HostPage> rest{pages[0], pages[2], pages[4], pages[5]};
     CHECK(host_holds(check, spec, Component::full, rest));

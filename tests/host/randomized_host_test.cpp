@@ -150,7 +150,7 @@ struct Driver {
             for (std::int32_t r = 0; r < rows_of(spec, c); ++r) {
                 const std::uint32_t v = marker(c, p.id.value(), r, p.version);
                 std::byte* row = device.data() + static_cast<std::size_t>(page) * pb + static_cast<std::size_t>(r) * entry;
-                for (std::size_t w = 0; w < entry / 4; ++w) std::memcpy(row + 4 * w, &v, 4);
+                test_rows::fill_row(row, entry, v);
             }
             std::int32_t phys = -1;
             lease.physical(c, std::span(&p.id, 1), std::span(&phys, 1));

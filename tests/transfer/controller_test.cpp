@@ -243,7 +243,7 @@ TEST_CASE("a controller and an allocator moved with transfers in flight ack thro
         for (std::int32_t r = 0; r < page_size; ++r) {
             const std::uint32_t m = marker(Component::full, pages[i].value(), r);
             std::byte* row = alloc->region().data + (static_cast<std::size_t>(physical[i].value() * page_size + r)) * entry;
-            for (std::size_t w = 0; w < entry / 4; ++w) std::memcpy(row + 4 * w, &m, 4);
+            test_rows::fill_row(row, entry, m);
         }
     }
     std::vector<HostPage> hp(2);

@@ -35,18 +35,6 @@ inline ArenaConfig layered_config(std::size_t arena_bytes, std::int32_t layers, 
                        .arena_bytes = arena_bytes};
 }
 
-/// The word every 4-byte word of `bytes` bytes at `p` holds, or `torn_row` when they disagree.
-inline std::uint32_t uniform_word(const std::byte* p, std::size_t bytes) {
-    std::uint32_t first = 0;
-    std::memcpy(&first, p, 4);
-    for (std::size_t w = 1; w < bytes / 4; ++w) {
-        std::uint32_t x = 0;
-        std::memcpy(&x, p + 4 * w, 4);
-        if (x != first) return torn_row;
-    }
-    return first;
-}
-
 template <class L>
 struct Rig : Fixture<L> {
     using Alloc = typename Fixture<L>::Alloc;
