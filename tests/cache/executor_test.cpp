@@ -50,7 +50,7 @@ struct Scene {
 
 TEST_CASE("backups come back to the caller and the frees after them wait for complete") {
     Scene sc;
-    EvictResult ev = sc.s.tree.evict(Component::full, 3 * page_size, {.write_back = WriteBack::on});
+    EvictResult ev = sc.s.tree.evict(Component::full, 3 * page_size, {.write_back = EvictBackups::on});
     HostActions host = sc.s.exec.execute(sc.s.alloc, ev);
     REQUIRE_FALSE(host.empty());
     std::size_t backups = 0;
@@ -144,7 +144,7 @@ TEST_CASE("a HostActions dropped before complete is reported") {
     reports = 0;
     {
         Scene sc;
-        EvictResult ev = sc.s.tree.evict(Component::full, 3 * page_size, {.write_back = WriteBack::on});
+        EvictResult ev = sc.s.tree.evict(Component::full, 3 * page_size, {.write_back = EvictBackups::on});
         HostActions host = sc.s.exec.execute(sc.s.alloc, ev);
         REQUIRE_FALSE(host.empty());
         HostActions moved = std::move(host);  // a move hands the duty on: only one report

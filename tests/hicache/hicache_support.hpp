@@ -25,7 +25,7 @@ namespace hicache_test {
 using namespace cache_test;
 
 /// The policies under test: manual host backend, layout `L`, host pools `H`, write policy `W`.
-template <class L, class H = SeparateHostPools, class W = WriteBackOnEvict>
+template <class L, class H = SeparateHostPools, class W = WriteBack>
 struct Policies : DefaultHiCachePolicies<L> {
     using backend = HostBackend;
     using host_pools = H;

@@ -472,7 +472,7 @@ private:
         last_op_ = "evict";
         const Component c = some_component();
         const std::int64_t amount = c == Component::mamba ? 1 + pick(3) : (1 + pick(8)) * ps();
-        const EvictOptions o{chance(35) ? WriteBack::on : WriteBack::off};
+        const EvictOptions o{chance(35) ? EvictBackups::on : EvictBackups::off};
         const Protected before = protected_now();
         auto a = fast_.evict(c, amount, o);
         auto b = ref_.evict(c, amount, o);

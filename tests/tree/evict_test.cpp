@@ -135,7 +135,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
 
     SUBCASE("a hosted window is dropped with no copy and no FULL write-back") {
         tree.set_host(p.node, S, hpages(100, 8));
-        auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
+        auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
         CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
         CHECK(ev.freed(S) == 8);
         CHECK(ev.freed(F) == 0);
@@ -145,7 +145,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         CHECK(tree.host_size(S) == 8);
     }
     SUBCASE("an unbacked window is backed up once, before it is dropped") {
-        auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
+        auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
         CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
         CHECK(ev.freed(S) == 8);
         CHECK(ev.freed(F) == 0);
@@ -164,7 +164,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
         CHECK(tree.match_prefix({key}).device_length == 24);
     }
     SUBCASE("under host pressure only the window is dropped") {
-        auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
+        auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
         ev.actions.mark_drained();
         CHECK(finish(tree, p.node, S).empty());  // no host room: the copy was not made
         const NodeInfo n = tree.node_info(p.node);
@@ -187,7 +187,7 @@ TEST_CASE_TEMPLATE("a write-back SWA backup covers one window before the segment
     const auto key = run(1, 40);
     auto p = tree.insert({std::span(key).first(32)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 10)});
-    auto ev = tree.evict(S, 1, {.write_back = WriteBack::on});
+    auto ev = tree.evict(S, 1, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     CHECK(ev.freed(S) == 32);
     CHECK(tree.node_info(p.node).start == 24);
@@ -211,7 +211,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a n
     typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{7}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{8}});
-    auto ev = tree.evict(M, 1, {.write_back = WriteBack::on});
+    auto ev = tree.evict(M, 1, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(M, {7}), free_states({7})});
     CHECK(finish(tree, a.node, M, hpages(300, 1)).empty());
     CHECK(ints(tree.node_info(a.node).host[M]) == std::vector<int>{300});
@@ -230,7 +230,7 @@ TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to h
                    ReferenceTreeCore) {
     typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
-    auto ev = tree.evict(F, 4, {.write_back = WriteBack::on});
+    auto ev = tree.evict(F, 4, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     CHECK(ev.freed(F) == 4);
     REQUIRE(ev.actions.list()[0].node == ins.node);
@@ -248,7 +248,7 @@ TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to h
         CHECK(m.device_length == 0);
         CHECK(m.best_length == 4);
         CHECK(m.best_node == ins.node);
-        auto again = tree.evict(F, 4, {.write_back = WriteBack::on});  // a host-only node is no candidate
+        auto again = tree.evict(F, 4, {.write_back = EvictBackups::on});  // a host-only node is no candidate
         CHECK(again.actions.empty());
     }
     SUBCASE("no host room: the node is deleted") {
@@ -264,7 +264,7 @@ TEST_CASE_TEMPLATE("a write-back FULL eviction continues up the path in one call
     typename Core::template impl<Full> tree({.page_size = {1}});
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8)});
-    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
                                                 backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     CHECK(ev.freed(F) == 8);
@@ -285,7 +285,7 @@ TEST_CASE_TEMPLATE("a FULL leaf backup also copies its SWA window and Mamba stat
     typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
     const auto key = run(1, 10);
     auto ins = tree.insert({key}, {.pages = vpages(1, 5), .state = StateId{9}});
-    auto ev = tree.evict(F, 1, {.write_back = WriteBack::on});
+    auto ev = tree.evict(F, 1, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {4, 5}), backup(M, {9}), backup(F, {1, 2, 3}),
                                                 backup(F, {4, 5}), free_pages({1, 2, 3, 4, 5}), free_states({9})});
     CHECK(ev.freed(F) == 10);
@@ -330,7 +330,7 @@ TEST_CASE_TEMPLATE("a write-back leaf whose copy fails gives back its other host
     typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{5}});
     tree.set_host(ins.node, M, hpages(300, 1));
-    auto ev = tree.evict(F, 4, {.write_back = WriteBack::on});
+    auto ev = tree.evict(F, 4, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4}), free_states({5})});
     auto done = tree.finish_backup(ins.node, F, {});
     CHECK(drain(done.actions) == std::vector<Act>{free_host(M, {300})});
@@ -429,7 +429,7 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {1}, .swa_window = 2});
         auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
         auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
-        auto ev = tree.evict(S, 4, {.write_back = WriteBack::on});
+        auto ev = tree.evict(S, 4, {.write_back = EvictBackups::on});
         CHECK(drain(ev.actions) ==
               std::vector<Act>{backup(S, {3, 4}), free_swa({1, 2, 3, 4}), backup(M, {1}), free_states({1})});
         CHECK(finish(tree, a.node, S, hpages(50, 2)).empty());
@@ -480,7 +480,7 @@ TEST_CASE_TEMPLATE("a failed FULL copy of an internal node drops the host-only n
     const auto key = run(1, 8);
     auto x = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
     auto c = tree.insert({key}, {.pages = vpages(1, 8)});
-    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
                                                 backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     SUBCASE("in action order") {
@@ -510,7 +510,7 @@ TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, Ra
     auto c = tree.insert({key}, {.pages = vpages(1, 8)});
     tree.set_host(c.node, F, hpages(100, 4));
     LockReceipt keep = tree.lock(c.node, {.tier = Tier::host});
-    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) ==
           std::vector<Act>{free_pages({5, 6, 7, 8}), backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     CHECK(finish(tree, x.node, F).empty());

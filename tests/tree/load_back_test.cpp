@@ -18,7 +18,7 @@ TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is commit
     const auto k8 = std::span(key).first(8);
     auto p = tree.insert({k8}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});
-    auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
+    auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
 
@@ -107,7 +107,7 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
     tree.unlock(std::move(load));
     CHECK(sizes(tree) == Sizes{{8, 4, 1}, {0, 0, 0}});
     // Back on device, the node is an eviction candidate again, and its host copies spare it a backup.
-    auto again = tree.evict(F, 8, {.write_back = WriteBack::on});
+    auto again = tree.evict(F, 8, {.write_back = EvictBackups::on});
     CHECK(drain(again.actions) == std::vector<Act>{free_pages({13, 14}), free_states({6}), free_pages({11, 12})});
 }
 
@@ -174,7 +174,7 @@ TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boun
     const auto key = run(1, 24);
     auto p = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});
-    auto ev = tree.evict(S, 8, {.write_back = WriteBack::on});
+    auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
     ev.actions.mark_drained();
     CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
 

@@ -152,7 +152,7 @@ inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages 
 /// backups it queues (the tail's SWA window and Mamba state, both parts' FULL rows) and returns the upper part.
 template <class Tree>
 NodeRef write_back_leaf(Tree& tree, NodeRef leaf) {
-    auto ev = tree.evict(F, 8, {.write_back = WriteBack::on});
+    auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
     CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
                                                 free_pages({1, 2, 3, 4}), free_states({5})});
     return tree.node_info(leaf).parent;

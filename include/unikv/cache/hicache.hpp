@@ -12,7 +12,7 @@
 ///   moves until `start_loading` submits it, the host-transfer gate after. At the ack a copy that succeeded is
 ///   committed to the tree step by step, in plan order; a failed one frees its destinations, so the node stays
 ///   host-only and no wrong row is served. Either way both locks are released.
-/// * Eviction (`evict`): under `WriteBackOnEvict`, device data without a host copy is backed up before it is dropped:
+/// * Eviction (`evict`): under `WriteBack`, device data without a host copy is backed up before it is dropped:
 ///   host pages per backup, one D2H queue, submitted and drained (the only blocking call), and only then the
 ///   tree records the copies (`finish_backup`) and the executor frees the device rows. A backup the host
 ///   cannot take (no room, or a failed copy) is recorded as none: the tree drops the unbacked data (a FULL
@@ -59,12 +59,12 @@ namespace unikv {
 /// separate host pools, write-back, the host tier as a cache. Derive from it to change one.
 template <class Layout>
 struct DefaultHiCachePolicies {
-    using backend = DefaultBackend;     ///< the copy and stream backend
-    using layout = Layout;              ///< the device pools
-    using tree_core = RadixTreeCore;    ///< tree core tag; the tree's components come from the layout
+    using backend = DefaultBackend;        ///< the copy and stream backend
+    using layout = Layout;                 ///< the device pools
+    using tree_core = RadixTreeCore;       ///< tree core tag; the tree's components come from the layout
     using host_pools = SeparateHostPools;  ///< host-pool policy tag
-    using write_policy = WriteBackOnEvict;///< when device data gets its host copy
-    using host_mode = CacheMode;        ///< what the host tier is for
+    using write_policy = WriteBack;        ///< when device data gets its host copy
+    using host_mode = CacheMode;           ///< what the host tier is for
 };
 
 /// What `HiCache::load_back` did.
@@ -204,7 +204,7 @@ public:
 
     // ---- eviction ----------------------------------------------------------------------------------------
     /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go:
-    /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WriteBackOnEvict` only).
+    /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WriteBack` only).
     Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
     /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
     /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none

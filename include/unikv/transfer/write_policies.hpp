@@ -6,13 +6,13 @@
 /// |--------------------------------|----------------------------------|------------------|-------------------|
 /// | `WriteThrough`                 | every inserted node              | 1                | no                |
 /// | `WriteThroughSelective<N = 2>` | a node once it was hit N times   | N                | no                |
-/// | `WriteBackOnEvict`             | a device leaf when it is evicted | 0 (never insert) | yes               |
+/// | `WriteBack`                    | a device leaf when it is evicted | 0 (never insert) | yes               |
 ///
 /// (threshold: `write_through_threshold_v`; backs up on evict: `backs_up_on_evict_v`.) Under write-back the
 /// copy is drained before the device rows are freed; when the host cannot take it, the unbacked data is
-/// dropped (never a locked node). The write-back tag is not called plain `WriteBack`: that name is the tree's
-/// per-eviction option (`tree/options.hpp`), which this policy sets to `WriteBack::on`. A composed cache reads
-/// a policy only through the traits, and checks it with `check_write_policy` (one `unikv:` message).
+/// dropped (never a locked node); the policy sets the tree's per-eviction option to `EvictBackups::on`
+/// (`tree/options.hpp`). A composed cache reads a policy only through the traits, and checks it with
+/// `check_write_policy` (one `unikv:` message).
 
 #include <concepts>
 #include <cstdint>
@@ -37,7 +37,7 @@ struct WriteThroughSelective {
 };
 
 /// Backs up device data without a host copy when eviction drops it (the D2H drains before the rows go).
-struct WriteBackOnEvict {
+struct WriteBack {
     /// Eviction asks the tree for backups.
     static constexpr bool backs_up_on_evict = true;
 };
@@ -71,11 +71,11 @@ template <class P>
 consteval bool check_write_policy() {
     static_assert(is_write_policy_v<P>,
                   "unikv: a write policy backs up either on insert (write_through_threshold >= 1) or on eviction "
-                  "(backs_up_on_evict), exactly one; use WriteThrough, WriteThroughSelective<N> or WriteBackOnEvict");
+                  "(backs_up_on_evict), exactly one; use WriteThrough, WriteThroughSelective<N> or WriteBack");
     return true;
 }
 
 static_assert(check_write_policy<WriteThrough>() && check_write_policy<WriteThroughSelective<>>() &&
-              check_write_policy<WriteBackOnEvict>());
+              check_write_policy<WriteBack>());
 
 }  // namespace unikv

@@ -75,7 +75,7 @@ struct ReserveOptions {
 };
 
 /// Whether eviction asks for backups of device data it drops from nodes that stay in the tree.
-enum class WriteBack : std::uint8_t {
+enum class EvictBackups : std::uint8_t {
     off,  ///< drop without backup (write-through: host copies already exist where the policy wants them)
     on,   ///< device data without a host copy is backed up before it is dropped: FULL leaves (demoted to
           ///< host-only), one SWA window before a dropped segment's end, Mamba states (see `RadixTree::evict`)
@@ -84,7 +84,7 @@ enum class WriteBack : std::uint8_t {
 /// Options of `evict`.
 struct EvictOptions {
     /// Backup behaviour for component data dropped from nodes that stay.
-    WriteBack write_back = WriteBack::off;
+    EvictBackups write_back = EvictBackups::off;
 };
 
 /// The tier a lock protects.

@@ -156,7 +156,7 @@ public:
     /// drops the node's unlocked Mamba state). Afterwards childless, unlocked nodes that can no longer end a
     /// match (some component has neither device nor host data) are deleted, walking up.
     ///
-    /// With `WriteBack::on`, data dropped without a host copy is backed up first, and the node keeps a pending
+    /// With `EvictBackups::on`, data dropped without a host copy is backed up first, and the node keeps a pending
     /// host value: a leaf going whole gets a FULL backup (it becomes host-only once `finish_backup` records the
     /// copy, or is deleted when the copy could not be made), plus its SWA window and Mamba state; a node that
     /// stays gets its SWA window or Mamba state backed up. An SWA segment longer than one window (rounded up to

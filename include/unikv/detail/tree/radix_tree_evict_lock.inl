@@ -68,7 +68,7 @@ void RadixTree<Cs...>::start_backup(Id id, Component c, detail::ActionsBuilder& 
 template <class... Cs>
 void RadixTree<Cs...>::evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result) {
     Id upper = npos;
-    if (options.write_back == WriteBack::on) {
+    if (options.write_back == EvictBackups::on) {
         if (components::has_swa && nodes_[id].swa && !has_host(nodes_[id], Component::swa)) {
             upper = split_window(id);
             start_backup(id, Component::swa, out);
@@ -105,7 +105,7 @@ template <class... Cs>
 void RadixTree<Cs...>::drop_device(Id id, Component c, EvictOptions options, detail::ActionsBuilder& out,
                                    EvictResult& result) {
     Id upper = npos;
-    if (options.write_back == WriteBack::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
+    if (options.write_back == EvictBackups::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
         if (c == Component::swa) upper = split_window(id);
         start_backup(id, c, out);
     }

@@ -67,7 +67,7 @@ void ReferenceTree<Cs...>::backup(Id id, Component c, detail::ActionsBuilder& ou
 template <class... Cs>
 void ReferenceTree<Cs...>::evict_whole(Id id, EvictOptions options, detail::ActionsBuilder& out, EvictResult& result) {
     std::optional<Id> upper;
-    if (options.write_back == WriteBack::on) {
+    if (options.write_back == EvictBackups::on) {
         if (has_device(nodes_[id], Component::swa) && !has_host(nodes_[id], Component::swa)) {
             upper = window_split(id);
             backup(id, Component::swa, out);
@@ -99,7 +99,7 @@ template <class... Cs>
 void ReferenceTree<Cs...>::drop_device(Id id, Component c, EvictOptions options, detail::ActionsBuilder& out,
                                        EvictResult& result) {
     std::optional<Id> upper;
-    if (options.write_back == WriteBack::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
+    if (options.write_back == EvictBackups::on && !has_host(nodes_[id], c) && !nodes_[id].pending[c]) {
         if (c == Component::swa) upper = window_split(id);
         backup(id, c, out);
     }
