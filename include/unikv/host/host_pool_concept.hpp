@@ -144,6 +144,18 @@ inline constexpr host_layout_rule host_layout_rule_of_v = [] {
     }
 }();
 
+/// True when host-pool policy `P` keeps the pages of its components in one shared host arena
+/// (`static constexpr bool one_host_arena`, as `PageEnvelopeHost`), not one pool per component: a storage
+/// backend that stores pages per component cannot use it (`needs_separate_pools_v`).
+template <class P>
+inline constexpr bool host_pools_share_one_arena_v = [] {
+    if constexpr (requires { { P::one_host_arena } -> std::convertible_to<bool>; }) {
+        return static_cast<bool>(P::one_host_arena);
+    } else {
+        return false;
+    }
+}();
+
 /// Has a nested `impl<B, L>` class template.
 template <class P, class B, class L>
 inline constexpr bool has_host_pool_impl_v = requires { typename P::template impl<B, L>; };

@@ -32,6 +32,8 @@ namespace unikv {
 /// The page-envelope host policy tag over sides `Sides...` (none listed: the layout's pools).
 template <Component... Sides>
 struct PageEnvelopeHost {
+    /// Every side's pages live in one shared host arena (`host_pools_share_one_arena_v`).
+    static constexpr bool one_host_arena = true;
     /// The first envelope rule layout `L` breaks (`host_layout_rule::none` when this policy serves `L`).
     template <class L>
     static constexpr host_layout_rule layout_rule = detail::host::envelope_layout_rule<L, Sides...>();
