@@ -233,6 +233,9 @@ public:
     [[nodiscard]] host_pools_type& host_pools() noexcept { return host_; }
     /// The transfer controller, for inspection (its stream, what is in flight).
     [[nodiscard]] const controller_type& controller() const noexcept { return ctl_; }
+    /// The transfer controller, for what runs its own transfers beside the cache's (retraction: `retract`,
+    /// `restore`, which drain their lane). Queueing here otherwise mixes foreign acks into the cache's.
+    [[nodiscard]] controller_type& controller() noexcept { return ctl_; }
 
 private:
     static constexpr HostHits match_mode = host_mode::matches_host ? HostHits::include : HostHits::exclude;

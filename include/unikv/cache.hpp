@@ -1,0 +1,286 @@
+#pragma once
+/// \file
+/// `Cache<Policies>`: the one type an engine includes, composed from a policy bundle (ARCHITECTURE.md §2, §3):
+///
+/// ```cpp
+/// struct GemmaPolicies : unikv::DefaultCachePolicies {
+///     using layout = unikv::SwaFullLayout;
+///     using write_policy = unikv::WriteBack;
+/// };
+/// using GemmaCache = unikv::Cache<GemmaPolicies>;
+/// ```
+///
+/// The bundle names the backend, layout, tree core, host pools, write policy, host mode and storage;
+/// `DefaultCachePolicies` gives all but the layout. A bad bundle is one compile error with one `unikv:`
+/// message naming the fix (`cache/compatibility.hpp`).
+///
+/// Composition: a `Cache` holds one `HiCache` (allocator, tree, action executor, host pools, transfer
+/// controller) and adds what an engine needs above it. It composes the `HiCache` rather than its parts
+/// because the `HiCache` already owns the rules that tie those parts together (a load's locks and ticket
+/// until its ack, the write-back drain before rows are freed, one FIFO write lane), and each rule should have
+/// one owner; the cache only adds calls that sit above them:
+/// * one configuration (`CacheConfig`): the tree's page size and window are taken from the arena's, so the
+///   two cannot disagree;
+/// * request allocation with relief: `alloc_extend` / `alloc_decode` that fall short evict the shortfall
+///   from the tree (write-back included) and retry once;
+/// * retraction (`backup` / `restore`) on the `HiCache`'s controller and host pools, whose host shortfall
+///   evicts host data through the tree;
+/// * the bundle's compatibility check.
+/// Every hot call (match, insert, lock, allocation without shortfall, translation, waits) inlines straight
+/// through to the allocator and the tree: no virtual call, no `std::function`.
+///
+/// Move safety: the `HiCache` holds no pointer between its parts and the cache adds none, so a `Cache` moves
+/// with loads in flight (acknowledged through the moved-to object). The backend lives outside and must outlive
+/// the cache. Threading: one scheduler thread drives a cache.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <unikv/arena/model.hpp>
+#include <unikv/backend/default_backend.hpp>
+#include <unikv/cache/compatibility.hpp>
+#include <unikv/cache/hicache.hpp>
+#include <unikv/host/host_pool_concept.hpp>
+#include <unikv/host/no_host_tier.hpp>
+#include <unikv/host/separate_host_pools.hpp>
+#include <unikv/ids.hpp>
+#include <unikv/pools/results.hpp>
+#include <unikv/storage/no_storage.hpp>
+#include <unikv/transfer/host_mode.hpp>
+#include <unikv/transfer/retraction.hpp>
+#include <unikv/transfer/write_policies.hpp>
+#include <unikv/tree/options.hpp>
+#include <unikv/tree/radix_tree.hpp>
+
+namespace unikv {
+
+/// The defaults of a cache bundle, all but the layout: the build's backend, the fast tree core, separate host
+/// pools, write-back, the host tier as a cache, no storage tier. Derive from it and add `using layout = ...`.
+struct DefaultCachePolicies {
+    using backend = DefaultBackend;        ///< the copy and stream backend (`HostBackend`, or `CudaBackend` under nvcc)
+    using tree_core = RadixTreeCore;       ///< a tree-core tag (the tree follows the layout) or an explicit tree
+    using host_pools = SeparateHostPools;  ///< host-pool policy tag; `NoHostTier` for a device-only cache
+    using write_policy = WriteBack;        ///< when device data gets its host copy (`NoHostWrites` without a host)
+    using host_mode = CacheMode;           ///< what the host tier is for
+    using storage = NoStorage;             ///< the tier below the host
+};
+
+/// Runtime configuration of a `Cache` (named fields).
+struct CacheConfig {
+    /// The arena: model shapes, page sizes (the tree's page size is FULL's), window (the tree's, with Swa),
+    /// bytes.
+    ArenaConfig arena{};
+    /// The host tier's sizes (leave it empty under `NoHostTier`).
+    HostConfig host{};
+    /// Whether the tree records KV events.
+    EventMode events = EventMode::off;
+};
+
+/// A running request's own rows, for `Cache::backup` and `Cache::restore`.
+struct RequestRows {
+    /// The request's own FULL virtual pages (after the shared prefix), in sequence order, covering tokens
+    /// `[prefix_tokens, seq_len)`.
+    std::span<const VirtualPage> own{};
+    /// Tokens of the shared, tree-owned prefix before `own` (whole pages).
+    std::int32_t prefix_tokens = 0;
+    /// The request's sequence length, prefix included.
+    std::int32_t seq_len = 0;
+};
+
+namespace detail::cache {
+
+// The tag of an explicit tree (`tree_core = RadixTree<Full, Swa>`), so the `HiCache` takes it like any tag.
+template <class Tree>
+struct fixed_tree_core {
+    template <class... Cs>
+    using impl = Tree;
+};
+
+template <class T>
+using tree_core_tag_t = std::conditional_t<is_explicit_tree_v<T>, fixed_tree_core<T>, T>;
+
+// The `HiCache` bundle of a cache bundle.
+template <class P>
+struct hicache_policies {
+    using backend = typename P::backend;
+    using layout = typename P::layout;
+    using tree_core = tree_core_tag_t<typename P::tree_core>;
+    using host_pools = typename P::host_pools;
+    using write_policy = typename P::write_policy;
+    using host_mode = typename P::host_mode;
+};
+
+}  // namespace detail::cache
+
+/// The composed cache (see the file comment). Move-only.
+template <class Policies>
+class Cache {
+public:
+    using policies = Policies;
+    using hicache_type = HiCache<detail::cache::hicache_policies<Policies>>;
+    using backend_type = typename hicache_type::backend_type;
+    using layout_type = typename hicache_type::layout_type;
+    using allocator_type = typename hicache_type::allocator_type;
+    using tree_type = typename hicache_type::tree_type;
+    using host_pools_type = typename hicache_type::host_pools_type;
+    using controller_type = typename hicache_type::controller_type;
+    using stream_ref = typename backend_type::stream_ref;
+    /// The layout's pools.
+    static constexpr bool has_swa = allocator_type::has_swa;
+    static constexpr bool has_mamba = allocator_type::has_mamba;
+    /// `backup` and `restore` compile (a host tier, no Mamba).
+    static constexpr bool can_retract = cache_retracts_v<Policies>;
+
+    /// An empty cache over `backend` (which must outlive it at its address), its allocator's work on `stream`:
+    /// the arena, host pools and tree of `config` (the tree's page size and window are the arena's). Throws
+    /// what the parts throw for a bad configuration (`logic_error`, naming what to change) or for memory
+    /// (`out_of_memory`).
+    Cache(backend_type& backend, const CacheConfig& config, stream_ref stream);
+    /// Moves every part; transfers in flight are acknowledged through the moved-to cache.
+    Cache(Cache&&) noexcept = default;
+    Cache(const Cache&) = delete;
+    Cache& operator=(const Cache&) = delete;
+    /// Not assignable, like its `HiCache`: build a new cache.
+    Cache& operator=(Cache&&) = delete;
+    ~Cache() = default;
+
+    // ---- requests and the tree (hot) ---------------------------------------------------------------------
+    /// The longest cached prefix of `key`, host hits included under `CacheMode` (`best_node` then needs a
+    /// `load_back`). O(key / page size), no allocation once the tree's scratch has grown.
+    MatchResult match(TokenKey key) { return hc_.match(key); }
+    /// Caches `key` (whole pages) with the request's `values`; duplicate pages are freed. See
+    /// `HiCache::insert`. O(key + new pages).
+    CacheInsert insert(TokenKey key, const InsertValues& values) { return hc_.insert(key, values); }
+    /// Locks `node` for a request (device tier by default): its data is not evicted until `unlock`. O(depth).
+    [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {}) { return hc_.lock(node, options); }
+    /// Releases a lock. O(depth).
+    void unlock(LockReceipt&& receipt) { hc_.unlock(std::move(receipt)); }
+
+    // ---- running requests (hot) --------------------------------------------------------------------------
+    /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it evicts the
+    /// pool's shortfall from the tree (blocking on write-back copies under `WriteBack`) and retries once; the
+    /// retry's result is the answer (nothing allocated on failure). O(tokens) without a shortfall, no
+    /// allocation; a shortfall adds the eviction (cold).
+    AllocResult alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out);
+    /// One decode token per request of `batch` (`UnifiedAllocator::alloc_decode`), with the same relief and
+    /// cost (O(batch) without a shortfall).
+    AllocResult alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out);
+    /// Frees a request's own whole virtual pages (those the tree did not take): `UnifiedAllocator::free`.
+    /// Throws `logic_error` for pages not allocated (nothing freed). O(pages), no stream work on lazy pools.
+    void free(std::span<const VirtualPage> pages) { hc_.allocator().free(pages); }
+    /// Tombstones the SWA rows of pages that slid out of a request's window (`UnifiedAllocator::free_swa`).
+    void free_swa(std::span<const VirtualPage> pages)
+        requires has_swa
+    {
+        hc_.allocator().free_swa(pages);
+    }
+    /// Mamba state slots for requests (`UnifiedAllocator::alloc_state`), with the same relief as
+    /// `alloc_extend`.
+    AllocResult alloc_state(std::span<StateId> out)
+        requires has_mamba;
+    /// Frees Mamba state slots (`UnifiedAllocator::free_state`).
+    void free_state(std::span<const StateId> states)
+        requires has_mamba
+    {
+        hc_.allocator().free_state(states);
+    }
+
+    // ---- translation (hot; allocation-free; unmapped ids give the sink) ----------------------------------
+    /// Physical FULL tokens of virtual tokens. O(n).
+    void translate_full(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const {
+        hc_.allocator().translate_full(in, out);
+    }
+    /// Physical SWA tokens of virtual tokens (tombstones give the sink). O(n).
+    void translate_swa(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const
+        requires has_swa
+    {
+        hc_.allocator().translate_swa(in, out);
+    }
+    /// Physical Mamba slots of state ids. O(n).
+    void translate_state(std::span<const StateId> in, std::span<PhysicalPage> out) const
+        requires has_mamba
+    {
+        hc_.allocator().translate_state(in, out);
+    }
+    /// The device page tables for kernels that translate on the device (`UnifiedAllocator::device_tables`):
+    /// call it right before queueing them. Never blocks.
+    [[nodiscard]] DeviceTables device_tables() { return hc_.allocator().device_tables(); }
+
+    // ---- load-back and per-layer waits -------------------------------------------------------------------
+    /// Loads a host-hit match's `best_node` back (`HiCache::load_back`: locks, destinations with one
+    /// evict-and-retry per pool, one queued load; all rolled back on a shortfall). O(pages of the plan).
+    LoadBackStart load_back(NodeRef node) { return hc_.load_back(node); }
+    /// Submits every queued load; returns the number submitted. Never blocks.
+    std::size_t start_loading() { return hc_.start_loading(); }
+    /// Acknowledges finished loads, never blocking (`HiCache::loading_check`). Valid until the next call.
+    [[nodiscard]] std::span<const LoadDone> loading_check() { return hc_.loading_check(); }
+    /// Makes `compute` wait (a stream wait, never a host block) for layer `layer` of the submitted loads, so
+    /// layer `layer` computes while later layers still load.
+    void wait_layer(stream_ref compute, std::int32_t layer) const { hc_.wait_layer(compute, layer); }
+    /// Loads queued or submitted and not yet acknowledged.
+    [[nodiscard]] std::size_t loads_in_flight() const noexcept { return hc_.loads_in_flight(); }
+
+    // ---- eviction ----------------------------------------------------------------------------------------
+    /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go, backing up
+    /// first under `WriteBack` (blocks on those copies). Cold.
+    Eviction evict(Component component, std::int64_t amount) { return hc_.evict(component, amount); }
+    /// Frees `amount` host units of `component` or all that can go; returns the units freed. Cold.
+    std::int64_t evict_host(Component component, std::int64_t amount) { return hc_.evict_host(component, amount); }
+
+    // ---- retraction (preempted decode requests; needs `can_retract`) -------------------------------------
+    /// Backs `request`'s own FULL rows and SWA window up into the host pool (`retract`, synchronized), with
+    /// one host eviction of the shortfall and a retry when the host is short. On a live backup the caller
+    /// frees the request's own pages (`free`) and drops its prefix lock; on a failed one (`failure()` says
+    /// why) nothing changed. Throws `logic_error` (nothing changed) for rows that do not cover the request, or
+    /// while a write of the cache is in flight. Cold: O(pages) plus one host synchronization.
+    RetractionBackup backup(const RequestRows& request);
+    /// Copies `backup` back into `fresh`, the request's new own pages (allocated by the caller, e.g. with
+    /// `alloc_extend` from the re-matched prefix; same geometry), synchronized. True on success (the host
+    /// pages are freed, `backup` becomes empty); false when the copy failed (`backup` stays live: retry or
+    /// `discard`). Throws as `restore` does. Cold: O(pages) plus one host synchronization.
+    bool restore(RetractionBackup& backup, const RequestRows& fresh);
+    /// Gives a backup's host pages back without restoring it (the request is aborted).
+    void discard(RetractionBackup& backup) { backup.discard(hc_.host_pools()); }
+
+    // ---- inspection --------------------------------------------------------------------------------------
+    /// Every broken rule of the allocator's byte accounting, the tree's invariants and the host pools, one
+    /// line each; empty when healthy. Callable in production (cold: O(pages + nodes)).
+    [[nodiscard]] std::vector<std::string> verify_byte_accounting() const { return hc_.verify(); }
+    /// The allocator, for what the cache does not forward (flushes, capacity queries). Freeing tree-owned
+    /// pages here breaks the tree.
+    [[nodiscard]] allocator_type& allocator() noexcept { return hc_.allocator(); }
+    [[nodiscard]] const allocator_type& allocator() const noexcept { return hc_.allocator(); }
+    /// The tree, for inspection (`node_info`, sizes).
+    [[nodiscard]] const tree_type& tree() const noexcept { return hc_.tree(); }
+    /// The host pools, for inspection (usage, a lease to read host rows). Allocating or freeing here behind the
+    /// cache's back breaks the tree's host accounting.
+    [[nodiscard]] host_pools_type& host_pools() noexcept { return hc_.host_pools(); }
+    /// The transfer controller, for inspection (its stream, what is in flight).
+    [[nodiscard]] const controller_type& controller() const noexcept { return hc_.controller(); }
+    /// The window of the SWA layers in tokens (0 without Swa).
+    [[nodiscard]] std::int32_t window_tokens() const noexcept { return window_; }
+
+private:
+    // Evicts the shortfall `r` names (pages of its pool) from the tree.
+    void relieve(const AllocResult& r);
+    // The retraction request of `rows` in this cache's geometry.
+    RetractionRequest retraction_of(const RequestRows& rows) const;
+
+    hicache_type hc_;
+    std::int32_t window_ = 0;
+};
+
+/// A bundle that breaks a rule gets this empty stand-in, whose only member is the failing check: the rule's
+/// message is the one error, where the class above would add errors from members computed over the bundle.
+template <class Policies>
+    requires(!is_valid_cache_policies_v<Policies>)
+class Cache<Policies> {
+    static_assert(check_cache_policies<Policies>());
+};
+
+}  // namespace unikv
+
+#include <unikv/detail/cache/cache.inl>

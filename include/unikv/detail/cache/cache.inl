@@ -1,0 +1,90 @@
+#pragma once
+// Definitions of `Cache` (cache.hpp).
+
+#include <utility>
+
+namespace unikv {
+
+namespace detail::cache {
+
+// The tree of a cache: FULL's page size, the arena's window where the layout has Swa.
+template <bool HasSwa>
+TreeConfig tree_config(const CacheConfig& config) {
+    return TreeConfig{.page_size = config.arena.page_sizes.full,
+                      .swa_window = HasSwa ? config.arena.model.swa_window_tokens : 0,
+                      .events = config.events};
+}
+
+}  // namespace detail::cache
+
+template <class P>
+Cache<P>::Cache(backend_type& backend, const CacheConfig& config, stream_ref stream)
+    : hc_(backend, config.arena, config.host, detail::cache::tree_config<has_swa>(config), stream),
+      window_(has_swa ? config.arena.model.swa_window_tokens : 0) {}
+
+template <class P>
+AllocResult Cache<P>::alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out) {
+    const AllocResult r = hc_.allocator().alloc_extend(batch, out);
+    if (r) [[likely]] return r;
+    relieve(r);
+    return hc_.allocator().alloc_extend(batch, out);
+}
+
+template <class P>
+AllocResult Cache<P>::alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out) {
+    const AllocResult r = hc_.allocator().alloc_decode(batch, out);
+    if (r) [[likely]] return r;
+    relieve(r);
+    return hc_.allocator().alloc_decode(batch, out);
+}
+
+template <class P>
+AllocResult Cache<P>::alloc_state(std::span<StateId> out)
+    requires has_mamba
+{
+    const AllocResult r = hc_.allocator().alloc_state(out);
+    if (r) [[likely]] return r;
+    relieve(r);
+    return hc_.allocator().alloc_state(out);
+}
+
+template <class P>
+void Cache<P>::relieve(const AllocResult& r) {
+    const std::int64_t units =
+        r.component == Component::mamba ? r.pages_short : r.pages_short * hc_.allocator().spec()[r.component].page_size;
+    (void)hc_.evict(r.component, units);
+}
+
+// ---- retraction ------------------------------------------------------------------------------------------
+
+template <class P>
+RetractionRequest Cache<P>::retraction_of(const RequestRows& rows) const {
+    return RetractionRequest{
+        .own = rows.own, .prefix_tokens = rows.prefix_tokens, .seq_len = rows.seq_len, .window_tokens = window_};
+}
+
+template <class P>
+RetractionBackup Cache<P>::backup(const RequestRows& request) {
+    static_assert(check_cache_retraction<P>());
+    if constexpr (!can_retract) {
+        return RetractionBackup{};
+    } else {
+        const auto evict_host = [this](Component c, std::int32_t pages_short) {
+            const std::int64_t page = c == Component::mamba ? 1 : hc_.allocator().spec()[c].page_size;
+            (void)hc_.evict_host(c, pages_short * page);
+        };
+        return retract(hc_.allocator(), hc_.host_pools(), hc_.controller(), retraction_of(request), evict_host);
+    }
+}
+
+template <class P>
+bool Cache<P>::restore(RetractionBackup& backup, const RequestRows& fresh) {
+    static_assert(check_cache_retraction<P>());
+    if constexpr (!can_retract) {
+        return false;
+    } else {
+        return unikv::restore(hc_.allocator(), hc_.host_pools(), hc_.controller(), backup, retraction_of(fresh));
+    }
+}
+
+}  // namespace unikv
