@@ -1,0 +1,369 @@
+// The composed `Cache<Policies>`, one deep scenario an engine would run: requests allocate (extend, decode),
+// write a marker into every row, finish and insert; a later request matches; eviction writes the cache back
+// to host; a host hit loads back layer by layer; a decode request is retracted and restored; the cache is
+// moved mid-way. Every row is read back through the cache's translation (device) or a lease (host) after each
+// move, and `verify_byte_accounting()` stays empty throughout.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <unikv/backend/host_backend.hpp>
+#include <unikv/cache.hpp>
+
+#include "cache/cache_support.hpp"
+
+namespace {
+
+using namespace cache_test;
+
+struct Policies : DefaultCachePolicies {
+    using backend = HostBackend;
+    using layout = SwaFullLayout;
+    using write_policy = WriteBack;
+};
+using TestCache = Cache<Policies>;
+
+constexpr std::int32_t layers = 2;
+constexpr std::size_t layer_bytes = 32;  // K and V rows of 16 bytes
+
+CacheConfig cache_config() {
+    const AttentionShape shape{.layers = layers, .kv_heads = 1, .head_dim = 8, .dtype_bytes = 2};
+    return CacheConfig{.arena = {.model = {.full = shape, .swa = shape, .swa_window_tokens = window},
+                                 .page_sizes = {.full = {page_size}, .swa = {page_size}},
+                                 .arena_bytes = 64 * page_size * layers * layer_bytes},
+                       .host = {.pages = {.values = {24, 24, 0}}}};
+}
+
+std::vector<TokenId> tokens(TokenId first, std::int32_t n) {
+    std::vector<TokenId> out;
+    for (std::int32_t i = 0; i < n; ++i) out.push_back(first + i);
+    return out;
+}
+
+// A request as an engine holds it: the tokens it will have and the virtual token of each row it has so far.
+struct Request {
+    std::vector<TokenId> tokens;
+    std::vector<VirtualToken> rows{};
+    std::int32_t prefix = 0;  // rows [0, prefix) are the tree's (matched), the rest the request's own
+
+    [[nodiscard]] std::int32_t length() const { return static_cast<std::int32_t>(rows.size()); }
+    [[nodiscard]] TokenKey key(std::int32_t n) const { return TokenKey{std::span(tokens).first(static_cast<std::size_t>(n))}; }
+    // The virtual pages of rows [from, to), both page aligned (`to` may end a partial page).
+    [[nodiscard]] std::vector<VirtualPage> pages(std::int32_t from, std::int32_t to) const {
+        std::vector<VirtualPage> out;
+        for (std::int32_t pos = from; pos < to; pos += page_size) out.push_back(page_of(rows[static_cast<std::size_t>(pos)], {page_size}));
+        return out;
+    }
+};
+
+struct Engine {
+    HostBackend backend{{.mode = ExecutionMode::manual}};
+    HostBackend::Stream stream = backend.make_stream();
+    std::optional<TestCache> first, second;
+    TestCache* cache = nullptr;
+
+    Engine() { cache = &first.emplace(backend, cache_config(), stream); }
+    // Moves the cache into a new object; every later call goes to the moved-to one.
+    void move_cache() {
+        second.emplace(std::move(*first));
+        first.reset();
+        cache = &*second;
+    }
+
+    [[nodiscard]] std::string broken() const {
+        std::string out;
+        for (const std::string& line : cache->verify_byte_accounting()) out += line + "\n";
+        return out;
+    }
+    [[nodiscard]] std::byte* row(Component c, VirtualToken v) const {
+        PhysicalToken p;
+        if (c == Component::full) cache->translate_full(std::span(&v, 1), std::span(&p, 1));
+        if (c == Component::swa) cache->translate_swa(std::span(&v, 1), std::span(&p, 1));
+        if (p.value() <= 0) return nullptr;  // the sink: unmapped
+        return cache->allocator().region().data + static_cast<std::size_t>(p.value()) * layers * layer_bytes;
+    }
+    void write(const Request& r, std::int32_t from, std::int32_t to) {
+        REQUIRE(drain(backend, stream));  // moves the allocation queued run before the rows are written
+        for (std::int32_t pos = from; pos < to; ++pos) {
+            for (Component c : {Component::full, Component::swa}) {
+                std::byte* p = row(c, r.rows[static_cast<std::size_t>(pos)]);
+                REQUIRE(p != nullptr);
+                test_rows::fill_row(p, layers * layer_bytes, marker(c, r.tokens[static_cast<std::size_t>(pos)], pos));
+            }
+        }
+    }
+    // Rows [from, to) of `c` hold their markers; `layer` narrows the check to one layer's bytes.
+    [[nodiscard]] bool holds(const Request& r, Component c, std::int32_t from, std::int32_t to, int layer = -1) const {
+        for (std::int32_t pos = from; pos < to; ++pos) {
+            const std::byte* p = row(c, r.rows[static_cast<std::size_t>(pos)]);
+            if (p == nullptr) return false;
+            const std::size_t offset = layer < 0 ? 0 : static_cast<std::size_t>(layer) * layer_bytes;
+            const std::size_t bytes = layer < 0 ? layers * layer_bytes : layer_bytes;
+            if (test_rows::uniform_word(p + offset, bytes) != marker(c, r.tokens[static_cast<std::size_t>(pos)], pos)) {
+                return false;
+            }
+        }
+        return true;
+    }
+    // Host pages `host` of `c` hold the markers of `r`'s positions from `first_pos`, a page each (up to the
+    // request's length: a partial last page holds nothing after it).
+    [[nodiscard]] bool host_holds(const Request& r, Component c, std::span<const HostPage> host, std::int32_t first_pos) {
+        if (host.empty()) return false;
+        auto lease = cache->host_pools().lease();
+        for (std::size_t k = 0; k < host.size(); ++k) {
+            std::int32_t physical = -1;
+            lease.physical(c, host.subspan(k, 1), std::span(&physical, 1));
+            const std::byte* page = lease.region(c).data + static_cast<std::size_t>(physical) * lease.page_bytes(c);
+            for (std::int32_t i = 0; i < page_size; ++i) {
+                const std::int32_t pos = first_pos + static_cast<std::int32_t>(k) * page_size + i;
+                if (pos >= r.length()) break;
+                const std::byte* entry = page + static_cast<std::size_t>(i) * layers * layer_bytes;
+                if (test_rows::uniform_word(entry, layers * layer_bytes) !=
+                    marker(c, r.tokens[static_cast<std::size_t>(pos)], pos)) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    // Prefill: rows up to `to` (after the matched or restored ones), marked.
+    void extend(Request& r, std::int32_t to) {
+        const std::int32_t from = r.length();
+        const std::int32_t prefix_lens[] = {from};
+        const std::int32_t seq_lens[] = {to};
+        const VirtualToken last_locs[] = {from > 0 ? r.rows.back() : VirtualToken{}};
+        std::vector<VirtualToken> out(static_cast<std::size_t>(to - from));
+        REQUIRE(cache->alloc_extend({.prefix_lens = prefix_lens, .seq_lens = seq_lens, .last_locs = last_locs}, out));
+        r.rows.insert(r.rows.end(), out.begin(), out.end());
+        write(r, from, to);
+    }
+    // `n` decode steps, one row each, marked.
+    void decode(Request& r, std::int32_t n) {
+        for (std::int32_t i = 0; i < n; ++i) {
+            const std::int32_t seq_lens[] = {r.length() + 1};
+            const VirtualToken last_locs[] = {r.rows.back()};
+            VirtualToken out;
+            REQUIRE(cache->alloc_decode({.seq_lens = seq_lens, .last_locs = last_locs}, std::span(&out, 1)));
+            r.rows.push_back(out);
+            write(r, r.length() - 1, r.length());
+        }
+    }
+    // The request starts from the device part of its match: the tree's rows, locked.
+    LockReceipt start(Request& r, const MatchResult& m) {
+        r.rows.clear();
+        for (VirtualPage p : m.device_pages) {
+            for (std::int32_t i = 0; i < page_size; ++i) r.rows.push_back(token_of(p, {page_size}, i));
+        }
+        r.prefix = m.device_length;
+        return cache->lock(m.device_node);
+    }
+    // Finish: the whole pages go to the tree, the partial tail page is freed, the prefix lock dropped.
+    NodeRef finish(Request& r, LockReceipt&& lock) {
+        const std::int32_t whole = r.length() / page_size * page_size;
+        const std::vector<VirtualPage> pages = r.pages(0, whole);
+        const CacheInsert ins = cache->insert(r.key(whole), {.pages = pages});
+        if (whole < r.length()) {
+            const std::vector<VirtualPage> tail = r.pages(whole, r.length());
+            cache->free(tail);
+        }
+        cache->unlock(std::move(lock));
+        return ins.node;
+    }
+    // Runs the transfer stream, one operation at a time, and the allocator's where the transfers wait on it;
+    // `each()` after every transfer operation.
+    template <class Each>
+    void run_transfers(Each&& each) {
+        while (backend.queued(cache->controller().stream()) > 0) {
+            if (backend.run_next(cache->controller().stream())) {
+                each();
+            } else if (!backend.run_next(stream)) {
+                break;
+            }
+        }
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a cache serves requests through write-back, per-layer load-back, retraction and a move, row-exact") {
+    Engine e;
+    const auto healthy = [&] { return e.broken(); };
+
+    // A: prefill 10 rows, decode 4, finish: tokens [0, 12) go to the tree, the tail page (12, 13) is freed.
+    Request a{.tokens = tokens(100, 14)};
+    LockReceipt a_lock = e.start(a, e.cache->match(a.key(14)));
+    CHECK(a.prefix == 0);
+    e.extend(a, 10);
+    e.decode(a, 4);
+    CHECK(e.holds(a, Component::full, 0, 14));
+    CHECK(e.holds(a, Component::swa, 0, 14));
+    const NodeRef a_node = e.finish(a, std::move(a_lock));
+    CHECK(e.holds(a, Component::full, 0, 12));
+    CHECK(healthy() == "");
+
+    // B shares A's 12 tokens: a device hit, then its own 8 rows after them.
+    Request b{.tokens = a.tokens};
+    b.tokens.resize(12);
+    for (TokenId t : tokens(500, 14)) b.tokens.push_back(t);
+    {
+        const MatchResult m = e.cache->match(b.key(20));
+        CHECK(m.device_length == 12);
+        CHECK(m.device_node == a_node);
+        LockReceipt b_lock = e.start(b, m);
+        e.extend(b, 20);
+        CHECK(e.holds(b, Component::full, 0, 20));  // the shared rows are A's, read through B's row ids
+        (void)e.finish(b, std::move(b_lock));
+    }
+    CHECK(healthy() == "");
+
+    // Write-back: everything unlocked is evicted; the backups are copied before the rows go.
+    const Eviction ev = e.cache->evict(Component::full, 1 << 20);
+    CHECK(ev.backed_up >= 2);
+    CHECK(ev.dropped == 0);
+    CHECK(e.cache->allocator().live_pages(Component::full) == 0);
+    CHECK(e.cache->match(b.key(20)).device_length == 0);
+    {
+        const NodeInfo info = e.cache->tree().node_info(a_node);
+        CHECK_FALSE(info.device[Component::full]);
+        CHECK(e.host_holds(a, Component::full, info.host[Component::full], info.start));
+    }
+    CHECK(healthy() == "");
+    // Nothing is live on the device: poison every byte above the sink, so only a copy can bring a row back.
+    {
+        const std::size_t sink = e.cache->allocator().spec().sink_floor_bytes;
+        std::memset(e.cache->allocator().region().data + sink, 0x5a, e.cache->allocator().region().size - sink);
+    }
+
+    // B comes back (26 tokens in all): a host hit of 20 tokens, loaded back layer by layer. The compute stream
+    // waits each layer's event (a stream wait, no host block), so its layer-0 work runs as soon as layer 0 has
+    // landed, while layer 1 is still on its way: the arena is captured at that moment.
+    const MatchResult hit = e.cache->match(b.key(26));
+    CHECK(hit.device_length == 0);
+    CHECK(hit.best_length == 20);
+    const LoadBackStart load = e.cache->load_back(hit.best_node);
+    REQUIRE(load);
+    CHECK(e.cache->start_loading() == 1);
+    HostBackend::Stream compute = e.backend.make_stream();
+    HostBackend::PinnedBuffer scratch = e.backend.allocate_pinned(layers * 64);
+    const BackendCounters before = e.backend.counters();
+    for (std::int32_t layer = 0; layer < layers; ++layer) {
+        e.cache->wait_layer(compute, layer);
+        e.backend.fill_pages_async(scratch.region(), std::span(&layer, 1), 64, std::byte{1}, compute);
+    }
+    CHECK(e.backend.counters().stream_waits == before.stream_waits + layers);
+    CHECK(e.backend.counters().host_synchronizations == before.host_synchronizations);
+    std::int32_t computed = 0;
+    std::vector<std::byte> at_layer0;
+    e.run_transfers([&] {
+        while (e.backend.run_next(compute)) {
+            if (++computed == 2) {  // layer 0's wait, then its work
+                const auto arena = e.cache->allocator().region();
+                at_layer0.assign(arena.data, arena.data + arena.size);
+            }
+        }
+    });
+    CHECK(computed == 2 * layers);
+    const std::span<const LoadDone> done = e.cache->loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].id == load.id);
+    CHECK(done[0].committed);
+    CHECK(healthy() == "");
+    // In the capture, the loaded FULL rows held layer 0 and not yet layer 1.
+    {
+        Request loaded{.tokens = b.tokens};
+        LockReceipt lock = e.start(loaded, e.cache->match(b.key(20)));
+        REQUIRE(loaded.length() == 20);
+        REQUIRE(at_layer0.size() == e.cache->allocator().region().size);
+        std::int32_t layer0 = 0, layer1 = 0;
+        for (std::int32_t pos = 0; pos < 20; ++pos) {
+            const std::size_t at = static_cast<std::size_t>(e.row(Component::full, loaded.rows[static_cast<std::size_t>(pos)]) -
+                                                            e.cache->allocator().region().data);
+            const std::uint32_t want = marker(Component::full, b.tokens[static_cast<std::size_t>(pos)], pos);
+            layer0 += test_rows::uniform_word(at_layer0.data() + at, layer_bytes) == want;
+            layer1 += test_rows::uniform_word(at_layer0.data() + at + layer_bytes, layer_bytes) == want;
+        }
+        CHECK(layer0 == 20);
+        CHECK(layer1 == 0);
+        e.cache->unlock(std::move(lock));
+    }
+
+    // B runs again from its device hit: 20 rows loaded back, then its own up to 22, and decodes to 26.
+    const MatchResult again = e.cache->match(b.key(26));
+    CHECK(again.device_length == 20);
+    LockReceipt b_lock = e.start(b, again);
+    CHECK(e.holds(b, Component::full, 0, 20));
+    CHECK(e.holds(b, Component::swa, 20 - window, 20));  // the window before the boundary is loaded too
+    e.extend(b, 22);
+    e.decode(b, 4);
+    CHECK(e.holds(b, Component::full, 0, 26));
+
+    // The cache moves mid-run: the rows and the lock stay good through the moved-to object.
+    e.move_cache();
+    CHECK(e.holds(b, Component::full, 0, 26));
+    CHECK(e.holds(b, Component::swa, 26 - window, 26));
+    CHECK(healthy() == "");
+
+    // Preemption: B's own rows [20, 26) and its window [18, 26) go to host; B frees them and its lock.
+    const std::int32_t host_before = e.cache->host_pools().used(Component::full);
+    const std::vector<VirtualPage> own = b.pages(20, 26);
+    RetractionBackup backup = e.cache->backup({.own = own, .prefix_tokens = 20, .seq_len = 26});
+    REQUIRE(backup);
+    CHECK(backup.full_pages() == 2);
+    CHECK(e.host_holds(b, Component::full, backup.host(Component::full), 20));
+    CHECK(e.host_holds(b, Component::swa, backup.host(Component::swa), 20 + backup.window_first() * page_size));
+    e.cache->free(own);
+    e.cache->unlock(std::move(b_lock));
+    CHECK(healthy() == "");
+
+    // Another request takes the freed rows and scribbles its own markers over them.
+    Request c{.tokens = tokens(900, 8)};
+    LockReceipt c_lock = e.start(c, e.cache->match(c.key(8)));
+    e.extend(c, 8);
+
+    // Restore: B re-matches its prefix, allocates fresh own rows and gets its rows back, byte-exact.
+    const MatchResult resumed = e.cache->match(b.key(26));
+    CHECK(resumed.device_length == 20);
+    b_lock = e.start(b, resumed);
+    {
+        const std::int32_t prefix_lens[] = {20};
+        const std::int32_t seq_lens[] = {26};
+        const VirtualToken last_locs[] = {b.rows.back()};
+        std::vector<VirtualToken> out(6);
+        REQUIRE(e.cache->alloc_extend({.prefix_lens = prefix_lens, .seq_lens = seq_lens, .last_locs = last_locs}, out));
+        b.rows.insert(b.rows.end(), out.begin(), out.end());
+    }
+    REQUIRE(drain(e.backend, e.stream));
+    for (std::int32_t pos = 20; pos < 26; ++pos) {  // whatever the fresh rows held, it is not B's
+        for (Component comp : {Component::full, Component::swa}) {
+            test_rows::fill_row(e.row(comp, b.rows[static_cast<std::size_t>(pos)]), layers * layer_bytes, 0xdeadbeefu);
+        }
+    }
+    CHECK_FALSE(e.holds(b, Component::full, 20, 21));
+    const std::vector<VirtualPage> fresh = b.pages(20, 26);
+    REQUIRE(e.cache->restore(backup, {.own = fresh, .prefix_tokens = 20, .seq_len = 26}));
+    CHECK_FALSE(backup);
+    CHECK(e.holds(b, Component::full, 0, 26));
+    CHECK(e.holds(b, Component::swa, 26 - window, 26));
+    CHECK(e.holds(c, Component::full, 0, 8));
+    CHECK(e.cache->host_pools().used(Component::full) == host_before);
+    CHECK(healthy() == "");
+
+    // Both finish; B's 24 tokens are served from the device, with A's rows under them.
+    (void)e.finish(c, std::move(c_lock));
+    (void)e.finish(b, std::move(b_lock));
+    const MatchResult last = e.cache->match(b.key(26));
+    CHECK(last.device_length == 24);
+    Request served{.tokens = b.tokens};
+    LockReceipt served_lock = e.start(served, last);
+    CHECK(e.holds(served, Component::full, 0, 24));
+    CHECK(e.holds(served, Component::swa, 24 - window, 24));
+    e.cache->unlock(std::move(served_lock));
+    CHECK(healthy() == "");
+}
