@@ -2,8 +2,8 @@
 /// \file
 /// Umbrella header: everything an engine needs on a host-only build (with nvcc, the CUDA backend too): the
 /// backend of the build, the component vocabulary, arena geometry, the shipped layouts and the unified
-/// allocator, both tree cores, the action executor, the host pools, and the transfer controller with the
-/// load-back ticket and retraction.
+/// allocator, the model presets, both tree cores, the action executor, the host pools, and the transfer
+/// controller with the load-back ticket and retraction.
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
@@ -17,6 +17,7 @@
 #include <unikv/ids.hpp>
 #include <unikv/pools/layouts.hpp>
 #include <unikv/pools/unified_allocator.hpp>
+#include <unikv/presets.hpp>
 #include <unikv/transfer/host_mode.hpp>
 #include <unikv/transfer/load_back.hpp>
 #include <unikv/transfer/retraction.hpp>
