@@ -1,0 +1,104 @@
+// The README's engine walkthrough, built and run by ctest (`example.engine_walkthrough`); the part between the
+// readme markers is the README's text, character for character (ctest `readme.engine_walkthrough`). An engine
+// serving GPT-OSS-20B on the CPU backend: a prompt is admitted against the cache (a prefix that lives on host
+// is loaded back layer by layer), its rows are allocated and translated for the kernels, and it finishes by
+// inserting its pages. `main` serves a prompt, evicts everything (written back to host) and serves the prompt
+// again from the host copy; the forward checks that every cached row it reads holds what was written there.
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <unikv/unikv.hpp>
+
+namespace {
+
+using unikv::Component;
+
+std::uint32_t marker(unikv::TokenId token, std::int32_t pos) {
+    return static_cast<std::uint32_t>(token) * 2654435761u ^ static_cast<std::uint32_t>(pos) * 40503u;
+}
+
+// The engine's forward, reduced to what the cache sees: it reads the FULL rows of the cached prefix and writes
+// those of the new tokens (a marker per row). Returns the cached rows that did not hold their marker.
+template <class Cache>
+int forward(Cache& cache, std::span<const unikv::PhysicalToken> rows, std::span<const unikv::TokenId> prompt,
+            std::int32_t cached) {
+    const std::size_t entry = cache.allocator().spec()[Component::full].entry_bytes;
+    int wrong = 0;
+    for (std::size_t pos = 0; pos < rows.size(); ++pos) {
+        auto* row = reinterpret_cast<std::uint32_t*>(cache.allocator().region().data + rows[pos].value() * entry);
+        const std::uint32_t want = marker(prompt[pos], static_cast<std::int32_t>(pos));
+        if (static_cast<std::int32_t>(pos) < cached) {
+            wrong += row[0] != want || row[entry / 4 - 1] != want;
+        } else {
+            row[0] = row[entry / 4 - 1] = want;
+        }
+    }
+    return wrong;
+}
+
+}  // namespace
+
+// [readme]
+using Model = unikv::presets::GptOss20B;  // SwaFullLayout and the published shapes
+struct Policies : unikv::DefaultCachePolicies {
+    using layout = Model::layout;  // write-back to separate host pools, radix tree: the defaults
+};
+using ModelCache = unikv::Cache<Policies>;
+
+int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::span<const unikv::TokenId> prompt) {
+    const unikv::TokenKey key{prompt};
+    if (const unikv::MatchResult hit = cache.match(key); hit.host_hit_length > 0 && cache.load_back(hit.best_node)) {
+        cache.start_loading();  // the attention of layer l waits only on layer l's copy
+        for (std::int32_t l = 0; l < cache.controller().layers(); ++l) cache.wait_layer(compute, l);
+        cache.controller().stream().synchronize();  // an engine would rather ack at its next step
+        (void)cache.loading_check();
+    }
+    const unikv::MatchResult m = cache.match(key);  // admitted: the device prefix, locked while in use
+    unikv::LockReceipt lock = cache.lock(m.device_node);
+    std::vector<unikv::VirtualToken> rows;
+    for (unikv::VirtualPage p : m.device_pages)
+        for (std::int32_t i = 0; i < 16; ++i) rows.push_back(unikv::token_of(p, {16}, i));
+    rows.resize(prompt.size());  // then the new tokens' rows, after the prefix
+    const std::int32_t prefix[] = {m.device_length}, seq[] = {static_cast<std::int32_t>(prompt.size())};
+    const unikv::VirtualToken last[] = {m.device_length > 0 ? rows[m.device_length - 1] : unikv::VirtualToken{}};
+    if (!cache.alloc_extend({prefix, seq, last}, std::span(rows).subspan(m.device_length))) return -1;
+    std::vector<unikv::PhysicalToken> physical(rows.size());
+    cache.translate_full(rows, physical);  // (translate_swa likewise; device_tables() for device kernels)
+    const int wrong = forward(cache, physical, prompt, m.device_length);
+    std::vector<unikv::VirtualPage> pages;  // finish: whole pages go to the tree, the partial tail is freed
+    for (std::size_t t = 0; t < rows.size(); t += 16) pages.push_back(unikv::page_of(rows[t], {16}));
+    const std::size_t whole = rows.size() / 16;
+    (void)cache.insert({prompt.first(whole * 16)}, {.pages = std::span(pages).first(whole)});
+    cache.free(std::span(pages).subspan(whole));
+    cache.unlock(std::move(lock));
+    return wrong;
+}
+// [/readme]
+
+int main() {
+    unikv::DefaultBackend backend;
+    auto compute = backend.make_stream();
+    ModelCache cache(backend,
+                     {.arena = unikv::arena_config<Model>({.arena_bytes = std::size_t{64} << 20, .page_size = {16}}),
+                      .host = {.total_bytes = std::size_t{64} << 20}},
+                     compute);
+    std::vector<unikv::TokenId> prompt;
+    for (unikv::TokenId t = 0; t < 300; ++t) prompt.push_back(1000 + t);
+
+    const int first = serve(cache, compute, prompt);
+    const unikv::Eviction ev = cache.evict(Component::full, 1 << 20);  // everything, backed up first
+    const unikv::MatchResult hit = cache.match({prompt});
+    const int again = serve(cache, compute, prompt);
+    const unikv::MatchResult served = cache.match({prompt});
+    const bool healthy = cache.verify_byte_accounting().empty();
+    std::printf("first serve: %d wrong rows; evicted %lld FULL tokens (%d backups); host hit of %d tokens\n", first,
+                static_cast<long long>(ev.freed[Component::full]), ev.backed_up, hit.host_hit_length);
+    std::printf("second serve: %d wrong rows; %d tokens now on device; accounting %s\n", again, served.device_length,
+                healthy ? "healthy" : "BROKEN");
+    const bool ok = first == 0 && again == 0 && hit.host_hit_length == 288 && served.device_length == 288 && healthy;
+    std::puts(ok ? "engine walkthrough: ok" : "engine walkthrough: FAILED");
+    return ok ? 0 : 1;
+}
