@@ -115,9 +115,8 @@ TEST_CASE("the cache takes the write-through threshold from its policy and rejec
     HostBackend backend{{.mode = ExecutionMode::manual}};
     HostBackend::Stream stream = backend.make_stream();
     const auto make = [&]<class P>(std::uint32_t threshold) {
-        HiCache<P> cache(backend, config(16), Rig<P>::host_config({.values = {4, 4, 0}}),
-                         TreeConfig{.page_size = {page_size}, .swa_window = window, .write_through_threshold = threshold},
-                         stream);
+        const TreeConfig tree{.page_size = {page_size}, .swa_window = window, .write_through_threshold = threshold};
+        HiCache<P> cache(backend, config(16), Rig<P>::host_config({.values = {4, 4, 0}}), tree, stream);
         return cache.tree().config().write_through_threshold;
     };
     CHECK(make.template operator()<SwaThrough>(0) == 1);

@@ -52,7 +52,8 @@ CacheInsert HiCache<P>::insert(TokenKey key, const InsertValues& values) {
     } catch (...) {
         // Nothing stays pending: a pending node could never be evicted.
         for (; i < actions.size(); ++i) {
-            if (actions[i].kind == ActionKind::write_through) tree_.skip_write_through(actions[i].node, actions[i].component);
+            const TreeAction& a = actions[i];
+            if (a.kind == ActionKind::write_through) tree_.skip_write_through(a.node, a.component);
         }
         exec_.complete(alloc_, std::move(work));
         throw;
@@ -251,7 +252,8 @@ template <class P>
 std::span<const LoadDone> HiCache<P>::loading_check() {
     done_.clear();
     for (const auto& ack : ctl_.loading_check()) {
-        const auto it = std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
+        const auto it =
+            std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
         UNIKV_ASSERT(it != loads_.end());
         Loading& load = *it;
         if (ack.succeeded) {
