@@ -223,6 +223,17 @@ public:
     /// Loads queued or submitted and not yet acknowledged.
     [[nodiscard]] std::size_t loads_in_flight() const noexcept { return hc_.loads_in_flight(); }
 
+    // ---- write-through -----------------------------------------------------------------------------------
+    /// Submits the write-throughs `insert` queued (under `WriteThrough*`); returns the number submitted. Never
+    /// blocks.
+    std::size_t start_writing() { return hc_.start_writing(); }
+    /// Acknowledges finished write-throughs, never blocking (`HiCache::writing_check`), together with those a
+    /// `backup` settled since the last call. Valid until the next call. O(acks); allocates nothing unless a
+    /// `backup` settled writes.
+    [[nodiscard]] std::span<const WriteDone> writing_check();
+    /// Write-throughs queued or submitted and not yet acknowledged.
+    [[nodiscard]] std::size_t writes_in_flight() const noexcept { return hc_.writes_in_flight(); }
+
     // ---- eviction ----------------------------------------------------------------------------------------
     /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go, backing up
     /// first under `WriteBack` (blocks on those copies). Cold.
@@ -234,13 +245,16 @@ public:
     /// Backs `request`'s own FULL rows and SWA window up into the host pool (`retract`, synchronized), with
     /// one host eviction of the shortfall and a retry when the host is short. On a live backup the caller
     /// frees the request's own pages (`free`) and drops its prefix lock; on a failed one (`failure()` says
-    /// why) nothing changed. Throws `logic_error` (nothing changed) for rows that do not cover the request, or
-    /// while a write of the cache is in flight. Cold: O(pages) plus one host synchronization.
+    /// why) nothing changed. Retraction has the write lane to itself, so write-throughs in flight are first
+    /// submitted, waited for and acknowledged (reported by the next `writing_check`). Throws `logic_error`
+    /// (nothing changed) for rows that do not cover the request. Cold: O(pages) plus one or two host
+    /// synchronizations.
     RetractionBackup backup(const RequestRows& request);
     /// Copies `backup` back into `fresh`, the request's new own pages (allocated by the caller, e.g. with
     /// `alloc_extend` from the re-matched prefix; same geometry), synchronized. True on success (the host
     /// pages are freed, `backup` becomes empty); false when the copy failed (`backup` stays live: retry or
-    /// `discard`). Throws as `restore` does. Cold: O(pages) plus one host synchronization.
+    /// `discard`). Throws `logic_error` as `restore` does (nothing changed), also while a load-back is in
+    /// flight: acknowledge it first (`loading_check`). Cold: O(pages) plus one host synchronization.
     bool restore(RetractionBackup& backup, const RequestRows& fresh);
     /// Gives a backup's host pages back without restoring it (the request is aborted).
     void discard(RetractionBackup& backup) { backup.discard(hc_.host_pools()); }
@@ -268,9 +282,13 @@ private:
     void relieve(const AllocResult& r);
     // The retraction request of `rows` in this cache's geometry.
     RetractionRequest retraction_of(const RequestRows& rows) const;
+    // Submits, waits for and acknowledges every write-through in flight, keeping the acks in `settled_`.
+    void settle_writes();
 
     hicache_type hc_;
     std::int32_t window_ = 0;
+    std::vector<WriteDone> settled_;   // acks of writes a `backup` settled, for the next `writing_check`
+    std::vector<WriteDone> reported_;  // what the last `writing_check` returned when it had settled acks
 };
 
 /// A bundle that breaks a rule gets this empty stand-in, whose only member is the failing check: the rule's

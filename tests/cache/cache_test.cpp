@@ -27,7 +27,9 @@ struct Policies : DefaultCachePolicies {
     using layout = SwaFullLayout;
     using write_policy = WriteBack;
 };
-using TestCache = Cache<Policies>;
+struct WriteThroughPolicies : Policies {
+    using write_policy = WriteThrough;
+};
 
 constexpr std::int32_t layers = 2;
 constexpr std::size_t layer_bytes = 32;  // K and V rows of 16 bytes
@@ -62,7 +64,9 @@ struct Request {
     }
 };
 
+template <class P>
 struct Engine {
+    using TestCache = Cache<P>;
     HostBackend backend{{.mode = ExecutionMode::manual}};
     HostBackend::Stream stream = backend.make_stream();
     std::optional<TestCache> first, second;
@@ -193,7 +197,7 @@ struct Engine {
 }  // namespace
 
 TEST_CASE("a cache serves requests through write-back, per-layer load-back, retraction and a move, row-exact") {
-    Engine e;
+    Engine<Policies> e;
     const auto healthy = [&] { return e.broken(); };
 
     // A: prefill 10 rows, decode 4, finish: tokens [0, 12) go to the tree, the tail page (12, 13) is freed.
@@ -366,4 +370,36 @@ TEST_CASE("a cache serves requests through write-back, per-layer load-back, retr
     CHECK(e.holds(served, Component::swa, 24 - window, 24));
     e.cache->unlock(std::move(served_lock));
     CHECK(healthy() == "");
+}
+
+TEST_CASE("a backup under write-through first settles the writes in flight, and writing_check reports them") {
+    Engine<WriteThroughPolicies> e;
+    Request a{.tokens = tokens(100, 12)};
+    LockReceipt a_lock = e.start(a, e.cache->match(a.key(12)));
+    e.extend(a, 12);
+    const NodeRef a_node = e.finish(a, std::move(a_lock));
+    const std::size_t writes = e.cache->writes_in_flight();
+    CHECK(writes == 2);  // FULL and SWA of the inserted node, queued, not submitted
+
+    Request b{.tokens = tokens(700, 10)};
+    LockReceipt b_lock = e.start(b, e.cache->match(b.key(10)));
+    e.extend(b, 8);
+    e.decode(b, 2);
+    const std::vector<VirtualPage> own = b.pages(0, 10);
+    RetractionBackup backup = e.cache->backup({.own = own, .prefix_tokens = 0, .seq_len = 10});
+    REQUIRE(backup);
+    CHECK(e.cache->writes_in_flight() == 0);
+    const NodeInfo info = e.cache->tree().node_info(a_node);
+    CHECK(e.host_holds(a, Component::full, info.host[Component::full], 0));
+    const std::size_t swa_from = info.pages.size() - info.host[Component::swa].size();  // the window's pages
+    CHECK(e.host_holds(a, Component::swa, info.host[Component::swa], static_cast<std::int32_t>(swa_from) * page_size));
+    CHECK(e.host_holds(b, Component::full, backup.host(Component::full), 0));
+    const std::span<const WriteDone> acks = e.cache->writing_check();
+    CHECK(acks.size() == writes);
+    for (const WriteDone& w : acks) CHECK(w.committed);
+    CHECK(e.cache->writing_check().empty());
+    e.cache->discard(backup);
+    e.cache->free(own);
+    e.cache->unlock(std::move(b_lock));
+    CHECK(e.broken() == "");
 }

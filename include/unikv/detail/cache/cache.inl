@@ -55,6 +55,27 @@ void Cache<P>::relieve(const AllocResult& r) {
     (void)hc_.evict(r.component, units);
 }
 
+// ---- write-through -------------------------------------------------------------------------------------
+
+template <class P>
+std::span<const WriteDone> Cache<P>::writing_check() {
+    const std::span<const WriteDone> acks = hc_.writing_check();
+    if (settled_.empty()) [[likely]] return acks;
+    settled_.insert(settled_.end(), acks.begin(), acks.end());
+    reported_.swap(settled_);
+    settled_.clear();
+    return reported_;
+}
+
+template <class P>
+void Cache<P>::settle_writes() {
+    if (hc_.writes_in_flight() == 0) return;
+    (void)hc_.start_writing();
+    hc_.controller().stream().synchronize();
+    const std::span<const WriteDone> acks = hc_.writing_check();
+    settled_.insert(settled_.end(), acks.begin(), acks.end());
+}
+
 // ---- retraction ------------------------------------------------------------------------------------------
 
 template <class P>
@@ -73,6 +94,7 @@ RetractionBackup Cache<P>::backup(const RequestRows& request) {
             const std::int64_t page = c == Component::mamba ? 1 : hc_.allocator().spec()[c].page_size;
             (void)hc_.evict_host(c, pages_short * page);
         };
+        settle_writes();
         return retract(hc_.allocator(), hc_.host_pools(), hc_.controller(), retraction_of(request), evict_host);
     }
 }
