@@ -1,9 +1,13 @@
-// Budgets (reference §6.1) on HiCache over a manual HostBackend: what each budget charges and refuses, with the
-// refusal's breakdown.
+// Budgets and admission (reference §6, §9 scenarios 5, 6, 26, 27, 28) on HiCache over a manual HostBackend:
+// what each budget charges and refuses (with the refusal's breakdown), the shared budget's reclaim before a
+// load is queued (so the step's allocations need no page move while the load blocks them), the host match
+// pinned across reclaim, every pin released on success, refusal and an exception, and the FULL load-back spec
+// built only by the budgets that read it. Rows are checked through translation wherever data moves.
 
 #include <stdexcept>
 #include <vector>
 
+#include <unikv/budget/admission.hpp>
 #include <unikv/budget/base_budget.hpp>
 #include <unikv/budget/partitioned_swa_budget.hpp>
 #include <unikv/budget/shared_hybrid_budget.hpp>
@@ -248,5 +252,271 @@ TEST_CASE("the shared budget counts evictable pages of one pool for the other: c
     CHECK(s.check.refusal.pages_short == 1);
     CHECK(s.check.refusal.pages_locked == 5);
     r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// ---- admission -------------------------------------------------------------------------------------------
+
+TEST_CASE("admission of a device hit pins nothing beyond the request's own lock and charges the budget") {
+    Rig<SwaProbed> r(40, 16);
+    const auto cached = Rig<SwaProbed>::key(100, 3);
+    const NodeRef node = r.insert(cached);
+    const auto prompt = joined(cached, Rig<SwaProbed>::key(900, 1));
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({.decode_tokens = 4});
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 4});
+    REQUIRE(a);
+    CHECK(a.node == node);
+    CHECK(a.prefix_length == 12);
+    CHECK(a.extend_length == 4);
+    CHECK(a.load_id == 0);
+    CHECK(budget.total_offset() == 4 + 4 + 4 + 4);
+    CHECK(locks_of(r, node).device[Component::full] == 1);  // the request's own, no pin left
+    CHECK(r.cache.tree().protected_size(Component::full) == 12);
+    r.cache.unlock(std::move(a.lock));
+    CHECK(r.cache.tree().protected_size(Component::full) == 0);
+}
+
+// Scenario 6: FULL resident and SWA on host (the load adds no FULL rows), a running 40-token request whose SWA
+// beyond its window is the only thing eviction can take, and 24 decode tokens pending. The shared budget
+// reclaims for the load and for the pending demand before the load is queued, so while the load blocks page
+// moves the step's own allocations still fit. Dropping `total_offset` or `swa_offset` from the demand leaves
+// the reclaim undone and the decode allocation short.
+TEST_CASE("the shared budget reclaims for the load and the pending decode demand before the load is queued") {
+    Rig<SwaProbed> r(40, 16);
+    const auto target = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = swa_hosted(r, target);
+    const auto older = Rig<SwaProbed>::key(500, 8);
+    const auto running = joined(older, Rig<SwaProbed>::key(900, 2));
+    const NodeRef run_node = r.insert(running);
+    REQUIRE(r.cache.match(TokenKey{older}).device_length == 32);  // splits the node: [0, 32) above [32, 40)
+    LockReceipt run = r.cache.lock(run_node);  // its SWA lock covers one window: the lower node
+    const std::int64_t swa_evictable = r.cache.tree().evictable_size(Component::swa);
+    REQUIRE(swa_evictable == 32);
+
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({.decode_tokens = 24});
+    const auto prompt = joined(target, Rig<SwaProbed>::key(2000, 1));
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    CHECK(a.load_id != 0);
+    CHECK(a.prefix_length == 16);
+    CHECK(r.cache.loads_in_flight() == 1);
+    CHECK(r.cache.tree().evictable_size(Component::swa) < swa_evictable);  // the running request's old SWA went
+    CHECK(r.cache.allocator().moves_blocked());
+
+    // The step's allocations while the load is queued: the extension's page and the 24 decode tokens.
+    REQUIRE(drain(r.backend, r.stream));
+    std::vector<VirtualPage> extension(1);
+    std::vector<VirtualPage> decode(24 / page_size);
+    CHECK(r.cache.allocator().alloc(extension));
+    CHECK(r.cache.allocator().alloc(decode));
+    CHECK(r.backend.queued(r.stream) == 0);  // no page moved
+    CHECK(path_holds(r, run_node, running));   // the running request's FULL rows and window are intact
+
+    CHECK(ack_load(r, a.load_id));
+    CHECK(path_holds(r, node, target));  // the loaded window holds the original rows
+    CHECK(r.cache.match(TokenKey{target}).device_length == 16);
+    CHECK(path_holds(r, run_node, running));
+    r.cache.allocator().free(extension);
+    r.cache.allocator().free(decode);
+    r.cache.unlock(std::move(a.lock));
+    r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// Scenario 5: write-back; a 16-token host-only match, the host filled by evicted fillers, a 40-token unbacked
+// device victim. Reclaim evicts the victim, and under write-back makes host room first by evicting host
+// leaves: the match, the oldest host leaf, survives only because it is host-pinned throughout.
+TEST_CASE("the host match stays pinned while reclaim evicts host leaves, and loads back byte-exact") {
+    Rig<SwaProbed> r(30, 8);
+    Probe::reset();
+    const auto match = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = hosted(r, match);
+    for (TokenId t = 0; t < 4; ++t) (void)hosted(r, Rig<SwaProbed>::key(300 + 10 * t, 1));
+    REQUIRE(r.cache.host_pools().available(Component::full) == 0);
+    (void)r.insert(Rig<SwaProbed>::key(700, 10));  // the victim
+    (void)r.cache.allocator().flush(FlushMode::urgent);
+    REQUIRE(drain(r.backend, r.stream));
+
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({});
+    const auto prompt = joined(match, Rig<SwaProbed>::key(2000, 1));
+    Probe::watching = true;
+    Probe::watched = node;
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    Probe::watching = false;
+    REQUIRE(a);
+    REQUIRE_FALSE(Probe::host_pins_at_evict_host.empty());
+    for (const per_component<std::uint32_t>& pins : Probe::host_pins_at_evict_host) {
+        CHECK(pins[Component::full] > 0);
+        CHECK(pins[Component::swa] > 0);
+    }
+    CHECK(ack_load(r, a.load_id));
+    CHECK(path_holds(r, node, match));
+    r.cache.unlock(std::move(a.lock));
+    const Locks after = locks_of(r, node);
+    CHECK(after.device[Component::full] == 0);
+    CHECK(after.host[Component::full] == 0);
+    CHECK(after.host[Component::swa] == 0);
+    CHECK(r.broken().empty());
+}
+
+// Scenario 26: selection admits the request (its extension fits), but the shared budget cannot reclaim room
+// for the load as well (everything else on device is locked): refused with the breakdown, no pin left, nothing
+// queued or charged, the host hit still there.
+TEST_CASE("pins are released when the load-back budget fails, and the refusal says why") {
+    Rig<SwaProbed> r(30, 16);
+    const auto match = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = hosted(r, match);
+    (void)r.cache.allocator().flush(FlushMode::urgent);
+    LockReceipt run = r.cache.lock(r.insert(Rig<SwaProbed>::key(700, 10)));  // 20 of the 29 envelopes
+    REQUIRE(drain(r.backend, r.stream));
+    BudgetOf<Faulty<SharedSWABudget>, SwaProbed> budget;
+    budget.begin_step({});
+    const auto prompt = joined(match, Rig<SwaProbed>::key(2000, 1));
+    const Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE_FALSE(a);
+    // Selection: FULL 4 + 4 + 4 tokens and SWA 12 tokens, 6 envelopes of the 9 free. The load adds 16 FULL
+    // and 8 SWA tokens: FULL 7 pages and SWA 5, 3 envelopes more than are free, nothing evictable.
+    CHECK(budget.asks.size() == 1);
+    CHECK(a.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
+                                        .component = Component::full,
+                                        .pages_short = 3,
+                                        .pages_reclaimable = 0,
+                                        .pages_in_flight = 0,
+                                        .pages_locked = 10});
+    CHECK(a.lock.empty());
+    CHECK(locks_of(r, node) == Locks{});
+    CHECK(r.cache.loads_in_flight() == 0);
+    CHECK(budget.total_offset() == 0);
+    CHECK(r.cache.match(TokenKey{match}).host_hit_length == 16);
+    r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// The base budget prepares nothing: a load that its own evict-and-retry cannot place is refused as
+// `load_back_short`, naming the pool, with every pin released and nothing charged.
+TEST_CASE("a load-back that stays short refuses as load_back_short and releases every pin") {
+    Rig<SwaProbed> r(30, 16);
+    const auto match = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = hosted(r, match);
+    (void)r.cache.allocator().flush(FlushMode::urgent);
+    LockReceipt run = r.cache.lock(r.insert(Rig<SwaProbed>::key(700, 12)));  // 24 of the 29 envelopes
+    REQUIRE(drain(r.backend, r.stream));
+    BudgetOf<BaseBudget, SwaProbed> budget;
+    budget.begin_step({});
+    const auto prompt = joined(match, Rig<SwaProbed>::key(2000, 1));
+    const Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE_FALSE(a);
+    // FULL's 4 pages fit the 5 free envelopes; the SWA window's 2 pages then do not.
+    CHECK(a.refusal == AdmissionRefusal{.cause = RefusalCause::load_back_short,
+                                        .component = Component::swa,
+                                        .pages_short = 1,
+                                        .pages_reclaimable = 0,
+                                        .pages_in_flight = 0,
+                                        .pages_locked = 12});
+    CHECK(locks_of(r, node) == Locks{});
+    CHECK(r.cache.loads_in_flight() == 0);
+    CHECK(budget.total_offset() == 0);
+    CHECK(r.cache.match(TokenKey{match}).host_hit_length == 16);
+    r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// Scenario 27: a throw in the middle of admission (during selection, with the device node pinned; after the
+// reclaim, with the host match pinned) propagates, and leaves no pin, no charge and nothing queued.
+TEST_CASE("pins are released when admission throws, in selection and after the reclaim") {
+    Fault fault = Fault::none;
+    SUBCASE("during selection") { fault = Fault::selection; }
+    SUBCASE("after the reclaim") { fault = Fault::after_reclaim; }
+    Rig<SwaProbed> r(40, 16);
+    const auto parent = Rig<SwaProbed>::key(100, 2);
+    const auto child = joined(parent, Rig<SwaProbed>::key(900, 2));
+    const NodeRef top = r.insert(parent);
+    const NodeRef leaf = r.insert(child);
+    {
+        LockReceipt keep = r.cache.lock(top);  // the parent stays on device, the child goes to host
+        REQUIRE(r.cache.evict(Component::full, 8).backed_up >= 1);
+        r.cache.unlock(std::move(keep));
+    }
+    const MatchResult m = r.cache.match(TokenKey{child});
+    REQUIRE(m.device_node == top);
+    REQUIRE(m.best_node == leaf);
+    const std::uint64_t dropped = dropped_count();
+    const std::int64_t protected_full = r.cache.tree().protected_size(Component::full);
+    BudgetOf<Faulty<SharedSWABudget>, SwaProbed> budget;
+    budget.fault = fault;
+    budget.begin_step({.decode_tokens = 4});
+    const auto prompt = joined(child, Rig<SwaProbed>::key(2000, 1));
+    CHECK_THROWS_AS((void)try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 4}),
+                    std::runtime_error);
+    REQUIRE(budget.protected_at_selection.size() == 1);
+    CHECK(budget.protected_at_selection[0] == protected_full + 8);  // the device prefix was pinned
+    CHECK(budget.asks.size() == (fault == Fault::after_reclaim ? 1u : 0u));
+    CHECK(locks_of(r, top) == Locks{});
+    CHECK(locks_of(r, leaf) == Locks{});
+    CHECK(r.cache.tree().protected_size(Component::full) == protected_full);
+    CHECK(dropped_count() == dropped);
+    CHECK(budget.total_offset() == 4);
+    CHECK(r.cache.loads_in_flight() == 0);
+    CHECK(r.cache.match(TokenKey{child}).host_hit_length == 8);
+    CHECK(r.broken().empty());
+}
+
+// Scenario 28 and the §6.2 FULL ask (page 4, max_new = page): a budget that reads the FULL rows a load adds
+// builds the load-back plan once more than the load itself and asks for new_full + extend + page + page; the
+// others never walk the tree for it and ask for host_hit + extend + page + page. Here the FULL rows are
+// resident behind a host-only SWA window: new_full is 0 while the host hit is 16.
+TEST_CASE_TEMPLATE("only budgets that read the FULL load-back rows build the plan for them", B, BaseBudget,
+                   PartitionedSWABudget, SharedSWABudget) {
+    Rig<SwaProbed> r(40, 16);
+    const auto target = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = swa_hosted(r, target);
+    BudgetOf<Faulty<B>, SwaProbed> budget({.full_partition_pages = 19, .swa_partition_pages = 19});
+    budget.begin_step({});
+    const auto prompt = joined(target, Rig<SwaProbed>::key(2000, 1));
+    Probe::reset();
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    constexpr bool reads = budget_t<B, SwaFullLayout>::load_back_needs_full_tokens;
+    CHECK(reads == std::is_same_v<B, SharedSWABudget>);
+    CHECK(Probe::plans == (reads ? 2 : 1));  // the load's own plan, and the budget's when it reads one
+    REQUIRE(budget.asks.size() == 1);
+    const std::int32_t extend = 4;
+    CHECK(budget.asks[0].full_tokens == (reads ? 0 : 16) + extend + page_size + page_size);
+    CHECK(budget.asks[0].swa_host_hit == 8);
+    CHECK(ack_load(r, a.load_id));
+    CHECK(path_holds(r, node, target));
+    r.cache.unlock(std::move(a.lock));
+    CHECK(r.broken().empty());
+}
+
+// The tri-pool: the hybrid budget charges the request's state slot and counts the load's checkpoint from the
+// plan; after the load is queued (moves blocked) the request's slot and its extension still fit.
+TEST_CASE("the hybrid budget charges a state per admission and the load's checkpoint, and loads byte-exact") {
+    Rig<TriProbed> r(96, 16);
+    const auto match = Rig<TriProbed>::key(100, 2);
+    const NodeRef node = hosted(r, match);
+    BudgetOf<Faulty<SharedHybridBudget>, TriProbed> budget;
+    budget.begin_step({.decode_tokens = 4});
+    const auto prompt = joined(match, Rig<TriProbed>::key(2000, 1));
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    REQUIRE(budget.asks.size() == 1);
+    CHECK(budget.asks[0].load_states == 1);
+    CHECK(budget.asks[0].full_tokens == 8 + 4 + page_size + page_size);
+    CHECK(budget.state_offset() == 1);
+    CHECK(r.cache.allocator().moves_blocked());
+    StateId own{};
+    std::vector<VirtualPage> extension(1);
+    CHECK(r.cache.allocator().alloc_state(std::span(&own, 1)));
+    CHECK(r.cache.allocator().alloc(extension));
+    CHECK(ack_load(r, a.load_id));
+    CHECK(r.device_holds(node, match));
+    CHECK(r.cache.tree().node_info(node).device[Component::mamba]);
+    r.cache.allocator().free_state(std::span<const StateId>(&own, 1));
+    r.cache.allocator().free(extension);
+    r.cache.unlock(std::move(a.lock));
     CHECK(r.broken().empty());
 }
