@@ -1,12 +1,18 @@
 #pragma once
 /// \file
 /// Umbrella header: everything an engine needs on a host-only build (with nvcc, the CUDA backend too): the
-/// composed `Cache<Policies>` with its bundle rules, the backend of the build, the component vocabulary, arena geometry, the shipped layouts and the unified
-/// allocator, the model presets, both tree cores, the action executor, the host pools, and the transfer
-/// controller with the load-back ticket and retraction.
+/// composed `Cache<Policies>` with its bundle rules, the backend of the build, the component vocabulary, arena
+/// geometry, the shipped layouts and the unified allocator, the model presets, both tree cores, the action
+/// executor, the host pools, the transfer controller with the load-back ticket and retraction, and the admission
+/// budgets.
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
+#include <unikv/budget/admission.hpp>
+#include <unikv/budget/base_budget.hpp>
+#include <unikv/budget/partitioned_swa_budget.hpp>
+#include <unikv/budget/shared_hybrid_budget.hpp>
+#include <unikv/budget/shared_swa_budget.hpp>
 #include <unikv/cache.hpp>
 #include <unikv/cache/action_executor.hpp>
 #include <unikv/cache/compatibility.hpp>

@@ -238,6 +238,9 @@ public:
     /// queued. Precondition: `node` alive, every component accepts it in some tier. O(pages of the plan);
     /// allocates the load's record.
     LoadBackStart load_back(NodeRef node);
+    /// The tree's `load_back_plan(node)`: what a load-back of `node` would copy, without copying anything
+    /// (admission counts the FULL rows a load adds from it). Valid until the next call that changes the tree.
+    [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node) { return tree_.load_back_plan(node); }
     /// Submits every queued load (`TransferController::start_loading`); returns the number submitted.
     std::size_t start_loading() { return ctl_.start_loading(alloc_, host_); }
     /// Acknowledges finished loads, in submission order, never blocking: commits each successful one to the
