@@ -1,7 +1,7 @@
 // The README's engine walkthrough, built and run by ctest (`example.engine_walkthrough`); the part between the
 // readme markers is the README's text, character for character (ctest `readme.engine_walkthrough`). An engine
-// serving GPT-OSS-20B on the CPU backend: a prompt is admitted against the cache (a prefix that lives on host
-// is loaded back layer by layer), its rows are allocated and translated for the kernels, and it finishes by
+// serving GPT-OSS-20B on the CPU backend: a prompt is admitted by the budget (a prefix that lives on host is
+// reclaimed for and loaded back layer by layer), its rows are allocated and translated for the kernels, and it finishes by
 // inserting its pages. `main` serves a prompt, evicts everything (written back to host) and serves the prompt
 // again from the host copy; the forward checks that every cached row it reads holds what was written there.
 #include <cstdint>
@@ -44,36 +44,37 @@ int forward(Cache& cache, std::span<const unikv::PhysicalToken> rows, std::span<
 // [readme]
 using Model = unikv::presets::GptOss20B;  // SwaFullLayout and the published shapes
 struct Policies : unikv::DefaultCachePolicies {
-    using layout = Model::layout;  // write-back to separate host pools, radix tree: the defaults
+    using layout = Model::layout;
+    using budget = unikv::SharedSWABudget;  // FULL and SWA budgeted jointly over the one arena
 };
 using ModelCache = unikv::Cache<Policies>;
 
 int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::span<const unikv::TokenId> prompt) {
-    const unikv::TokenKey key{prompt};
-    if (const unikv::MatchResult hit = cache.match(key); hit.host_hit_length > 0 && cache.load_back(hit.best_node)) {
+    cache.begin_step({.decode_tokens = 0});  // the running decodes' tokens are pre-charged here
+    unikv::Admission a = cache.try_admit({.prompt = {prompt}, .max_new_tokens = 16});
+    if (!a) return -1;  // a.refusal: which pool, pages short, reclaimable, blocked by transfers, locked
+    if (a.load_id != 0) {  // its prefix is on host: loaded layer by layer
         cache.start_loading();  // the attention of layer l waits only on layer l's copy
         for (std::int32_t l = 0; l < cache.controller().layers(); ++l) cache.wait_layer(compute, l);
         cache.controller().stream().synchronize();  // an engine would rather ack at its next step
         (void)cache.loading_check();
     }
-    const unikv::MatchResult m = cache.match(key);  // admitted: the device prefix, locked while in use
-    unikv::LockReceipt lock = cache.lock(m.device_node);
-    std::vector<unikv::VirtualToken> rows;
-    for (unikv::VirtualPage p : m.device_pages)
+    std::vector<unikv::VirtualToken> rows;  // the prefix rows, then the new tokens'
+    for (unikv::VirtualPage p : cache.match({prompt.first(a.prefix_length)}).device_pages)
         for (std::int32_t i = 0; i < 16; ++i) rows.push_back(unikv::token_of(p, {16}, i));
-    rows.resize(prompt.size());  // then the new tokens' rows, after the prefix
-    const std::int32_t prefix[] = {m.device_length}, seq[] = {static_cast<std::int32_t>(prompt.size())};
-    const unikv::VirtualToken last[] = {m.device_length > 0 ? rows[m.device_length - 1] : unikv::VirtualToken{}};
-    if (!cache.alloc_extend({prefix, seq, last}, std::span(rows).subspan(m.device_length))) return -1;
+    rows.resize(static_cast<std::size_t>(a.prefix_length + a.extend_length));
+    const std::int32_t prefix[] = {a.prefix_length}, seq[] = {a.prefix_length + a.extend_length};
+    const unikv::VirtualToken last[] = {a.prefix_length > 0 ? rows[a.prefix_length - 1] : unikv::VirtualToken{}};
+    if (!cache.alloc_extend({prefix, seq, last}, std::span(rows).subspan(a.prefix_length))) return -1;
     std::vector<unikv::PhysicalToken> physical(rows.size());
     cache.translate_full(rows, physical);  // (translate_swa likewise; device_tables() for device kernels)
-    const int wrong = forward(cache, physical, prompt, m.device_length);
+    const int wrong = forward(cache, physical, prompt, a.prefix_length);
     std::vector<unikv::VirtualPage> pages;  // finish: whole pages go to the tree, the partial tail is freed
     for (std::size_t t = 0; t < rows.size(); t += 16) pages.push_back(unikv::page_of(rows[t], {16}));
     const std::size_t whole = rows.size() / 16;
     (void)cache.insert({prompt.first(whole * 16)}, {.pages = std::span(pages).first(whole)});
     cache.free(std::span(pages).subspan(whole));
-    cache.unlock(std::move(lock));
+    cache.unlock(std::move(a.lock));
     return wrong;
 }
 // [/readme]

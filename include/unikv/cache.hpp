@@ -4,18 +4,19 @@
 ///
 /// ```cpp
 /// struct GemmaPolicies : unikv::DefaultCachePolicies {
-///     using layout = unikv::SwaFullLayout;
+///     using layout = unikv::presets::Gemma3_27B::layout;
+///     using budget = unikv::SharedSWABudget;
 ///     using write_policy = unikv::WriteBack;
 /// };
 /// using GemmaCache = unikv::Cache<GemmaPolicies>;
 /// ```
 ///
-/// The bundle names the backend, layout, tree core, host pools, write policy, host mode and storage;
+/// The bundle names the backend, layout, tree core, budget, host pools, write policy, host mode and storage;
 /// `DefaultCachePolicies` gives all but the layout. A bad bundle is one compile error with one `unikv:`
 /// message naming the fix (`cache/compatibility.hpp`).
 ///
 /// Composition: a `Cache` holds one `HiCache` (allocator, tree, action executor, host pools, transfer
-/// controller) and adds what an engine needs above it. It composes the `HiCache` rather than its parts
+/// controller) and the budget, and adds what an engine needs above them. It composes the `HiCache` rather than its parts
 /// because the `HiCache` already owns the rules that tie those parts together (a load's locks and ticket
 /// until its ack, the write-back drain before rows are freed, one FIFO write lane), and each rule should have
 /// one owner; the cache only adds calls that sit above them:
@@ -25,6 +26,8 @@
 ///   from the tree (write-back included) and retry once;
 /// * retraction (`backup` / `restore`) on the `HiCache`'s controller and host pools, whose host shortfall
 ///   evicts host data through the tree;
+/// * admission (`begin_step`, `try_admit`, `prepare_load_back`): the budget holds no pointer, so the cache
+///   hands it its `HiCache` on every call (`budget/admission.hpp`);
 /// * the bundle's compatibility check.
 /// Every hot call (match, insert, lock, allocation without shortfall, translation, waits) inlines straight
 /// through to the allocator and the tree: no virtual call, no `std::function`.
@@ -41,6 +44,9 @@
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
+#include <unikv/budget/admission.hpp>
+#include <unikv/budget/base_budget.hpp>
+#include <unikv/budget/budget_concept.hpp>
 #include <unikv/cache/compatibility.hpp>
 #include <unikv/cache/hicache.hpp>
 #include <unikv/host/host_pool_concept.hpp>
@@ -57,11 +63,13 @@
 
 namespace unikv {
 
-/// The defaults of a cache bundle, all but the layout: the build's backend, the fast tree core, separate host
-/// pools, write-back, the host tier as a cache, no storage tier. Derive from it and add `using layout = ...`.
+/// The defaults of a cache bundle, all but the layout: the build's backend, the fast tree core, the one-pool
+/// budget, separate host pools, write-back, the host tier as a cache, no storage tier. Derive from it and add
+/// `using layout = ...`.
 struct DefaultCachePolicies {
     using backend = DefaultBackend;        ///< the copy and stream backend (`HostBackend`, or `CudaBackend` under nvcc)
     using tree_core = RadixTreeCore;       ///< a tree-core tag (the tree follows the layout) or an explicit tree
+    using budget = BaseBudget;             ///< admission budget (`SharedSWABudget` for Full+Swa over one arena)
     using host_pools = SeparateHostPools;  ///< host-pool policy tag; `NoHostTier` for a device-only cache
     using write_policy = WriteBack;        ///< when device data gets its host copy (`NoHostWrites` without a host)
     using host_mode = CacheMode;           ///< what the host tier is for
@@ -77,6 +85,8 @@ struct CacheConfig {
     HostConfig host{};
     /// Whether the tree records KV events.
     EventMode events = EventMode::off;
+    /// The budget's configuration (static partitions of `PartitionedSWABudget`).
+    BudgetConfig budget{};
 };
 
 /// A running request's own rows, for `Cache::backup` and `Cache::restore`.
@@ -127,6 +137,7 @@ public:
     using tree_type = typename hicache_type::tree_type;
     using host_pools_type = typename hicache_type::host_pools_type;
     using controller_type = typename hicache_type::controller_type;
+    using budget_type = budget_t<typename Policies::budget, typename Policies::layout>;
     using stream_ref = typename backend_type::stream_ref;
     /// The layout's pools.
     static constexpr bool has_swa = allocator_type::has_swa;
@@ -158,6 +169,20 @@ public:
     [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {}) { return hc_.lock(node, options); }
     /// Releases a lock. O(depth).
     void unlock(LockReceipt&& receipt) { hc_.unlock(std::move(receipt)); }
+
+    // ---- admission ---------------------------------------------------------------------------------------
+    /// Starts a scheduling step: the running decode requests' pending tokens are pre-charged and the chunked
+    /// prefill budget set (`StepDemand`). O(1).
+    void begin_step(const StepDemand& step) { budget_.begin_step(step); }
+    /// Admits `request` into the step, or says why not (`unikv::try_admit`, reference §6.2): match, selection
+    /// by the budget, a host hit pinned, reclaimed for and queued for load-back, the budget charged and the
+    /// request's node locked (`Admission::lock`; unlock it when done). A refusal is a value naming the
+    /// component, pages short, reclaimable, blocked by transfers and held by locks. Every pin is released on
+    /// every path. Cost: see `unikv::try_admit`.
+    [[nodiscard]] Admission try_admit(const AdmitRequest& request) { return unikv::try_admit(hc_, budget_, request); }
+    /// Realizes the budget for a load-back before it is queued (shared budgets evict and compact here, since a
+    /// queued load blocks page moves); `try_admit` calls it for its host hits. Cold.
+    [[nodiscard]] BudgetCheck prepare_load_back(const LoadBackAsk& ask) { return budget_.prepare_load_back(hc_, ask); }
 
     // ---- running requests (hot) --------------------------------------------------------------------------
     /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it evicts the
@@ -274,6 +299,8 @@ public:
     [[nodiscard]] host_pools_type& host_pools() noexcept { return hc_.host_pools(); }
     /// The transfer controller, for inspection (its stream, what is in flight).
     [[nodiscard]] const controller_type& controller() const noexcept { return hc_.controller(); }
+    /// The budget, for inspection (its offsets).
+    [[nodiscard]] const budget_type& budget() const noexcept { return budget_; }
     /// The window of the SWA layers in tokens (0 without Swa).
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return window_; }
 
@@ -286,6 +313,7 @@ private:
     void settle_writes();
 
     hicache_type hc_;
+    budget_type budget_;
     std::int32_t window_ = 0;
     std::vector<WriteDone> settled_;   // acks of writes a `backup` settled, for the next `writing_check`
     std::vector<WriteDone> reported_;  // what the last `writing_check` returned when it had settled acks

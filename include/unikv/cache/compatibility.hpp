@@ -16,16 +16,18 @@
 /// | the storage is a storage policy                                     | `check_storage_policy`          |
 /// | storage that needs separate pools gets no shared host arena         | here                            |
 /// | the write policy and the host mode are ones                         | `check_write_policy`, `check_host_mode` |
+/// | the budget serves the layout (e.g. `SharedSWABudget` needs Full+Swa)| `check_budget`                  |
 /// | a policy that writes to the host has a host tier (not `NoHostTier`) | here                            |
 ///
 /// Use-site rules: retraction (`Cache::backup` / `restore`) needs a host tier and a layout without Mamba
 /// (`check_cache_retraction`, the second routed to `check_retraction`); a cache that never retracts may have
 /// either. Not here yet: buffer-only host mode (it comes with the storage tier, so "buffer-only with Mamba"
-/// has nothing to check) and the budget rules (with the budgets).
+/// has nothing to check).
 
 #include <cstdint>
 #include <type_traits>
 
+#include <unikv/budget/budget_concept.hpp>
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/host/no_host_tier.hpp>
 #include <unikv/pools/layout.hpp>
@@ -50,6 +52,7 @@ enum class cache_rule : std::uint8_t {
     storage_host_pools,  ///< storage that needs separate pools gets them
     write_policy,        ///< the write policy is one (`check_write_policy`)
     host_mode,           ///< the host mode is one (`check_host_mode`)
+    budget,              ///< the budget serves the layout (`check_budget`)
     writes_need_host,    ///< a write policy that copies to the host has a host tier
 };
 
@@ -100,6 +103,8 @@ consteval cache_rule first_broken_rule() {
             return cache_rule::write_policy;
         } else if constexpr (!is_host_mode_v<typename P::host_mode>) {
             return cache_rule::host_mode;
+        } else if constexpr (!is_budget_policy_v<typename P::budget, L>) {
+            return cache_rule::budget;
         } else if constexpr (writes_host_v<typename P::write_policy> && is_no_host_tier_v<H>) {
             return cache_rule::writes_need_host;
         } else {
@@ -152,6 +157,8 @@ consteval bool check_cache_policies() {
         return check_write_policy<typename P::write_policy>();
     } else if constexpr (broken == cache_rule::host_mode) {
         return check_host_mode<typename P::host_mode>();
+    } else if constexpr (broken == cache_rule::budget) {
+        return check_budget<typename P::budget, typename P::layout>();
     } else if constexpr (broken == cache_rule::writes_need_host) {
         static_assert(broken != cache_rule::writes_need_host,
                       "unikv: the bundle's write policy copies device data to the host tier (WriteBack on eviction, "

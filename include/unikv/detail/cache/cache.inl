@@ -20,6 +20,7 @@ TreeConfig tree_config(const CacheConfig& config) {
 template <class P>
 Cache<P>::Cache(backend_type& backend, const CacheConfig& config, stream_ref stream)
     : hc_(backend, config.arena, config.host, detail::cache::tree_config<has_swa>(config), stream),
+      budget_(config.budget),
       window_(has_swa ? config.arena.model.swa_window_tokens : 0) {}
 
 template <class P>
