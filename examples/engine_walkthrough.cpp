@@ -1,9 +1,10 @@
 // The README's engine walkthrough, built and run by ctest (`example.engine_walkthrough`); the part between the
 // readme markers is the README's text, character for character (ctest `readme.engine_walkthrough`). An engine
 // serving GPT-OSS-20B on the CPU backend: a prompt is admitted by the budget (a prefix that lives on host is
-// reclaimed for and loaded back layer by layer), its rows are allocated and translated for the kernels, and it finishes by
-// inserting its pages. `main` serves a prompt, evicts everything (written back to host) and serves the prompt
-// again from the host copy; the forward checks that every cached row it reads holds what was written there.
+// reclaimed for and loaded back layer by layer), its rows are allocated and translated for the kernels, and it
+// finishes by inserting its pages. `main` serves a prompt, evicts everything (written back to host) and serves
+// the prompt again from the host copy; the forward checks that every cached row it reads holds what was written
+// there.
 #include <cstdint>
 #include <cstdio>
 #include <span>

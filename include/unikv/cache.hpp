@@ -16,10 +16,10 @@
 /// message naming the fix (`cache/compatibility.hpp`).
 ///
 /// Composition: a `Cache` holds one `HiCache` (allocator, tree, action executor, host pools, transfer
-/// controller) and the budget, and adds what an engine needs above them. It composes the `HiCache` rather than its parts
-/// because the `HiCache` already owns the rules that tie those parts together (a load's locks and ticket
-/// until its ack, the write-back drain before rows are freed, one FIFO write lane), and each rule should have
-/// one owner; the cache only adds calls that sit above them:
+/// controller) and the budget, and adds what an engine needs above them. It composes the `HiCache` rather
+/// than its parts because the `HiCache` already owns the rules that tie those parts together (a load's locks
+/// and ticket until its ack, the write-back drain before rows are freed, one FIFO write lane), and each rule
+/// should have one owner; the cache only adds calls that sit above them:
 /// * one configuration (`CacheConfig`): the tree's page size and window are taken from the arena's, so the
 ///   two cannot disagree;
 /// * request allocation with relief: `alloc_extend` / `alloc_decode` that fall short evict the shortfall

@@ -30,6 +30,10 @@ struct Policies : DefaultCachePolicies {
 struct WriteThroughPolicies : Policies {
     using write_policy = WriteThrough;
 };
+struct DeviceOnlyPolicies : Policies {
+    using host_pools = NoHostTier;
+    using write_policy = NoHostWrites;
+};
 
 constexpr std::int32_t layers = 2;
 constexpr std::size_t layer_bytes = 32;  // K and V rows of 16 bytes
@@ -55,11 +59,15 @@ struct Request {
     std::int32_t prefix = 0;  // rows [0, prefix) are the tree's (matched), the rest the request's own
 
     [[nodiscard]] std::int32_t length() const { return static_cast<std::int32_t>(rows.size()); }
-    [[nodiscard]] TokenKey key(std::int32_t n) const { return TokenKey{std::span(tokens).first(static_cast<std::size_t>(n))}; }
+    [[nodiscard]] TokenKey key(std::int32_t n) const {
+        return TokenKey{std::span(tokens).first(static_cast<std::size_t>(n))};
+    }
     // The virtual pages of rows [from, to), both page aligned (`to` may end a partial page).
     [[nodiscard]] std::vector<VirtualPage> pages(std::int32_t from, std::int32_t to) const {
         std::vector<VirtualPage> out;
-        for (std::int32_t pos = from; pos < to; pos += page_size) out.push_back(page_of(rows[static_cast<std::size_t>(pos)], {page_size}));
+        for (std::int32_t pos = from; pos < to; pos += page_size) {
+            out.push_back(page_of(rows[static_cast<std::size_t>(pos)], {page_size}));
+        }
         return out;
     }
 };
@@ -72,7 +80,7 @@ struct Engine {
     std::optional<TestCache> first, second;
     TestCache* cache = nullptr;
 
-    Engine() { cache = &first.emplace(backend, cache_config(), stream); }
+    explicit Engine(const CacheConfig& config = cache_config()) { cache = &first.emplace(backend, config, stream); }
     // Moves the cache into a new object; every later call goes to the moved-to one.
     void move_cache() {
         second.emplace(std::move(*first));
@@ -117,7 +125,8 @@ struct Engine {
     }
     // Host pages `host` of `c` hold the markers of `r`'s positions from `first_pos`, a page each (up to the
     // request's length: a partial last page holds nothing after it).
-    [[nodiscard]] bool host_holds(const Request& r, Component c, std::span<const HostPage> host, std::int32_t first_pos) {
+    [[nodiscard]] bool host_holds(const Request& r, Component c, std::span<const HostPage> host,
+                                  std::int32_t first_pos) {
         if (host.empty()) return false;
         auto lease = cache->host_pools().lease();
         for (std::size_t k = 0; k < host.size(); ++k) {
@@ -287,8 +296,8 @@ TEST_CASE("a cache serves requests through write-back, per-layer load-back, retr
         REQUIRE(at_layer0.size() == e.cache->allocator().region().size);
         std::int32_t layer0 = 0, layer1 = 0;
         for (std::int32_t pos = 0; pos < 20; ++pos) {
-            const std::size_t at = static_cast<std::size_t>(e.row(Component::full, loaded.rows[static_cast<std::size_t>(pos)]) -
-                                                            e.cache->allocator().region().data);
+            const std::byte* r = e.row(Component::full, loaded.rows[static_cast<std::size_t>(pos)]);
+            const auto at = static_cast<std::size_t>(r - e.cache->allocator().region().data);
             const std::uint32_t want = marker(Component::full, b.tokens[static_cast<std::size_t>(pos)], pos);
             layer0 += test_rows::uniform_word(at_layer0.data() + at, layer_bytes) == want;
             layer1 += test_rows::uniform_word(at_layer0.data() + at + layer_bytes, layer_bytes) == want;
@@ -401,5 +410,23 @@ TEST_CASE("a backup under write-through first settles the writes in flight, and 
     e.cache->discard(backup);
     e.cache->free(own);
     e.cache->unlock(std::move(b_lock));
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
+    CacheConfig config = cache_config();
+    config.host = {};
+    Engine<DeviceOnlyPolicies> e(config);
+    CHECK_THROWS_AS(Cache<DeviceOnlyPolicies>(e.backend, cache_config(), e.stream), logic_error);
+    Request a{.tokens = tokens(100, 12)};
+    LockReceipt lock = e.start(a, e.cache->match(a.key(12)));
+    e.extend(a, 12);
+    (void)e.finish(a, std::move(lock));
+    CHECK(e.cache->match(a.key(12)).device_length == 12);
+    CHECK(e.holds(a, Component::full, 0, 12));
+    const Eviction ev = e.cache->evict(Component::full, 1 << 20);
+    CHECK(ev.freed[Component::full] == 12);
+    CHECK(ev.backed_up == 0);
+    CHECK(e.cache->match(a.key(12)).best_length == 0);  // no host copy to hit
     CHECK(e.broken() == "");
 }
