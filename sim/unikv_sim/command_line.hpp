@@ -39,7 +39,7 @@ struct CommandLine {
         "Today unikv-sim reads or generates the trace, checks it and prints its summary (requests, tokens, unique\n"
         "blocks, the prefix-hit rate an infinite cache reaches, duration). The replay, and with it --compare-static,\n"
         "--csv and --plot, comes with the composed cache (unikv::Cache).\n\n"
-        "Exit status: 0 done, 1 bad trace, 2 bad command line, 3 a replay-only output was asked for.");
+        "Exit status: 0 done, 1 bad trace, 2 bad command line, 3 a replay-only output was asked for.\n");
     app.failure_message([](const CLI::App*, const CLI::Error& e) {
         return "unikv-sim: " + std::string(e.what()) + "\nRun with --help for more information.\n";
     });
