@@ -61,7 +61,7 @@ struct CommandLine {
     app.add_option("--seed", gen.seed, "Generator seed")->needs(gen_opt)->capture_default_str();
     app.add_option("--requests", gen.requests, "Requests to generate")
         ->needs(gen_opt)
-        ->check(CLI::Range(1, 10'000'000))
+        ->check(CLI::Range(1, 100'000))
         ->capture_default_str();
     app.add_option("--model", model, "Model preset: " + presets)->capture_default_str();
     app.add_option("--device-memory", device, "Device memory for the KV cache, for example 8GiB or 40GB")

@@ -196,7 +196,8 @@ inline void docqa_question(SplitMix64& rng, SessionWriter& w, const std::vector<
 /// is full and no session still to start could place a request among the first `requests` arrivals, so the
 /// trace's tail is as dense as its head. Throws `InputError` for `requests < 1` or `block_tokens < 1`.
 [[nodiscard]] inline Trace generate(const GeneratorConfig& config) {
-    if (config.requests < 1) throw InputError(message("generator requests is ", config.requests, "; it must be at least 1"));
+    if (config.requests < 1)
+        throw InputError(message("generator requests is ", config.requests, "; it must be at least 1"));
     if (config.block_tokens < 1)
         throw InputError(message("generator block_tokens is ", config.block_tokens, "; it must be at least 1"));
     detail::SplitMix64 rng(config.seed);

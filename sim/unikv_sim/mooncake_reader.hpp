@@ -24,6 +24,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <simdjson.h>
@@ -39,8 +40,10 @@ inline constexpr std::int32_t mooncake_block_tokens = 512;
 
 /// How to read a trace.
 struct ReadOptions {
-    std::int32_t block_tokens = mooncake_block_tokens;               ///< tokens per hash id
-    std::size_t max_requests = std::numeric_limits<std::size_t>::max();  ///< stop after this many (the rest is not read)
+    /// Tokens per hash id.
+    std::int32_t block_tokens = mooncake_block_tokens;
+    /// Stop after this many requests; the rest of the text is not read.
+    std::size_t max_requests = std::numeric_limits<std::size_t>::max();
 };
 
 namespace detail {
@@ -80,7 +83,8 @@ public:
             first_timestamp_ = timestamp;
         } else if (timestamp < last_timestamp_) {
             fail("\"timestamp\" ", timestamp, " is earlier than the previous request's ", last_timestamp_,
-                 " (line ", last_line_, "); a trace must be in arrival order (sort it by timestamp, ties in file order)");
+                 " (line ", last_line_,
+                 "); a trace must be in arrival order (sort it by timestamp, ties in file order)");
         }
         const double arrival = timestamp - first_timestamp_;
         if (arrival > max_arrival_ms)
@@ -117,7 +121,9 @@ public:
         last_line_ = line_;
     }
 
+    /// Requests read so far.
     [[nodiscard]] std::size_t size() const noexcept { return builder_.size(); }
+    /// The trace read so far; the reader is left moved-from.
     [[nodiscard]] Trace finish() && { return std::move(builder_).finish(); }
 
 private:

@@ -39,7 +39,7 @@ inline constexpr double max_arrival_ms = 1e12;
 struct Request {
     double arrival_ms = 0;           ///< arrival, in ms after the trace's start; non-decreasing along a trace
     std::int32_t prompt_tokens = 0;  ///< input length, in [1, max_prompt_tokens]
-    std::int32_t output_tokens = 0;  ///< tokens to decode (the first comes out of the prefill), in [1, max_output_tokens]
+    std::int32_t output_tokens = 0;  ///< tokens to decode, the prefill's one included; in [1, max_output_tokens]
     std::uint32_t first_block = 0;   ///< where the prompt's blocks start in the trace's block list
     std::uint32_t block_count = 0;   ///< `ceil(prompt_tokens / block_tokens)`
 };

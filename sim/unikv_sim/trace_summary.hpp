@@ -14,22 +14,29 @@ namespace unikv::sim {
 
 /// Figures of one trace (`summarize`).
 struct TraceSummary {
-    std::size_t requests = 0;
+    std::size_t requests = 0;            ///< requests in the trace
     std::int64_t prompt_tokens = 0;      ///< summed over requests
     std::int64_t output_tokens = 0;      ///< summed over requests
-    std::int32_t longest_prompt = 0;
-    std::int32_t longest_output = 0;
+    std::int32_t longest_prompt = 0;     ///< the most prompt tokens of one request
+    std::int32_t longest_output = 0;     ///< the most output tokens of one request
     std::int64_t longest_request = 0;    ///< the most prompt + output tokens of one request: the least a cache
                                          ///< must hold to serve the trace at all
     std::uint32_t distinct_blocks = 0;   ///< distinct block ids (Mooncake: distinct hash ids)
     std::int64_t reusable_tokens = 0;    ///< prompt tokens an infinite cache serves from earlier prompts
     double duration_ms = 0;              ///< last arrival minus first
 
-    [[nodiscard]] double mean_prompt() const noexcept { return requests ? double(prompt_tokens) / double(requests) : 0; }
-    [[nodiscard]] double mean_output() const noexcept { return requests ? double(output_tokens) / double(requests) : 0; }
+    /// Prompt tokens per request (0 for no requests).
+    [[nodiscard]] double mean_prompt() const noexcept { return per_request(prompt_tokens); }
+    /// Output tokens per request (0 for no requests).
+    [[nodiscard]] double mean_output() const noexcept { return per_request(output_tokens); }
     /// `reusable_tokens / prompt_tokens`: the prefix-hit rate no cache can beat on this trace.
     [[nodiscard]] double max_prefix_hit_rate() const noexcept {
         return prompt_tokens ? double(reusable_tokens) / double(prompt_tokens) : 0;
+    }
+
+private:
+    [[nodiscard]] double per_request(std::int64_t v) const noexcept {
+        return requests ? double(v) / double(requests) : 0;
     }
 };
 
@@ -63,7 +70,8 @@ struct TraceSummary {
         std::uint64_t parent = root;
         for (std::uint32_t i = 0; i < r.block_count; ++i) {
             const std::int32_t len = trace.block_length(r, i);
-            const auto [it, fresh] = children.try_emplace(parent << 32 | ids[i], static_cast<std::uint32_t>(held.size()));
+            const auto next = static_cast<std::uint32_t>(held.size());
+            const auto [it, fresh] = children.try_emplace(parent << 32 | ids[i], next);
             if (fresh) {
                 held.push_back(len);
                 matching = false;

@@ -89,7 +89,8 @@ std::string broken_invariant(const Trace& t) {
 TEST_CASE("the reader turns lines into requests, numbering hash ids densely and rebasing arrivals") {
     // Blocks of 4 tokens keep the token arithmetic visible. Extra fields and blank lines are ignored, CRLF is fine.
     const Trace t = read(line(10, 10, 3, {100, 101, 102}) + "\n" +
-                             R"({"timestamp": 10, "input_length": 12, "output_length": 1, "hash_ids": [100, 101, 102], "extra": "ignored"})"
+                             R"({"timestamp": 10, "input_length": 12, "output_length": 1, )"
+                             R"("hash_ids": [100, 101, 102], "extra": "ignored"})"
                              "\r\n" +
                              line(20.5, 9, 7, {100, 101, 900}),
                          4);
@@ -132,7 +133,8 @@ TEST_CASE("a bad line is reported with its source, line number and field") {
               doctest::Contains("t.jsonl:2: not valid JSON (truncated or malformed line): "));
         CHECK(error_of(ok + ok + R"({"timestamp": 5, "input_le)" + "\n") ==
               doctest::Contains("t.jsonl:3: not valid JSON"));
-        CHECK(error_of(ok + ok.substr(0, ok.size() - 1) + " trailing\n") == doctest::Contains("t.jsonl:2: not valid JSON"));
+        CHECK(error_of(ok + ok.substr(0, ok.size() - 1) + " trailing\n") ==
+              doctest::Contains("t.jsonl:2: not valid JSON"));
     }
     SUBCASE("a line that is not an object") {
         CHECK(error_of("[1, 2]\n") == "t.jsonl:1: expected a JSON object, found an array");
@@ -169,7 +171,8 @@ TEST_CASE("a bad line is reported with its source, line number and field") {
         CHECK(error_of(line(0, 5, 0, {0})) == "t.jsonl:1: \"output_length\" is 0; it must be in [1, 1048576]");
         CHECK(error_of(line(0, 5, 2'000'000, {0})) ==
               "t.jsonl:1: \"output_length\" is 2000000; it must be in [1, 1048576]");
-        CHECK(error_of(R"({"timestamp": 0, "input_length": 18446744073709551615, "output_length": 1, "hash_ids": []})") ==
+        CHECK(error_of(R"({"timestamp": 0, "input_length": 18446744073709551615, "output_length": 1, )"
+                       R"("hash_ids": []})") ==
               "t.jsonl:1: \"input_length\" is 18446744073709551615; it must be in [1, 16777216]");
         CHECK(error_of(line(0, 600, 1, {0, -4})) == "t.jsonl:1: \"hash_ids\"[1] is -4; hash ids must be >= 0");
         CHECK(error_of(line(5, 5, 1, {0}) + line(2e12, 5, 1, {0})) ==
