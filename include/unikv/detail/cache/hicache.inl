@@ -174,10 +174,18 @@ typename HiCache<P>::WriteBackRun HiCache<P>::start_evict(Component component, s
             b.host.clear();  // no room: recorded as no copy
             continue;
         }
+        // Member by member: nvcc's front end rejects assigning `{.mamba = ..., .mamba_host = ...}` to it.
         TransferRequest copy{};
-        if (a.component == Component::full) copy = {.full = run.work_.pages(a), .full_host = b.host};
-        if (a.component == Component::swa) copy = {.swa = run.work_.pages(a), .swa_host = b.host};
-        if (mamba) copy = {.mamba = run.work_.states(a), .mamba_host = b.host};
+        if (a.component == Component::full) {
+            copy.full = run.work_.pages(a);
+            copy.full_host = b.host;
+        } else if (a.component == Component::swa) {
+            copy.swa = run.work_.pages(a);
+            copy.swa_host = b.host;
+        } else {
+            copy.mamba = run.work_.states(a);
+            copy.mamba_host = b.host;
+        }
         ctl_.queue_write(alloc_, copy, run.backups_.size() - 1);
         ++run.copies_;
     }
