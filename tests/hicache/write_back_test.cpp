@@ -1,10 +1,13 @@
 // Eviction-driven write-back through HiCache: a backup's rows stay owned until its copy ran (copies run by
 // hand on the manual backend), then go; what is hosted is dropped without a copy; when the host cannot take a
 // backup only the unbacked data goes (the SWA window alone, or a FULL leaf's subtree), never a locked node.
+// Also the backend-neutral round trip (round_trip_scenario.hpp) on the manual host backend, the same code
+// tests/cuda runs on a GPU.
 
 #include <optional>
 
 #include "hicache_support.hpp"
+#include "round_trip_scenario.hpp"
 
 using namespace hicache_test;
 
@@ -371,4 +374,31 @@ TEST_CASE("a backup queued behind an unfinished compaction reads the moved rows,
         CHECK(r.device_holds(node, key));
         CHECK(r.broken().empty());
     }
+}
+
+namespace {
+
+// The round trip's backend adapter on the manual HostBackend: the arena is host memory, reached after the
+// stream's queued work ran; `progress` runs one queued operation of any stream.
+struct ManualHost {
+    using backend_type = HostBackend;
+    HostBackend backend{{.mode = ExecutionMode::manual}};
+
+    void write(HostBackend::stream_ref s, std::byte* to, std::span<const std::byte> bytes) {
+        s.synchronize();
+        std::memcpy(to, bytes.data(), bytes.size());
+    }
+    void read(HostBackend::stream_ref s, const std::byte* from, std::span<std::byte> out) {
+        s.synchronize();
+        std::memcpy(out.data(), from, out.size());
+    }
+    void progress() { (void)backend.run_one(0); }
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("round trip by rows: write-back drained, host hit loaded per layer, decode retracted and restored",
+                   H, SeparateHostPools, PageEnvelopeHost<>) {
+    ManualHost device;
+    round_trip::run<H>(device);
 }

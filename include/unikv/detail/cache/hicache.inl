@@ -83,12 +83,19 @@ void HiCache<P>::free_host(const HostActions& work) {
 
 template <class P>
 TransferRequest HiCache<P>::d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host) {
-    switch (a.component) {
-        case Component::full: return {.full = work.pages(a), .full_host = host};
-        case Component::swa: return {.swa = work.pages(a), .swa_host = host};
-        case Component::mamba: return {.mamba = work.states(a), .mamba_host = host};
+    // Member by member: nvcc's front end rejects designated initializers naming the Mamba members here.
+    TransferRequest copy{};
+    if (a.component == Component::full) {
+        copy.full = work.pages(a);
+        copy.full_host = host;
+    } else if (a.component == Component::swa) {
+        copy.swa = work.pages(a);
+        copy.swa_host = host;
+    } else {
+        copy.mamba = work.states(a);
+        copy.mamba_host = host;
     }
-    return {};
+    return copy;
 }
 
 // ---- write-through ---------------------------------------------------------------------------------------
