@@ -2,10 +2,12 @@
 // Timing of the CUDA benchmarks: CUDA events around the measured call and around its floor, queued behind a
 // spin kernel that keeps the GPU busy while the host prepares the call, so the events time device work alone;
 // the host time of the measured call is taken separately with a steady clock. The timer keeps the totals and
-// writes the counters every CUDA benchmark reports.
+// writes the counters every CUDA benchmark reports. `envelope_sizes` is the envelope sweep of the copy and
+// transfer benchmarks, so their rows compare size for size.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
+#include <cstdint>
 
 #include <unikv/backend/cuda_backend.cuh>
 
@@ -91,5 +93,13 @@ private:
     Timing total_{};
     int samples_ = 0;
 };
+
+/// The envelope sizes the copy and transfer benchmarks run at (4 KiB to 1 MiB), in milliseconds of manual
+/// (event) time.
+inline void envelope_sizes(benchmark::internal::Benchmark* b) {
+    b->ArgName("envelope_bytes");
+    for (std::int64_t bytes : {4096, 16384, 65536, 262144, 1048576}) b->Arg(bytes);
+    b->Unit(benchmark::kMillisecond)->MinTime(0.05)->UseManualTime();
+}
 
 }  // namespace bench_cuda

@@ -22,6 +22,7 @@ namespace {
 using unikv::BasicCudaBackend;
 using unikv::CopyDirection;
 using unikv::MemorySpace;
+using bench_cuda::envelope_sizes;
 using unikv::detail::cuda::check;
 constexpr std::size_t total_bytes = std::size_t{256} << 20;
 
@@ -65,12 +66,6 @@ void BM_cuda_copy_pages(benchmark::State& state) {
         state.SetIterationTime(t.ours_ms / 1e3);
     }
     timer.report(state, "GB/s", static_cast<double>(total_bytes) * static_cast<double>(state.iterations()));
-}
-
-void envelope_sizes(benchmark::internal::Benchmark* b) {
-    b->ArgName("envelope_bytes");
-    for (std::int64_t bytes : {4096, 16384, 65536, 262144, 1048576}) b->Arg(bytes);
-    b->Unit(benchmark::kMillisecond)->MinTime(0.05)->UseManualTime();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 namespace {
 
 using namespace unikv;
+using bench_cuda::envelope_sizes;
 using unikv::detail::cuda::check;
 using Alloc = UnifiedAllocator<FullLayout, CudaBackend>;
 using Host = SeparateHostPools::impl<CudaBackend, FullLayout>;
@@ -84,12 +85,6 @@ void BM_cuda_transfer(benchmark::State& state, TransferDirection direction, Load
         if (acked == 0) throw std::runtime_error("bench: the batch was not acknowledged after its timing");
     }
     timer.report(state, "GB/s", static_cast<double>(total_bytes) * static_cast<double>(state.iterations()));
-}
-
-void envelope_sizes(benchmark::internal::Benchmark* b) {
-    b->ArgName("envelope_bytes");
-    for (std::int64_t bytes : {4096, 16384, 65536, 262144, 1048576}) b->Arg(bytes);
-    b->Unit(benchmark::kMillisecond)->MinTime(0.05)->UseManualTime();
 }
 
 }  // namespace

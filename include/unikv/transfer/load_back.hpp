@@ -113,12 +113,10 @@ namespace detail {
 // Runs `attempt` (returning an AllocResult-like value); on a shortfall calls `evict` once and retries.
 template <class Attempt, class Evict>
 auto with_one_retry(Attempt&& attempt, Evict& evict) {
-    auto result = attempt();
-    if (!result) {
-        evict(result.component, result.pages_short);
-        result = attempt();
-    }
-    return result;
+    auto first = attempt();  // returned, not reassigned: nvcc flags assigning a [[nodiscard]] result type
+    if (first) return first;
+    evict(first.component, first.pages_short);
+    return attempt();
 }
 }  // namespace detail
 
@@ -171,7 +169,7 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
                 ticket.fail(r.component, r.shortfall, r.pages_short);
                 return ticket;
             }
-            d.swa = std::move(r.reservation);
+            (void)(d.swa = std::move(r.reservation));  // nvcc: the assignment returns a [[nodiscard]] type
             std::size_t first = 0;
             for (std::size_t i = 0; i < plan.size(); ++i) {
                 const LoadBackStep& s = plan[i];

@@ -83,12 +83,19 @@ void HiCache<P>::free_host(const HostActions& work) {
 
 template <class P>
 TransferRequest HiCache<P>::d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host) {
-    switch (a.component) {
-        case Component::full: return {.full = work.pages(a), .full_host = host};
-        case Component::swa: return {.swa = work.pages(a), .swa_host = host};
-        case Component::mamba: return {.mamba = work.states(a), .mamba_host = host};
+    // Member by member: nvcc's front end rejects designated initializers naming the Mamba members here.
+    TransferRequest copy{};
+    if (a.component == Component::full) {
+        copy.full = work.pages(a);
+        copy.full_host = host;
+    } else if (a.component == Component::swa) {
+        copy.swa = work.pages(a);
+        copy.swa_host = host;
+    } else {
+        copy.mamba = work.states(a);
+        copy.mamba_host = host;
     }
-    return {};
+    return copy;
 }
 
 // ---- write-through ---------------------------------------------------------------------------------------
@@ -185,54 +192,58 @@ template <class P>
 LoadBackStart HiCache<P>::load_back(NodeRef node) {
     LockReceipt host = tree_.lock(node, {.tier = Tier::host});
     LockReceipt device = tree_.lock(node, {.tier = Tier::device});
-    copy_plan(tree_.load_back_plan(node));
-    if (plan_.empty()) {
+    const auto unlock = [&] {
         tree_.unlock(std::move(device));
         tree_.unlock(std::move(host));
-        return {.status = LoadBackStart::Status::device_hit};
-    }
-    const std::int32_t page = tree_.config().page_size.tokens;
-    const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
-        (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
     };
-    LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
-    if (!ticket) {
-        tree_.unlock(std::move(device));
-        tree_.unlock(std::move(host));
-        return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
-    }
-    const LoadBackDestinations& d = ticket.destinations();
-    Loading load{.id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
-    load.steps.reserve(plan_.size());
-    for (std::size_t i = 0; i < plan_.size(); ++i) {
-        const LoadBackStep& s = plan_[i];
-        load.steps.push_back({.node = s.node,
-                              .component = s.component,
-                              .full_offset = d.full_offset[i],
-                              .pages = static_cast<std::uint32_t>(s.host.size())});
-    }
-    load.swa_under = plan_under_;
-    TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
-    if (d.swa) {
-        request.swa_reserved = d.swa.pages();
-        request.swa_host = plan_host_[Component::swa];
-    }
-    if (d.state.is_valid()) {
-        request.mamba = std::span<const StateId>(&d.state, 1);
-        request.mamba_host = plan_host_[Component::mamba];
-    }
-    loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
     try {
+        copy_plan(tree_.load_back_plan(node));
+        if (plan_.empty()) {
+            unlock();
+            return {.status = LoadBackStart::Status::device_hit};
+        }
+        const std::int32_t page = tree_.config().page_size.tokens;
+        const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
+            (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
+        };
+        LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
+        if (!ticket) {
+            unlock();
+            return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
+        }
+        const LoadBackDestinations& d = ticket.destinations();
+        Loading load{
+            .id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
+        load.steps.reserve(plan_.size());
+        for (std::size_t i = 0; i < plan_.size(); ++i) {
+            const LoadBackStep& s = plan_[i];
+            load.steps.push_back({.node = s.node,
+                                  .component = s.component,
+                                  .full_offset = d.full_offset[i],
+                                  .pages = static_cast<std::uint32_t>(s.host.size())});
+        }
+        load.swa_under = plan_under_;
+        TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
+        if (d.swa) {
+            request.swa_reserved = d.swa.pages();
+            request.swa_host = plan_host_[Component::swa];
+        }
+        if (d.state.is_valid()) {
+            request.mamba = std::span<const StateId>(&d.state, 1);
+            request.mamba_host = plan_host_[Component::mamba];
+        }
+        loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
         ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});
+        load.dest = ticket.commit();
+        load.device = std::move(device);
+        load.host = std::move(host);
+        loads_.push_back(std::move(load));
     } catch (...) {
-        tree_.unlock(std::move(device));
-        tree_.unlock(std::move(host));
-        throw;  // the ticket rolls back
+        // The plan (a backup pending), an eviction for room or the queueing threw: the ticket rolled back, and
+        // the locks must not stay behind on the node.
+        unlock();
+        throw;
     }
-    load.dest = ticket.commit();
-    load.device = std::move(device);
-    load.host = std::move(host);
-    loads_.push_back(std::move(load));
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
