@@ -24,7 +24,7 @@ struct SharedHybridBudget {
 
     /// The budget of a cache over `Layout`: per-step counters only.
     template <class Layout>
-    class impl : public detail::joint_budget<ComponentMask::all()> {
+    class impl : public detail::joint_budget<true> {
     public:
         /// Reads nothing of `config`.
         explicit impl(const BudgetConfig& config = {}) noexcept { (void)config; }

@@ -27,7 +27,7 @@ struct SharedSWABudget {
 
     /// The budget of a cache over `Layout`: per-step counters only.
     template <class Layout>
-    class impl : public detail::joint_budget<ComponentMask::of(Component::full).with(Component::swa)> {
+    class impl : public detail::joint_budget<false> {
     public:
         /// Reads nothing of `config`.
         explicit impl(const BudgetConfig& config = {}) noexcept { (void)config; }

@@ -15,9 +15,13 @@
 
 namespace unikv::detail {
 
-template <ComponentMask Pools>
+// The joint budget over FULL and SWA, and Mamba when `WithMamba`. A bool, not the mask, as the template
+// argument: nvcc names a class instantiated on a class-type argument through the mask's private constructor.
+template <bool WithMamba>
 class joint_budget : public step_state {
-    static constexpr bool has_mamba_ = Pools.has(Component::mamba);
+    static constexpr bool has_mamba_ = WithMamba;
+    static constexpr ComponentMask Pools =
+        WithMamba ? ComponentMask::all() : ComponentMask::of(Component::full).with(Component::swa);
 
 public:
     /// The load's FULL rows are counted from the plan: resident FULL behind host-only SWA or Mamba is not
