@@ -520,3 +520,168 @@ TEST_CASE("the hybrid budget charges a state per admission and the load's checkp
     r.cache.unlock(std::move(a.lock));
     CHECK(r.broken().empty());
 }
+
+namespace {
+
+// The tri-pool with its Mamba end full of running requests' states (but `free_slots`) and the float holding a
+// live request's SWA rows (marked): another slot needs the float to move, which a queued load forbids. `match`
+// is on host, with no checkpoint on device to evict. An envelope holds two slots, so a compaction for one slot
+// makes two.
+struct StateScene {
+    Rig<TriProbed> r{96, 16};
+    std::vector<TokenId> match = Rig<TriProbed>::key(100, 2);
+    std::vector<TokenId> other = Rig<TriProbed>::key(700, 2);
+    NodeRef node{};
+    std::vector<VirtualPage> live = std::vector<VirtualPage>(2);
+    std::vector<StateId> states;
+    StateId own{};  // the admitted request's state
+
+    explicit StateScene(std::int32_t free_slots) {
+        auto& alloc = r.cache.allocator();
+        node = hosted(r, match);
+        REQUIRE(alloc.alloc(live));
+        REQUIRE(drain(r.backend, r.stream));
+        for (std::size_t k = 0; k < live.size(); ++k)
+            r.rows().write_page(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size);
+        while (alloc.available_size(Component::mamba) > 0) {
+            REQUIRE(alloc.alloc_state(std::span(&states.emplace_back(), 1)));
+        }
+        for (std::int32_t k = 0; k < free_slots; ++k) {
+            alloc.free_state(std::span<const StateId>(&states.back(), 1));
+            states.pop_back();
+        }
+        REQUIRE(alloc.available_size(Component::mamba) == free_slots);
+    }
+    template <class Budget>
+    Admission admit(Budget& budget) {
+        budget.begin_step({});
+        const auto prompt = joined(match, Rig<TriProbed>::key(2000, 1));
+        return try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    }
+    [[nodiscard]] bool live_rows_hold() const {
+        for (std::size_t k = 0; k < live.size(); ++k) {
+            if (!r.rows().page_holds(Component::swa, live[k], other, static_cast<std::int32_t>(k) * page_size))
+                return false;
+        }
+        return true;
+    }
+    void finish(Admission& a) {
+        auto& alloc = r.cache.allocator();
+        if (own.is_valid()) alloc.free_state(std::span<const StateId>(&own, 1));
+        alloc.free_state(states);
+        alloc.free(live);
+        if (!a.lock.empty()) r.cache.unlock(std::move(a.lock));
+        CHECK(r.broken().empty());
+    }
+};
+
+}  // namespace
+
+// The hybrid budget compacts for the load's checkpoint and the request's own state before the load is queued.
+// `SharedSWABudget`, the same joint budget without states, does not: with no slot free its load finds none
+// (refused); with one free the load takes it and the request's own state then finds none while the load is in
+// flight (admitted, but over-admitted). With one free, a hybrid demand that left out the request's own state
+// would fit without compacting and over-admit the same way.
+TEST_CASE("the hybrid budget makes room for states before the load; a budget that ignores them fails or over-admits") {
+    std::int32_t free_slots = 0;
+    SUBCASE("no slot free") {}
+    SUBCASE("one slot free") { free_slots = 1; }
+    CAPTURE(free_slots);
+    {
+        StateScene s(free_slots);
+        BudgetOf<SharedHybridBudget, TriProbed> budget;
+        Admission a = s.admit(budget);
+        REQUIRE(a);
+        REQUIRE(a.load_id != 0);
+        CHECK(s.r.cache.allocator().moves_blocked());
+        std::vector<VirtualPage> extension(1);
+        CHECK(s.r.cache.allocator().alloc_state(std::span(&s.own, 1)));  // no move needed: room was made
+        CHECK(s.r.cache.allocator().alloc(extension));
+        CHECK(ack_load(s.r, a.load_id));
+        REQUIRE(drain(s.r.backend, s.r.stream));
+        CHECK(s.r.device_holds(s.node, s.match));
+        CHECK(s.r.cache.tree().node_info(s.node).device[Component::mamba]);
+        CHECK(s.live_rows_hold());  // moved with the float
+        s.r.cache.allocator().free(extension);
+        s.finish(a);
+    }
+    {
+        StateScene s(free_slots);
+        BudgetOf<SharedSWABudget, TriProbed> budget;
+        Admission a = s.admit(budget);
+        if (free_slots == 0) {
+            REQUIRE_FALSE(a);
+            CHECK(a.refusal.cause == RefusalCause::load_back_short);
+            CHECK(a.refusal.component == Component::mamba);
+            CHECK(s.r.cache.loads_in_flight() == 0);
+            CHECK(s.r.cache.match(TokenKey{s.match}).device_length == 0);
+            CHECK(s.r.host_holds(s.node, Component::mamba, s.match));
+        } else {
+            REQUIRE(a);
+            CHECK(s.r.cache.allocator().moves_blocked());
+            CHECK_FALSE(s.r.cache.allocator().alloc_state(std::span(&s.own, 1)));  // over-admitted
+            s.own = StateId{};
+            CHECK(ack_load(s.r, a.load_id));
+            CHECK(s.r.device_holds(s.node, s.match));
+        }
+        CHECK(s.live_rows_hold());
+        s.finish(a);
+    }
+}
+
+// Write-through: the host hit's copy came from the write-through lifecycle, the device is full, and the only
+// node eviction may take is a written-through one (dropped with no copy: its host copy stands); another node's
+// write-through is queued, so it is device-locked. The reclaim takes the first and leaves the second, and the
+// load shares the controller with the write. Everything is checked by rows after the acks.
+TEST_CASE("try_admit reclaims and loads a host hit under WriteThrough while another node's write is queued") {
+    using P = Policies<SwaFullLayout, SeparateHostPools, WriteThrough>;
+    Rig<P> r(40, 32);
+    auto& alloc = r.cache.allocator();
+    const auto match = Rig<P>::key(100, 4);
+    const auto spare = Rig<P>::key(300, 8);
+    const NodeRef node = r.insert(match);
+    const NodeRef spare_node = r.insert(spare);
+    (void)r.cache.start_writing();
+    (void)r.run_transfers();
+    REQUIRE(r.cache.writing_check().size() == 4);
+    const Eviction ev = r.cache.evict(Component::full, 16);  // the older node
+    REQUIRE(ev.backed_up == 0);
+    REQUIRE_FALSE(r.cache.tree().node_info(node).device[Component::full]);
+    REQUIRE(r.cache.tree().node_info(spare_node).device[Component::full]);
+    REQUIRE(r.host_holds(node, Component::full, match));
+    const auto queued = Rig<P>::key(500, 3);
+    const NodeRef writing = r.insert(queued);
+    REQUIRE(r.inserted.writes == 2);
+    (void)alloc.flush(FlushMode::urgent);
+    REQUIRE(drain(r.backend, r.stream));
+    std::vector<VirtualPage> filler;  // nothing free: the load's room comes from eviction
+    for (VirtualPage v; alloc.alloc_full(std::span(&v, 1));) filler.push_back(v);
+
+    BudgetOf<SharedSWABudget, P> budget;
+    budget.begin_step({.decode_tokens = 4});
+    const auto prompt = joined(match, Rig<P>::key(2000, 1));
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    CHECK(a.node == node);
+    CHECK(a.prefix_length == 16);
+    REQUIRE(a.load_id != 0);
+    CHECK_FALSE(r.cache.tree().node_info(spare_node).device[Component::full]);  // reclaimed, no copy made
+    CHECK(r.cache.writes_in_flight() == 2);
+    CHECK(r.device_holds(writing, queued));
+
+    CHECK(r.cache.start_writing() == 2);
+    CHECK(ack_load(r, a.load_id));
+    const std::span<const WriteDone> writes = r.cache.writing_check();
+    REQUIRE(writes.size() == 2);
+    CHECK(writes[0].committed);
+    CHECK(writes[1].committed);
+    CHECK(path_holds(r, node, match));
+    CHECK(r.host_holds(spare_node, Component::full, spare));  // the copy the eviction relied on
+    CHECK(r.host_holds(writing, Component::full, queued));
+    CHECK(r.host_holds(writing, Component::swa, queued));
+    r.cache.unlock(std::move(a.lock));
+    CHECK(locks_of(r, node) == Locks{});
+    CHECK(locks_of(r, writing) == Locks{});
+    alloc.free(filler);
+    CHECK(r.broken().empty());
+}

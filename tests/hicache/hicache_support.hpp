@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -174,6 +175,56 @@ struct Rig {
         return out;
     }
     [[nodiscard]] std::int32_t live(Component c) const { return cache.allocator().live_pages(c); }
+};
+
+/// A tree call HiCache makes inside its own calls, to throw from (once) in a `Faulty` cache.
+enum class TreeFault : std::uint8_t { none, load_back_plan, evict, commit_load_back, set_host, drop_host };
+struct TreeFaults {
+    /// The call that throws next, before it changes anything; reset to `none` when it has.
+    static inline TreeFault next = TreeFault::none;
+    static void hit(TreeFault call) {
+        if (next != call) return;
+        next = TreeFault::none;
+        throw std::runtime_error("injected tree fault");
+    }
+};
+
+/// The fast tree, throwing where `TreeFaults::next` says.
+template <class... Cs>
+class FaultyTree : public RadixTree<Cs...> {
+    using base = RadixTree<Cs...>;
+
+public:
+    using base::base;
+    std::span<const LoadBackStep> load_back_plan(NodeRef node) {
+        TreeFaults::hit(TreeFault::load_back_plan);
+        return base::load_back_plan(node);
+    }
+    EvictResult evict(Component c, std::int64_t amount, EvictOptions options = {}) {
+        TreeFaults::hit(TreeFault::evict);
+        return base::evict(c, amount, options);
+    }
+    void commit_load_back(NodeRef node, Component c, const LoadedValue& value = {}) {
+        TreeFaults::hit(TreeFault::commit_load_back);
+        base::commit_load_back(node, c, value);
+    }
+    void set_host(NodeRef node, Component c, std::span<const HostPage> host) {
+        TreeFaults::hit(TreeFault::set_host);
+        base::set_host(node, c, host);
+    }
+    EvictResult drop_host(NodeRef node, Component c) {
+        TreeFaults::hit(TreeFault::drop_host);
+        return base::drop_host(node, c);
+    }
+};
+struct FaultyTreeCore {
+    template <class... Cs>
+    using impl = FaultyTree<Cs...>;
+};
+/// `Policies<L, SeparateHostPools, W>` over the faulty tree.
+template <class L, class W = WriteBack>
+struct FaultyPolicies : Policies<L, SeparateHostPools, W> {
+    using tree_core = FaultyTreeCore;
 };
 
 /// The configurations the tests run on: every shipped layout with a host tier, both host pools where served.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
 
 #include "hicache_support.hpp"
 
@@ -315,4 +316,86 @@ TEST_CASE("a load into pages a queued compaction just vacated waits for the move
         alloc.free(live);
         CHECK(r.broken().empty());
     }
+}
+
+// A throw inside `load_back` itself, from the tree's plan or from the eviction that makes room for the FULL
+// pages, releases both locks and rolls everything back; the node is then loaded byte-exact.
+TEST_CASE("a throw inside load_back (its plan, or the eviction that makes room) releases both locks") {
+    TreeFault fault = TreeFault::none;
+    SUBCASE("the plan") { fault = TreeFault::load_back_plan; }
+    SUBCASE("the eviction") { fault = TreeFault::evict; }
+    using P = FaultyPolicies<SwaFullLayout>;
+    Rig<P> r(16, 16);
+    auto& alloc = r.cache.allocator();
+    const auto key = Rig<P>::key(100, 2);
+    const NodeRef node = hosted(r, key);
+    const auto cached = Rig<P>::key(500, 2);
+    const NodeRef victim = r.insert(cached);  // what the eviction would take
+    std::vector<VirtualPage> filler;           // no room left: the FULL allocation evicts first
+    for (VirtualPage v; alloc.alloc_full(std::span(&v, 1));) filler.push_back(v);
+    const Counts before = Counts::of(alloc);
+    const std::uint64_t dropped = dropped_count();
+
+    TreeFaults::next = fault;
+    CHECK_THROWS_AS((void)r.cache.load_back(r.cache.match(TokenKey{key}).best_node), std::runtime_error);
+    CHECK(TreeFaults::next == TreeFault::none);  // the fault was reached
+    const NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.device_locks[Component::full] == 0);
+    CHECK(info.host_locks[Component::full] == 0);
+    CHECK(info.host_locks[Component::swa] == 0);
+    CHECK(dropped_count() == dropped);  // no receipt was lost either
+    CHECK(Counts::of(alloc) == before);
+    CHECK(r.cache.loads_in_flight() == 0);
+    CHECK_FALSE(r.cache.controller().has_inflight());
+    CHECK_FALSE(alloc.moves_blocked());
+    CHECK(r.host_holds(node, Component::full, key));
+    CHECK(r.host_holds(node, Component::swa, key));
+    CHECK(r.device_holds(victim, cached));
+    CHECK(r.broken().empty());
+
+    alloc.free(filler);
+    CHECK(r.load(r.cache.match(TokenKey{key}).best_node));
+    CHECK(r.device_holds(node, key));
+    CHECK(r.cache.tree().node_info(node).host_locks[Component::full] == 0);
+    CHECK(r.broken().empty());
+}
+
+// Two loads acknowledged together; committing the first throws. Its locks go at once and it stays host-only
+// (nothing of it is served); the second is finished and reported by the next check, byte-exact.
+TEST_CASE("a commit that throws releases its load's locks, and the next check finishes the loads after it") {
+    using P = FaultyPolicies<SwaFullLayout>;
+    Rig<P> r(64, 16);
+    const auto first = Rig<P>::key(100, 2);
+    const auto second = Rig<P>::key(500, 3);
+    const NodeRef a = hosted(r, first);
+    const NodeRef b = hosted(r, second);
+    const LoadBackStart la = r.cache.load_back(r.cache.match(TokenKey{first}).best_node);
+    const LoadBackStart lb = r.cache.load_back(r.cache.match(TokenKey{second}).best_node);
+    REQUIRE(la);
+    REQUIRE(lb);
+    CHECK(r.cache.start_loading() == 2);
+    (void)r.run_transfers();
+    const std::uint64_t dropped = dropped_count();
+
+    TreeFaults::next = TreeFault::commit_load_back;
+    CHECK_THROWS_AS((void)r.cache.loading_check(), std::runtime_error);
+    CHECK(TreeFaults::next == TreeFault::none);
+    CHECK(r.cache.tree().node_info(a).device_locks[Component::full] == 0);
+    CHECK(r.cache.tree().node_info(a).host_locks[Component::full] == 0);
+    CHECK(r.cache.match(TokenKey{first}).device_length == 0);
+    CHECK(r.host_holds(a, Component::full, first));
+    CHECK(r.cache.tree().node_info(b).host_locks[Component::full] == 1);  // acknowledged, not finished yet
+    CHECK(r.cache.loads_in_flight() == 1);
+    CHECK(dropped_count() == dropped);
+
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].id == lb.id);
+    CHECK(done[0].committed);
+    CHECK(r.device_holds(b, second));
+    CHECK(r.cache.tree().node_info(b).device_locks[Component::full] == 0);
+    CHECK(r.cache.tree().node_info(b).host_locks[Component::full] == 0);
+    CHECK(r.load(r.cache.match(TokenKey{first}).best_node));
+    CHECK(r.device_holds(a, first));
+    CHECK(r.broken().empty());
 }

@@ -3,6 +3,7 @@
 // host copy is read back row by row (through a lease, or a load-back after device eviction).
 
 #include <optional>
+#include <stdexcept>
 
 #include "hicache_support.hpp"
 
@@ -363,5 +364,77 @@ TEST_CASE("a load short of SWA pages evicts its shortfall once and retries: one 
     CHECK(done[0].committed);
     CHECK(r.device_holds(node, key));
     alloc.free(own);
+    CHECK(r.broken().empty());
+}
+
+// `set_host` throws once the FULL copy is queued: the insert propagates it, skips the SWA write it had not
+// reached, and the queued copy keeps its device lock until its ack, which returns the host pages the tree never
+// took and reports no host copy. The device rows stay and are served.
+TEST_CASE("a set_host that throws in insert keeps the queued copy's lock until its ack, which frees its pages") {
+    using P = FaultyPolicies<SwaFullLayout, WriteThrough>;
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 3);
+    const std::int32_t host_full = r.cache.host_pools().available(Component::full);
+    const std::int32_t host_swa = r.cache.host_pools().available(Component::swa);
+    const std::uint64_t dropped = dropped_count();
+    TreeFaults::next = TreeFault::set_host;
+    CHECK_THROWS_AS((void)r.insert(key), std::runtime_error);
+    CHECK(TreeFaults::next == TreeFault::none);
+    const NodeRef node = r.cache.match(TokenKey{key}).device_node;
+    NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.length == 12);
+    CHECK(info.device_locks[Component::full] == 1);  // the queued copy reads the rows
+    CHECK_FALSE(info.write_through_pending[Component::full]);
+    CHECK_FALSE(info.write_through_pending[Component::swa]);
+    CHECK(info.host[Component::full].empty());
+    CHECK(info.host[Component::swa].empty());
+    CHECK(r.cache.writes_in_flight() == 1);
+    CHECK(r.cache.host_pools().available(Component::full) == host_full - 3);  // the copy still writes them
+
+    const std::int32_t committed = complete_writes(r, 1);
+    CHECK(committed == 0);
+    info = r.cache.tree().node_info(node);
+    CHECK(info.device_locks[Component::full] == 0);
+    CHECK(r.cache.host_pools().available(Component::full) == host_full);
+    CHECK(r.cache.host_pools().available(Component::swa) == host_swa);
+    CHECK(r.device_holds(node, key));
+    CHECK(r.cache.match(TokenKey{key}).device_length == 12);
+    CHECK(dropped_count() == dropped);
+    CHECK(r.broken().empty());
+}
+
+// Both copies fail; dropping the first's host value throws. Neither write loses its lock while its host copy
+// stands (a device eviction could otherwise serve those rows from it); the next check drops both and unlocks.
+TEST_CASE("a drop_host that throws in writing_check keeps the failed write locked, and the next check finishes it") {
+    using P = FaultyPolicies<SwaFullLayout, WriteThrough>;
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 3);
+    const std::int32_t host_full = r.cache.host_pools().available(Component::full);
+    const std::int32_t host_swa = r.cache.host_pools().available(Component::swa);
+    const NodeRef node = r.insert(key);
+    REQUIRE(r.inserted.writes == 2);
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    CHECK(r.cache.start_writing() == 2);
+    (void)r.run_transfers();
+    r.backend.clear_copy_failure(r.cache.controller().stream());
+    TreeFaults::next = TreeFault::drop_host;
+    CHECK_THROWS_AS((void)r.cache.writing_check(), std::runtime_error);
+    CHECK(TreeFaults::next == TreeFault::none);
+    NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.device_locks[Component::full] == 2);
+    CHECK(r.cache.tree().evictable_size(Component::full) == 0);  // no eviction can reach the bad host copy
+    CHECK(r.cache.writes_in_flight() == 2);
+
+    const std::span<const WriteDone> done = r.cache.writing_check();
+    REQUIRE(done.size() == 2);
+    CHECK_FALSE(done[0].committed);
+    CHECK_FALSE(done[1].committed);
+    info = r.cache.tree().node_info(node);
+    CHECK(info.device_locks[Component::full] == 0);
+    CHECK(info.host[Component::full].empty());
+    CHECK(info.host[Component::swa].empty());
+    CHECK(r.cache.host_pools().available(Component::full) == host_full);
+    CHECK(r.cache.host_pools().available(Component::swa) == host_swa);
+    CHECK(r.device_holds(node, key));
     CHECK(r.broken().empty());
 }

@@ -28,6 +28,7 @@
 #include <unikv/budget/refusal.hpp>
 #include <unikv/component.hpp>
 #include <unikv/detail/budget/capacity.hpp>
+#include <unikv/detail/tree/held_lock.hpp>
 #include <unikv/error.hpp>
 #include <unikv/tree/handles.hpp>
 #include <unikv/tree/keys.hpp>
@@ -72,23 +73,11 @@ struct [[nodiscard]] Admission {
 
 namespace detail {
 
-// A temporary lock on `node` for the length of one admission phase, released when it goes out of scope. The
-// root needs none: it is never evicted.
+// A temporary lock on `node` for the length of one admission phase. The root needs none: it is never evicted.
 template <class Cache>
-class admission_pin {
-public:
-    admission_pin(Cache& cache, NodeRef node, Tier tier)
-        : cache_(cache), receipt_(node.is_root() ? LockReceipt{} : cache.lock(node, {.tier = tier})) {}
-    admission_pin(const admission_pin&) = delete;
-    admission_pin& operator=(const admission_pin&) = delete;
-    ~admission_pin() {
-        if (!receipt_.empty()) cache_.unlock(std::move(receipt_));
-    }
-
-private:
-    Cache& cache_;
-    LockReceipt receipt_;
-};
+LockReceipt pin_receipt(Cache& cache, NodeRef node, Tier tier) {
+    return node.is_root() ? LockReceipt{} : cache.lock(node, {.tier = tier});
+}
 
 inline Admission refused(const AdmissionRefusal& why) {
     Admission out;
@@ -121,7 +110,7 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
                             .extend = input - (host_hit ? m.best_length : m.device_length),
                             .max_new = request.max_new_tokens};
     const Selection selected = [&] {
-        const detail::admission_pin<Cache> pin(cache, m.device_node, Tier::device);
+        const detail::held_lock<Cache> pin(cache, detail::pin_receipt(cache, m.device_node, Tier::device));
         return budget.check_prefill(std::as_const(cache), wanted);
     }();
     if (!selected) return detail::refused(selected.check.refusal);
@@ -129,8 +118,8 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
 
     std::uint64_t load_id = 0;
     if (host_hit) {
-        const detail::admission_pin<Cache> host_pin(cache, m.best_node, Tier::host);
-        const detail::admission_pin<Cache> device_pin(cache, m.best_node, Tier::device);
+        const detail::held_lock<Cache> host_pin(cache, detail::pin_receipt(cache, m.best_node, Tier::host));
+        const detail::held_lock<Cache> device_pin(cache, detail::pin_receipt(cache, m.best_node, Tier::device));
         LoadBackAsk load{.extend = ask.extend, .max_new = ask.max_new, .swa_host_hit = m.swa_host_hit_length};
         std::int32_t full_rows = m.host_hit_length;
         if constexpr (Budget::load_back_needs_full_tokens) {

@@ -12,6 +12,10 @@
 ///   moves until `start_loading` submits it, the host-transfer gate after. At the ack a copy that succeeded is
 ///   committed to the tree step by step, in plan order; a failed one frees its destinations, so the node stays
 ///   host-only and no wrong row is served. Either way both locks are released.
+/// * Exceptions: a lock the cache takes for one of its calls is held by a guard (`detail::held_lock`) until a
+///   record that outlives the call takes it, so a throw inside the call releases it. Acks are marked on their
+///   records before any is finished, so a throw while finishing one (a commit, a `drop_host`) loses no other:
+///   the next check finishes them. What such a throw leaves is said at each call.
 /// * Write-through (`insert`, `start_writing`, `writing_check`), under `WriteThrough` / `WriteThroughSelective<N>`:
 ///   the cache sets the tree's `write_through_threshold` from the policy, so `insert` returns a
 ///   `write_through` action per component of each node that reached it. Per action: host pages (when short,
@@ -125,8 +129,9 @@ struct WriteDone {
     NodeRef node{};
     /// The component copied.
     Component component = Component::full;
-    /// True when the copy succeeded and the node's host copy stands; false when it failed: the host value was
-    /// dropped (`drop_host`, its pages freed) and the device data stays.
+    /// True when the copy succeeded and the node's host copy stands; false when it failed (the host value was
+    /// dropped: `drop_host`, its pages freed) or the tree never took it (`set_host` threw): the device data
+    /// stays.
     bool committed = false;
 };
 
@@ -221,7 +226,9 @@ public:
     /// Caches `key` with the request's `values` (its pages from `allocator()`) and executes the actions
     /// (duplicate pages freed, SWA recoveries). Under `WriteThrough*` it then queues the write-throughs the
     /// tree asks for (see the file comment; `start_writing` submits them), evicting host data for room and
-    /// skipping a write the host still cannot take. Preconditions: those of `insert`; no eviction run open.
+    /// skipping a write the host still cannot take. On an exception the writes not yet queued are skipped; a
+    /// write whose copy was queued keeps its lock until its ack, which also frees host pages the tree did not
+    /// take. Preconditions: those of `insert`; no eviction run open.
     /// O(key + pages written) plus a host eviction when short; allocates nothing once the write records and
     /// the host-page scratch have grown.
     CacheInsert insert(TokenKey key, const InsertValues& values);
@@ -233,11 +240,11 @@ public:
     // ---- load-back ---------------------------------------------------------------------------------------
     /// Loads `node` (a host-hit match's `best_node`) back: locks it (host and device tiers), allocates its
     /// plan's destinations with one evict-and-retry per pool (the eviction frees only that pool's shortfall,
-    /// through `evict`), queues one load of every step and keeps the load until its ack. On a shortfall (or an
-    /// exception: from the plan, an eviction for room, or queueing) everything it allocated is rolled back, the
-    /// locks are released and nothing is queued. Precondition (`logic_error`, nothing changes): `node` alive,
-    /// every component accepts it in some tier, no eviction run open. O(pages of the plan); allocates the
-    /// load's record.
+    /// through `evict`), queues one load of every step and keeps the load until its ack. On a shortfall, and
+    /// on an exception from any part of it (the plan, an eviction, the queue), everything it allocated is
+    /// rolled back, both locks are released and nothing is queued. Precondition (`logic_error`, nothing
+    /// changes): `node` alive, every component accepts it in some tier, no eviction run open. O(pages of the
+    /// plan); allocates the load's record.
     LoadBackStart load_back(NodeRef node);
     /// The tree's `load_back_plan(node)`: what a load-back of `node` would copy, without copying anything
     /// (admission counts the FULL rows a load adds from it). Valid until the next call that changes the tree.
@@ -247,6 +254,10 @@ public:
     /// Acknowledges finished loads, in submission order, never blocking: commits each successful one to the
     /// tree step by step in plan order (FULL with its pages, SWA, Mamba with its slot), frees the destinations
     /// of a failed one, and releases both locks of each. The span is valid until the next `loading_check`.
+    /// When a commit throws (memory, a broken tree invariant) the exception propagates after that load's locks
+    /// are released: the node is served from device as far as it committed, from the host beyond, and the
+    /// destinations it did not commit stay allocated (the tree may hold part of them: nothing is freed
+    /// twice). The loads acknowledged after it, and those finished before it, are reported by the next check.
     [[nodiscard]] std::span<const LoadDone> loading_check();
     /// Makes `compute` wait (a stream wait) for layer `layer` of the latest submitted loads.
     void wait_layer(stream_ref compute, std::int32_t layer) const { ctl_.wait_layer(compute, layer); }
@@ -260,7 +271,9 @@ public:
     /// Acknowledges finished write-throughs in queue order, never blocking (plus those the write-back drain of
     /// `finish_evict` acknowledged since the last check): releases each one's device lock, after `drop_host`
     /// for a failed copy. The span is valid until the next `writing_check`. Precondition (`logic_error`): no
-    /// eviction run open (its backups' acks belong to `finish_evict`). O(acks + writes in flight).
+    /// eviction run open (its backups' acks belong to `finish_evict`). O(acks + writes in flight). When a
+    /// `drop_host` throws, that write keeps its lock (its host copy must not serve a row) and the next check
+    /// finishes it with the writes after it; the writes finished before it are reported then too.
     [[nodiscard]] std::span<const WriteDone> writing_check();
     /// Write-throughs queued or submitted and not yet acknowledged.
     [[nodiscard]] std::size_t writes_in_flight() const noexcept { return writes_.size(); }
@@ -278,7 +291,9 @@ public:
     /// The second half of `evict`: drains the copies (blocks), records each backup with the tree (its host
     /// pages, or none for a failed copy, whose host pages are freed), executes what that frees, then frees the
     /// device rows the backups read. Write-throughs the drain acknowledged are finished as `writing_check`
-    /// does and reported by the next one. Precondition: `run` is from the previous call on this cache.
+    /// does and reported by the next one; they are marked first, so a throw while the backups are recorded
+    /// leaves them to the next `writing_check` (the backups not yet recorded stay pending in the tree: a
+    /// throw there is not recovered). Precondition: `run` is from the previous call on this cache.
     Eviction finish_evict(WriteBackRun&& run);
     /// Frees `amount` host units of `component` or all that can go (`evict_host` of the tree, executed);
     /// returns the host units freed.
@@ -318,6 +333,8 @@ private:
         NodeRef node{};
         LockReceipt device;
         LockReceipt host;
+        bool acked = false;      // the controller acknowledged it; `loading_check` finishes it
+        bool succeeded = false;  // the copy succeeded (once acked)
         std::vector<Step> steps;
         LoadBackDestinations dest;
         std::vector<VirtualPage> swa_under;  // resident FULL pages SWA rows were bound under (freed on failure)
@@ -330,6 +347,11 @@ private:
         NodeRef node{};
         Component component = Component::full;
         LockReceipt device;  // FULL and `component`: the rows the copy reads stay put
+        bool hosted = false;     // the tree holds the host value (`set_host` returned, or got that far)
+        bool acked = false;      // the controller acknowledged it; `finish_writes` finishes it
+        bool succeeded = false;  // the copy succeeded (once acked)
+        bool dropped = false;    // a failed copy's host value was dropped (`drop_host` returned)
+        std::vector<HostPage> orphan{};  // host pages of a `set_host` that threw before the tree took them
     };
 
     static TreeConfig tree_config(TreeConfig tree);
@@ -339,9 +361,11 @@ private:
     bool host_room(Component component, std::span<HostPage> out);
     // Queues the write-through `a` of `work`, or skips it; true when queued.
     bool write_through(const HostActions& work, const TreeAction& a);
-    // Finishes the write-throughs among `acks` (the oldest of `writes_`: one FIFO lane), reporting them into
-    // `out`, and forgets them.
-    void finish_writes(std::span<const typename controller_type::ack_type> acks, std::vector<WriteDone>& out);
+    // Marks the write-throughs among `acks` acknowledged: the oldest unmarked records (one FIFO write lane).
+    void mark_writes(std::span<const typename controller_type::ack_type> acks) noexcept;
+    // Finishes the acknowledged write-throughs (a prefix of `writes_`), reports them into `write_acked_` and
+    // forgets them; a throw leaves the one that threw, and those after it, for the next call.
+    void finish_writes();
     // Copies `plan` into `plan_` (spans into the cache's buffers), so evictions during allocation keep it.
     void copy_plan(std::span<const LoadBackStep> plan);
     // Frees the destinations of a failed load (the reservation itself was consumed by the submission).
@@ -357,6 +381,7 @@ private:
     ActionExecutor exec_;
     std::vector<Loading> loads_;  // in submission order
     std::vector<LoadDone> done_;  // the acks of the last `loading_check`
+    std::vector<LoadDone> load_acked_;  // finished, reported by the next `loading_check`
     std::uint64_t next_load_ = 1;
     std::vector<Writing> writes_;           // in queue order, which is ack order (one FIFO write lane)
     std::vector<WriteDone> write_done_;     // the acks of the last `writing_check`

@@ -123,7 +123,8 @@ auto with_one_retry(Attempt&& attempt, Evict& evict) {
 /// Allocates the device side of `plan` (a tree's `load_back_plan`) in the safe order of the file comment, with
 /// one `evict(Component, std::int64_t pages)` and retry per pool. Returns a ticket that converts to false when
 /// a pool stayed short (then it holds nothing: everything was rolled back). Throws `logic_error` for a plan
-/// the allocator cannot take (an SWA or Mamba step without that pool), with nothing allocated. O(pages).
+/// the allocator cannot take (an SWA or Mamba step without that pool), with nothing allocated; what `evict`
+/// throws propagates after everything allocated so far is rolled back. O(pages).
 template <class Alloc, class Evict>
 LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackStep> plan, Evict&& evict) {
     LoadBackTicket<Alloc> ticket(alloc);
@@ -143,12 +144,18 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
             wants_state = true;
         }
     }
-    d.full.resize(static_cast<std::size_t>(full_pages));
     d.full_offset.assign(plan.size(), 0);
     if (full_pages > 0) {
-        const AllocResult r = detail::with_one_retry([&] { return alloc.alloc_full(d.full); }, evict);
+        // The ticket holds only what was allocated, so a throw from `evict` rolls back nothing it does not own.
+        const AllocResult r = detail::with_one_retry(
+            [&] {
+                d.full.resize(static_cast<std::size_t>(full_pages));
+                const AllocResult got = alloc.alloc_full(d.full);
+                if (!got) d.full.clear();  // keeps the capacity: the retry does not allocate
+                return got;
+            },
+            evict);
         if (!r) {
-            d.full.clear();
             ticket.fail(r.component, r.shortfall, r.pages_short);
             return ticket;
         }
@@ -191,10 +198,14 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
     }
     if constexpr (Alloc::has_mamba) {
         if (wants_state) {
-            const AllocResult r =
-                detail::with_one_retry([&] { return alloc.alloc_state(std::span<StateId>(&d.state, 1)); }, evict);
+            const AllocResult r = detail::with_one_retry(
+                [&] {
+                    const AllocResult got = alloc.alloc_state(std::span<StateId>(&d.state, 1));
+                    if (!got) d.state = StateId{};  // as for FULL: nothing unowned while `evict` runs
+                    return got;
+                },
+                evict);
             if (!r) {
-                d.state = StateId{};
                 ticket.fail(r.component, r.shortfall, r.pages_short);
                 return ticket;
             }

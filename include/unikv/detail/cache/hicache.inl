@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <unikv/detail/tree/held_lock.hpp>
+
 namespace unikv {
 
 template <class P>
@@ -50,10 +52,12 @@ CacheInsert HiCache<P>::insert(TokenKey key, const InsertValues& values) {
             ++(write_through(work, a) ? out.writes : out.skipped);
         }
     } catch (...) {
-        // Nothing stays pending: a pending node could never be evicted.
+        // Nothing stays pending: a pending node could never be evicted. The write that threw may have got
+        // past `set_host` (cold path: ask the tree).
         for (; i < actions.size(); ++i) {
             const TreeAction& a = actions[i];
-            if (a.kind == ActionKind::write_through) tree_.skip_write_through(a.node, a.component);
+            if (a.kind == ActionKind::write_through && tree_.node_info(a.node).write_through_pending[a.component])
+                tree_.skip_write_through(a.node, a.component);
         }
         exec_.complete(alloc_, std::move(work));
         throw;
@@ -118,51 +122,81 @@ bool HiCache<P>::write_through(const HostActions& work, const TreeAction& a) {
         tree_.skip_write_through(a.node, c);
         return false;
     }
-    Writing w{.id = next_write_,
-              .node = a.node,
-              .component = c,
-              .device = tree_.lock(a.node, {.tier = Tier::device,
-                                            .components = ComponentMask::of(Component::full).with(c)})};
-    writes_.reserve(writes_.size() + 1);  // nothing below throws once the copy is queued
+    detail::held_lock<tree_type> device(
+        tree_, tree_.lock(a.node, {.tier = Tier::device, .components = ComponentMask::of(Component::full).with(c)}));
+    writes_.reserve(writes_.size() + 1);  // the record below must not throw once the copy is queued
     try {
-        ctl_.queue_write(alloc_, d2h(work, a, write_host_), {.kind = HiCacheTag::Kind::write_through, .id = w.id});
+        ctl_.queue_write(alloc_, d2h(work, a, write_host_),
+                         {.kind = HiCacheTag::Kind::write_through, .id = next_write_});
     } catch (...) {
-        tree_.unlock(std::move(w.device));
         host_.free(c, write_host_);
         throw;
     }
-    tree_.set_host(a.node, c, write_host_);
-    writes_.push_back(std::move(w));
-    ++next_write_;
+    // Queued: the record holds the lock until the ack, whatever throws below (the copy reads the rows).
+    writes_.push_back({.id = next_write_++, .node = a.node, .component = c, .device = device.release()});
+    try {
+        tree_.set_host(a.node, c, write_host_);
+    } catch (...) {
+        // The copy still writes the pages: they are freed at its ack unless the tree took them (cold path).
+        Writing& w = writes_.back();
+        w.hosted = !tree_.node_info(a.node).host[c].empty();
+        if (!w.hosted) w.orphan.assign(write_host_.begin(), write_host_.end());
+        throw;
+    }
+    writes_.back().hosted = true;
     return true;
 }
 
 template <class P>
-void HiCache<P>::finish_writes(std::span<const typename controller_type::ack_type> acks, std::vector<WriteDone>& out) {
+void HiCache<P>::mark_writes(std::span<const typename controller_type::ack_type> acks) noexcept {
     std::size_t k = 0;
+    while (k < writes_.size() && writes_[k].acked) ++k;
     for (const auto& ack : acks) {
         if (ack.tag.kind != HiCacheTag::Kind::write_through) continue;
         UNIKV_ASSERT(k < writes_.size());
         Writing& w = writes_[k++];
         UNIKV_ASSERT(w.id == ack.tag.id);
-        if (!ack.succeeded) {
-            // Before the unlock: the host copy never held the rows, and they must not be evicted first.
-            EvictResult dropped = tree_.drop_host(w.node, w.component);
-            run_actions(dropped);
-        }
-        tree_.unlock(std::move(w.device));
-        out.push_back({.id = w.id, .node = w.node, .component = w.component, .committed = ack.succeeded});
+        w.acked = true;
+        w.succeeded = ack.succeeded;
     }
-    writes_.erase(writes_.begin(), writes_.begin() + static_cast<std::ptrdiff_t>(k));
+}
+
+template <class P>
+void HiCache<P>::finish_writes() {
+    std::size_t k = 0;
+    const auto forget = [&] { writes_.erase(writes_.begin(), writes_.begin() + static_cast<std::ptrdiff_t>(k)); };
+    try {
+        for (; k < writes_.size() && writes_[k].acked; ++k) {
+            Writing& w = writes_[k];
+            if (!w.succeeded && w.hosted && !w.dropped) {
+                // Before the unlock: the host copy never held the rows, and they must not be evicted first.
+                EvictResult dropped = tree_.drop_host(w.node, w.component);
+                w.dropped = true;
+                run_actions(dropped);
+            }
+            if (!w.orphan.empty()) {
+                host_.free(w.component, w.orphan);
+                w.orphan.clear();
+            }
+            write_acked_.push_back(
+                {.id = w.id, .node = w.node, .component = w.component, .committed = w.succeeded && w.hosted});
+            tree_.unlock(std::move(w.device));  // last: a retry after a throw above still holds the lock
+        }
+    } catch (...) {
+        forget();
+        throw;
+    }
+    forget();
 }
 
 template <class P>
 std::span<const WriteDone> HiCache<P>::writing_check() {
     UNIKV_EXPECTS(open_backups_ == 0, "HiCache::writing_check: an eviction run with ", open_backups_,
                   " backups is open; finish_evict it first");
+    mark_writes(ctl_.writing_check());
+    finish_writes();
     write_done_.swap(write_acked_);
     write_acked_.clear();
-    finish_writes(ctl_.writing_check(), write_done_);
     return write_done_;
 }
 
@@ -190,60 +224,43 @@ void HiCache<P>::copy_plan(std::span<const LoadBackStep> plan) {
 
 template <class P>
 LoadBackStart HiCache<P>::load_back(NodeRef node) {
-    LockReceipt host = tree_.lock(node, {.tier = Tier::host});
-    LockReceipt device = tree_.lock(node, {.tier = Tier::device});
-    const auto unlock = [&] {
-        tree_.unlock(std::move(device));
-        tree_.unlock(std::move(host));
+    // Released on every way out, a throw included, unless the queued load takes them.
+    detail::held_lock<tree_type> host(tree_, tree_.lock(node, {.tier = Tier::host}));
+    detail::held_lock<tree_type> device(tree_, tree_.lock(node, {.tier = Tier::device}));
+    copy_plan(tree_.load_back_plan(node));
+    if (plan_.empty()) return {.status = LoadBackStart::Status::device_hit};
+    const std::int32_t page = tree_.config().page_size.tokens;
+    const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
+        (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
     };
-    try {
-        copy_plan(tree_.load_back_plan(node));
-        if (plan_.empty()) {
-            unlock();
-            return {.status = LoadBackStart::Status::device_hit};
-        }
-        const std::int32_t page = tree_.config().page_size.tokens;
-        const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
-            (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
-        };
-        LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
-        if (!ticket) {
-            unlock();
-            return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
-        }
-        const LoadBackDestinations& d = ticket.destinations();
-        Loading load{
-            .id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
-        load.steps.reserve(plan_.size());
-        for (std::size_t i = 0; i < plan_.size(); ++i) {
-            const LoadBackStep& s = plan_[i];
-            load.steps.push_back({.node = s.node,
-                                  .component = s.component,
-                                  .full_offset = d.full_offset[i],
-                                  .pages = static_cast<std::uint32_t>(s.host.size())});
-        }
-        load.swa_under = plan_under_;
-        TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
-        if (d.swa) {
-            request.swa_reserved = d.swa.pages();
-            request.swa_host = plan_host_[Component::swa];
-        }
-        if (d.state.is_valid()) {
-            request.mamba = std::span<const StateId>(&d.state, 1);
-            request.mamba_host = plan_host_[Component::mamba];
-        }
-        loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
-        ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});
-        load.dest = ticket.commit();
-        load.device = std::move(device);
-        load.host = std::move(host);
-        loads_.push_back(std::move(load));
-    } catch (...) {
-        // The plan (a backup pending), an eviction for room or the queueing threw: the ticket rolled back, and
-        // the locks must not stay behind on the node.
-        unlock();
-        throw;
+    LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
+    if (!ticket) return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
+    const LoadBackDestinations& d = ticket.destinations();
+    Loading load{.id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
+    load.steps.reserve(plan_.size());
+    for (std::size_t i = 0; i < plan_.size(); ++i) {
+        const LoadBackStep& s = plan_[i];
+        load.steps.push_back({.node = s.node,
+                              .component = s.component,
+                              .full_offset = d.full_offset[i],
+                              .pages = static_cast<std::uint32_t>(s.host.size())});
     }
+    load.swa_under = plan_under_;
+    TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
+    if (d.swa) {
+        request.swa_reserved = d.swa.pages();
+        request.swa_host = plan_host_[Component::swa];
+    }
+    if (d.state.is_valid()) {
+        request.mamba = std::span<const StateId>(&d.state, 1);
+        request.mamba_host = plan_host_[Component::mamba];
+    }
+    loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
+    ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});  // a throw: rolled back
+    load.dest = ticket.commit();
+    load.device = device.release();
+    load.host = host.release();
+    loads_.push_back(std::move(load));
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
@@ -261,13 +278,24 @@ void HiCache<P>::release(Loading& load) noexcept {
 
 template <class P>
 std::span<const LoadDone> HiCache<P>::loading_check() {
-    done_.clear();
+    // Every ack is marked before any load is finished, so a commit that throws loses none.
     for (const auto& ack : ctl_.loading_check()) {
         const auto it =
             std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
         UNIKV_ASSERT(it != loads_.end());
-        Loading& load = *it;
-        if (ack.succeeded) {
+        it->acked = true;
+        it->succeeded = ack.succeeded;
+    }
+    for (std::size_t i = 0; i < loads_.size();) {
+        if (!loads_[i].acked) {
+            ++i;
+            continue;
+        }
+        Loading load = std::move(loads_[i]);  // forgotten whatever happens below
+        loads_.erase(loads_.begin() + static_cast<std::ptrdiff_t>(i));
+        const detail::held_lock<tree_type> host(tree_, std::move(load.host));
+        const detail::held_lock<tree_type> device(tree_, std::move(load.device));
+        if (load.succeeded) {
             for (const Step& s : load.steps) {
                 LoadedValue value{};
                 if (s.component == Component::full) {
@@ -279,11 +307,10 @@ std::span<const LoadDone> HiCache<P>::loading_check() {
         } else {
             release(load);
         }
-        tree_.unlock(std::move(load.device));
-        tree_.unlock(std::move(load.host));
-        done_.push_back({.id = load.id, .node = load.node, .committed = ack.succeeded});
-        loads_.erase(it);
+        load_acked_.push_back({.id = load.id, .node = load.node, .committed = load.succeeded});
     }
+    done_.swap(load_acked_);
+    load_acked_.clear();
     return done_;
 }
 
@@ -321,9 +348,9 @@ Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
     WriteBackRun done = std::move(run);
     Eviction out{.freed = done.freed_};
     open_backups_ = 0;
-    std::span<const typename controller_type::ack_type> acks{};
     if (done.copies_ > 0) {
-        acks = ctl_.drain_writes();  // valid until the next write check or drain: past the calls below
+        const auto acks = ctl_.drain_writes();
+        mark_writes(acks);  // first: a throw below must not lose the write-throughs it acknowledged
         for (const auto& ack : acks) {
             if (ack.tag.kind != HiCacheTag::Kind::write_back || ack.succeeded) continue;
             typename WriteBackRun::Backup& b = done.backups_[static_cast<std::size_t>(ack.tag.id)];
@@ -338,7 +365,7 @@ Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
         run_actions(follow);
     }
     exec_.complete(alloc_, std::move(done.work_));  // the copies are done: the rows they read can go
-    finish_writes(acks, write_acked_);  // the tree takes other calls again: no backup is pending
+    finish_writes();  // the tree takes other calls again: no backup is pending
     return out;
 }
 
