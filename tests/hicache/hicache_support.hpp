@@ -66,7 +66,7 @@ struct Rig {
         return out;
     }
     /// Caches `tokens` as a request would: its pages (and state) allocated, every row marked, inserted.
-    /// Returns the end node.
+    /// Returns the end node; the whole result lands in `inserted`.
     NodeRef insert(const std::vector<TokenId>& tokens) {
         const auto n = tokens.size() / static_cast<std::size_t>(page_size);
         std::vector<VirtualPage> pages(n);
@@ -80,8 +80,11 @@ struct Rig {
                 rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
         }
         if constexpr (has_mamba) rows().write(Component::mamba, state.value(), state_marker(tokens));
-        return cache.insert(TokenKey{tokens}, {.pages = pages, .state = state}).node;
+        inserted = cache.insert(TokenKey{tokens}, {.pages = pages, .state = state});
+        return inserted.node;
     }
+    /// What the last `insert` returned.
+    CacheInsert inserted{};
     static std::uint32_t state_marker(const std::vector<TokenId>& tokens) {
         return marker(Component::mamba, tokens.back(), static_cast<std::int32_t>(tokens.size()));
     }
@@ -107,6 +110,10 @@ struct Rig {
     }
     /// True when `node`'s host copy of `c` exists and holds the markers of `tokens`.
     bool host_holds(NodeRef node, Component c, const std::vector<TokenId>& tokens) {
+        return host_holds(cache, node, c, tokens);
+    }
+    /// The same, in `cache` (a cache moved out of the rig).
+    static bool host_holds(Cache& cache, NodeRef node, Component c, const std::vector<TokenId>& tokens) {
         const NodeInfo info = cache.tree().node_info(node);
         const std::vector<HostPage>& hp = info.host[c];
         if (hp.empty()) return false;

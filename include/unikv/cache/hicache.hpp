@@ -12,21 +12,33 @@
 ///   moves until `start_loading` submits it, the host-transfer gate after. At the ack a copy that succeeded is
 ///   committed to the tree step by step, in plan order; a failed one frees its destinations, so the node stays
 ///   host-only and no wrong row is served. Either way both locks are released.
+/// * Write-through (`insert`, `start_writing`, `writing_check`), under `WriteThrough` / `WriteThroughSelective<N>`:
+///   the cache sets the tree's `write_through_threshold` from the policy, so `insert` returns a
+///   `write_through` action per component of each node that reached it. Per action: host pages (when short,
+///   `evict_host` of the shortfall and one retry; still short: `skip_write_through`, no copy), a device lock of
+///   the node (FULL and the component), the D2H queued, then `set_host` commits the host value. The lock is
+///   held until the ack: the rows the copy reads cannot be evicted, and since the node keeps its device data
+///   `evict_host` cannot take the host copy either (no host lock needed). At the ack the lock goes; a copy that
+///   failed is first undone with `drop_host` (its host pages freed, on every part of a node split meanwhile),
+///   so no row is served from a host copy that does not hold it, and the device data stays. A load-back never
+///   targets such a node: it holds its device data.
 /// * Eviction (`evict`): under `WriteBack`, device data without a host copy is backed up before it is dropped:
 ///   host pages per backup, one D2H queue, submitted and drained (the only blocking call), and only then the
 ///   tree records the copies (`finish_backup`) and the executor frees the device rows. A backup the host
 ///   cannot take (no room, or a failed copy) is recorded as none: the tree drops the unbacked data (a FULL
 ///   leaf's subtree, never a locked node; an SWA window alone, the FULL rows stay). Under `WriteThrough*`
-///   eviction asks for no backups. `evict_host` frees host copies.
+///   eviction asks for no backups. `evict_host` frees host copies. A host shortfall during a write-back does
+///   not evict host data and retry: the tree takes no call (`evict_host` included) while backups are pending,
+///   so such a backup is made as "no copy".
+/// * One write lane: write-backs and write-throughs share the controller's write queue, told apart by their
+///   `HiCacheTag`. The write-back drain of `finish_evict` also acknowledges the write-throughs submitted
+///   before it; those acks are kept for the next `writing_check`.
 ///
-/// Not here yet: the write-through insert path (backups emitted by `insert` by hit count, the tree's next
-/// step), so under `WriteThrough*` nothing is backed up on insert today; the policies' traits exist. A host
-/// shortfall during a write-back does not evict host data and retry: the tree takes no call (`evict_host`
-/// included) while backups are pending, so such a backup is made as "no copy".
-///
-/// Move safety: no member points at another (the controller, the executor and every pending load refer to
-/// the allocator and the host pools only through call arguments), so a `HiCache` moves with loads in flight
-/// and is acknowledged through the moved-to object. The backend lives outside and must outlive the cache.
+/// Move safety: no member points at another (the controller, the executor and every pending load or write refer
+/// to the allocator and the host pools only through call arguments), so a `HiCache` moves with loads and writes
+/// in flight and is acknowledged through the moved-to object. The backend lives outside and must outlive the
+/// cache. Destruction with transfers in flight is allowed: their locks are released quietly (the tree goes
+/// too) and the controller's stream finishes the copies before the memory they touch is freed.
 /// Threading: one scheduler thread drives a cache.
 
 #include <cstddef>
@@ -105,12 +117,41 @@ struct Eviction {
     std::int32_t dropped = 0;
 };
 
+/// One write-through acknowledged by `HiCache::writing_check`.
+struct WriteDone {
+    /// The write's id (`CacheInsert::first_write` onwards).
+    std::uint64_t id = 0;
+    /// The node written (its lower part when it was split meanwhile).
+    NodeRef node{};
+    /// The component copied.
+    Component component = Component::full;
+    /// True when the copy succeeded and the node's host copy stands; false when it failed: the host value was
+    /// dropped (`drop_host`, its pages freed) and the device data stays.
+    bool committed = false;
+};
+
 /// What `HiCache::insert` did.
 struct CacheInsert {
     /// The node ending at the key's end: lock it for the request.
     NodeRef node{};
     /// Tokens of the key that were already cached.
     std::int32_t prefix_length = 0;
+    /// Write-throughs queued (committed with `set_host`); their ids are `first_write` onwards, one each.
+    std::int32_t writes = 0;
+    /// Write-throughs skipped: the host had no room even after evicting host data.
+    std::int32_t skipped = 0;
+    /// The id of the first write queued by this insert (the next id when `writes == 0`).
+    std::uint64_t first_write = 0;
+};
+
+/// The tag of a `HiCache` transfer on its controller: which kind, and its id within that kind (a load's id, a
+/// backup's index in its eviction run, a write-through's id). Write-backs and write-throughs share the write
+/// lane, so the kind tells their acks apart.
+struct HiCacheTag {
+    /// What the transfer is.
+    enum class Kind : std::uint8_t { load, write_back, write_through };
+    Kind kind = Kind::load;
+    std::uint64_t id = 0;
 };
 
 /// The device cache with its host tier (see the file comment). `Policies` names `backend`, `layout`,
@@ -126,8 +167,7 @@ public:
     using allocator_type = UnifiedAllocator<layout_type, backend_type>;
     using tree_type = tree_core_t<typename Policies::tree_core, layout_components_v<layout_type>>;
     using host_pools_type = typename Policies::host_pools::template impl<backend_type, layout_type>;
-    /// Tags: a load's id on the load lane, a backup's index in its eviction on the write lane.
-    using controller_type = TransferController<backend_type, host_pools_type, std::uint64_t>;
+    using controller_type = TransferController<backend_type, host_pools_type, HiCacheTag>;
     using stream_ref = typename backend_type::stream_ref;
 
     static_assert(check_host_pool<typename Policies::host_pools, backend_type, layout_type>());
@@ -159,24 +199,31 @@ public:
 
     /// An empty cache over `backend` (which must outlive it at its address): the allocator over `arena` with
     /// `stream` as its stream, host pools of `host` on the same stream, a tree of `tree`, a controller with its
-    /// own transfer stream. Throws what the parts throw for a bad configuration (`logic_error`) or memory
-    /// (`out_of_memory`).
+    /// own transfer stream. The tree's `write_through_threshold` comes from `write_policy`: leave it 0 (or
+    /// give the policy's value); another value throws `logic_error`, naming both. Throws what the parts throw
+    /// for a bad configuration (`logic_error`) or memory (`out_of_memory`).
     HiCache(backend_type& backend, const ArenaConfig& arena, const HostConfig& host, const TreeConfig& tree,
             stream_ref stream);
-    /// Moves every part; loads in flight are acknowledged through the moved-to cache.
+    /// Moves every part; loads and writes in flight are acknowledged through the moved-to cache.
     HiCache(HiCache&&) noexcept = default;
     HiCache(const HiCache&) = delete;
     HiCache& operator=(const HiCache&) = delete;
     /// Not assignable: the controller refuses an assignment over copies in flight, so build a new cache.
     HiCache& operator=(HiCache&&) = delete;
-    ~HiCache() = default;
+    /// Releases the locks of the loads and writes still in flight (without committing or undoing anything:
+    /// the tree goes with the cache); the controller's stream then finishes their copies.
+    ~HiCache();
 
     // ---- the tree, executed ------------------------------------------------------------------------------
     /// The longest cached prefix of `key`, host hits included under `CacheMode` (`best_node` then needs a
     /// `load_back`). Same cost and validity as `match_prefix`.
     MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = match_mode}); }
     /// Caches `key` with the request's `values` (its pages from `allocator()`) and executes the actions
-    /// (duplicate pages freed, SWA recoveries). Preconditions: those of `insert`; no eviction run open.
+    /// (duplicate pages freed, SWA recoveries). Under `WriteThrough*` it then queues the write-throughs the
+    /// tree asks for (see the file comment; `start_writing` submits them), evicting host data for room and
+    /// skipping a write the host still cannot take. Preconditions: those of `insert`; no eviction run open.
+    /// O(key + pages written) plus a host eviction when short; allocates nothing once the write records and
+    /// the host-page scratch have grown.
     CacheInsert insert(TokenKey key, const InsertValues& values);
     /// `lock` of the tree (device or host tier).
     [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {}) { return tree_.lock(node, options); }
@@ -202,18 +249,32 @@ public:
     /// Loads queued or submitted and not yet acknowledged.
     [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
 
+    // ---- write-through -----------------------------------------------------------------------------------
+    /// Submits every queued write (`TransferController::start_writing`); returns the number submitted. Rows a
+    /// forward computed: make `controller().stream()` wait the forward's event first. Never blocks.
+    std::size_t start_writing() { return ctl_.start_writing(alloc_, host_); }
+    /// Acknowledges finished write-throughs in queue order, never blocking (plus those the write-back drain of
+    /// `finish_evict` acknowledged since the last check): releases each one's device lock, after `drop_host`
+    /// for a failed copy. The span is valid until the next `writing_check`. Precondition (`logic_error`): no
+    /// eviction run open (its backups' acks belong to `finish_evict`). O(acks + writes in flight).
+    [[nodiscard]] std::span<const WriteDone> writing_check();
+    /// Write-throughs queued or submitted and not yet acknowledged.
+    [[nodiscard]] std::size_t writes_in_flight() const noexcept { return writes_.size(); }
+
     // ---- eviction ----------------------------------------------------------------------------------------
     /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go:
     /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WriteBack` only).
     Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
     /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
     /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none
-    /// when the host is short: no copy) and submits the copies, without waiting for them. The rows the copies
-    /// read stay allocated until `finish_evict`.
+    /// when the host is short: no copy) and submits the copies (with any queued write-through), without
+    /// waiting for them. The rows the copies read stay allocated until `finish_evict`. Nodes with a
+    /// write-through in flight are device-locked, so they are no candidates.
     WriteBackRun start_evict(Component component, std::int64_t amount);
     /// The second half of `evict`: drains the copies (blocks), records each backup with the tree (its host
     /// pages, or none for a failed copy, whose host pages are freed), executes what that frees, then frees the
-    /// device rows the backups read. Precondition: `run` is from the previous call on this cache.
+    /// device rows the backups read. Write-throughs the drain acknowledged are finished as `writing_check`
+    /// does and reported by the next one. Precondition: `run` is from the previous call on this cache.
     Eviction finish_evict(WriteBackRun&& run);
     /// Frees `amount` host units of `component` or all that can go (`evict_host` of the tree, executed);
     /// returns the host units freed.
@@ -255,6 +316,25 @@ private:
         std::vector<VirtualPage> swa_under;  // resident FULL pages SWA rows were bound under (freed on failure)
     };
 
+    // One write-through queued or submitted, until its ack. The host pages need no record: the tree holds them
+    // from `set_host`, and `drop_host` hands them back for a failed copy.
+    struct Writing {
+        std::uint64_t id = 0;
+        NodeRef node{};
+        Component component = Component::full;
+        LockReceipt device;  // FULL and `component`: the rows the copy reads stay put
+    };
+
+    static TreeConfig tree_config(TreeConfig tree);
+    // The D2H request of a `backup` or `write_through` action into `host`.
+    static TransferRequest d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host);
+    // Host pages for `out`, with one `evict_host` of the shortfall and a retry; false when still short.
+    bool host_room(Component component, std::span<HostPage> out);
+    // Queues the write-through `a` of `work`, or skips it; true when queued.
+    bool write_through(const HostActions& work, const TreeAction& a);
+    // Finishes the write-throughs among `acks` (the oldest of `writes_`: one FIFO lane), reporting them into
+    // `out`, and forgets them.
+    void finish_writes(std::span<const typename controller_type::ack_type> acks, std::vector<WriteDone>& out);
     // Copies `plan` into `plan_` (spans into the cache's buffers), so evictions during allocation keep it.
     void copy_plan(std::span<const LoadBackStep> plan);
     // Frees the destinations of a failed load (the reservation itself was consumed by the submission).
@@ -271,6 +351,12 @@ private:
     std::vector<Loading> loads_;  // in submission order
     std::vector<LoadDone> done_;  // the acks of the last `loading_check`
     std::uint64_t next_load_ = 1;
+    std::vector<Writing> writes_;           // in queue order, which is ack order (one FIFO write lane)
+    std::vector<WriteDone> write_done_;     // the acks of the last `writing_check`
+    std::vector<WriteDone> write_acked_;    // acked by a write-back drain since, reported by the next check
+    std::vector<HostPage> write_host_;      // scratch: a write-through's host pages
+    std::uint64_t next_write_ = 1;
+    std::size_t open_backups_ = 0;          // copies of the eviction run between `start_evict` and `finish_evict`
     std::vector<LoadBackStep> plan_;                   // scratch: the plan being allocated
     per_component<std::vector<HostPage>> plan_host_;   // scratch: its host pages, per component, plan order
     std::vector<VirtualPage> plan_under_;              // scratch: SWA steps' resident FULL pages

@@ -8,13 +8,56 @@ namespace unikv {
 template <class P>
 HiCache<P>::HiCache(backend_type& backend, const ArenaConfig& arena, const HostConfig& host, const TreeConfig& tree,
                     stream_ref stream)
-    : alloc_(backend, arena, stream), host_(backend, alloc_.spec(), host, stream), tree_(tree), ctl_(backend) {}
+    : alloc_(backend, arena, stream),
+      host_(backend, alloc_.spec(), host, stream),
+      tree_(tree_config(tree)),
+      ctl_(backend) {}
+
+template <class P>
+HiCache<P>::~HiCache() {
+    // The tree goes with the cache: release the locks so they are not reported as dropped. Nothing is freed
+    // here, and the controller (destroyed first) finishes the copies before the memory behind them goes.
+    for (Writing& w : writes_) tree_.unlock(std::move(w.device));
+    for (Loading& l : loads_) {
+        tree_.unlock(std::move(l.device));
+        tree_.unlock(std::move(l.host));
+    }
+}
+
+template <class P>
+TreeConfig HiCache<P>::tree_config(TreeConfig tree) {
+    constexpr std::uint32_t policy = write_through_threshold_v<write_policy>;
+    UNIKV_EXPECTS(tree.write_through_threshold == 0 || tree.write_through_threshold == policy,
+                  "HiCache: TreeConfig::write_through_threshold is ", tree.write_through_threshold,
+                  " but the write policy's is ", policy, "; leave it 0, the cache sets it from write_policy");
+    tree.write_through_threshold = policy;
+    return tree;
+}
 
 template <class P>
 CacheInsert HiCache<P>::insert(TokenKey key, const InsertValues& values) {
     InsertResult r = tree_.insert(key, values);
-    const CacheInsert out{.node = r.node, .prefix_length = r.prefix_length};
-    run_actions(r);
+    CacheInsert out{.node = r.node, .prefix_length = r.prefix_length, .first_write = next_write_};
+    HostActions work = exec_.execute(alloc_, r);
+    free_host(work);
+    const std::span<const TreeAction> actions = work.actions();
+    std::size_t i = 0;
+    try {
+        for (; i < actions.size(); ++i) {
+            const TreeAction& a = actions[i];
+            UNIKV_ASSERT(a.kind != ActionKind::backup);  // insert never asks for a write-back
+            if (a.kind != ActionKind::write_through) continue;
+            ++(write_through(work, a) ? out.writes : out.skipped);
+        }
+    } catch (...) {
+        // Nothing stays pending: a pending node could never be evicted.
+        for (; i < actions.size(); ++i) {
+            if (actions[i].kind == ActionKind::write_through) tree_.skip_write_through(actions[i].node, actions[i].component);
+        }
+        exec_.complete(alloc_, std::move(work));
+        throw;
+    }
+    exec_.complete(alloc_, std::move(work));
     return out;
 }
 
@@ -24,7 +67,7 @@ void HiCache<P>::run_actions(Result& result) {
     HostActions work = exec_.execute(alloc_, result);
     for (const TreeAction& a : work.actions()) {
         UNIKV_EXPECTS(a.kind == ActionKind::free_host, "HiCache: the tree asked for a ", to_string(a.component),
-                      " backup outside an eviction (the write-through insert path is not built yet)");
+                      " copy outside an eviction or an insert");
     }
     free_host(work);
     exec_.complete(alloc_, std::move(work));
@@ -35,6 +78,84 @@ void HiCache<P>::free_host(const HostActions& work) {
     for (const TreeAction& a : work.actions()) {
         if (a.kind == ActionKind::free_host) host_.free(a.component, work.host_pages(a));
     }
+}
+
+template <class P>
+TransferRequest HiCache<P>::d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host) {
+    switch (a.component) {
+        case Component::full: return {.full = work.pages(a), .full_host = host};
+        case Component::swa: return {.swa = work.pages(a), .swa_host = host};
+        case Component::mamba: return {.mamba = work.states(a), .mamba_host = host};
+    }
+    return {};
+}
+
+// ---- write-through ---------------------------------------------------------------------------------------
+
+template <class P>
+bool HiCache<P>::host_room(Component component, std::span<HostPage> out) {
+    const HostRequest request{.component = component, .out = out};
+    HostAllocResult got = host_.alloc(std::span(&request, 1));
+    if (got || got.shortfall != HostShortfall::capacity) return static_cast<bool>(got);
+    const std::int64_t page = component == Component::mamba ? 1 : tree_.config().page_size.tokens;
+    if (evict_host(got.component, got.pages_short * page) == 0) return false;
+    return static_cast<bool>(host_.alloc(std::span(&request, 1)));
+}
+
+template <class P>
+bool HiCache<P>::write_through(const HostActions& work, const TreeAction& a) {
+    const Component c = a.component;
+    write_host_.resize(c == Component::mamba ? work.states(a).size() : work.pages(a).size());
+    if (!host_room(c, write_host_)) {
+        tree_.skip_write_through(a.node, c);
+        return false;
+    }
+    Writing w{.id = next_write_,
+              .node = a.node,
+              .component = c,
+              .device = tree_.lock(a.node, {.tier = Tier::device,
+                                            .components = ComponentMask::of(Component::full).with(c)})};
+    writes_.reserve(writes_.size() + 1);  // nothing below throws once the copy is queued
+    try {
+        ctl_.queue_write(alloc_, d2h(work, a, write_host_), {.kind = HiCacheTag::Kind::write_through, .id = w.id});
+    } catch (...) {
+        tree_.unlock(std::move(w.device));
+        host_.free(c, write_host_);
+        throw;
+    }
+    tree_.set_host(a.node, c, write_host_);
+    writes_.push_back(std::move(w));
+    ++next_write_;
+    return true;
+}
+
+template <class P>
+void HiCache<P>::finish_writes(std::span<const typename controller_type::ack_type> acks, std::vector<WriteDone>& out) {
+    std::size_t k = 0;
+    for (const auto& ack : acks) {
+        if (ack.tag.kind != HiCacheTag::Kind::write_through) continue;
+        UNIKV_ASSERT(k < writes_.size());
+        Writing& w = writes_[k++];
+        UNIKV_ASSERT(w.id == ack.tag.id);
+        if (!ack.succeeded) {
+            // Before the unlock: the host copy never held the rows, and they must not be evicted first.
+            EvictResult dropped = tree_.drop_host(w.node, w.component);
+            run_actions(dropped);
+        }
+        tree_.unlock(std::move(w.device));
+        out.push_back({.id = w.id, .node = w.node, .component = w.component, .committed = ack.succeeded});
+    }
+    writes_.erase(writes_.begin(), writes_.begin() + static_cast<std::ptrdiff_t>(k));
+}
+
+template <class P>
+std::span<const WriteDone> HiCache<P>::writing_check() {
+    UNIKV_EXPECTS(open_backups_ == 0, "HiCache::writing_check: an eviction run with ", open_backups_,
+                  " backups is open; finish_evict it first");
+    write_done_.swap(write_acked_);
+    write_acked_.clear();
+    finish_writes(ctl_.writing_check(), write_done_);
+    return write_done_;
 }
 
 // ---- load-back -------------------------------------------------------------------------------------------
@@ -101,7 +222,7 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     }
     loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
     try {
-        ctl_.queue_load(alloc_, request, load.id);
+        ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});
     } catch (...) {
         tree_.unlock(std::move(device));
         tree_.unlock(std::move(host));
@@ -130,7 +251,7 @@ template <class P>
 std::span<const LoadDone> HiCache<P>::loading_check() {
     done_.clear();
     for (const auto& ack : ctl_.loading_check()) {
-        const auto it = std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag; });
+        const auto it = std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
         UNIKV_ASSERT(it != loads_.end());
         Loading& load = *it;
         if (ack.succeeded) {
@@ -167,21 +288,18 @@ typename HiCache<P>::WriteBackRun HiCache<P>::start_evict(Component component, s
         typename WriteBackRun::Backup& b = run.backups_.emplace_back();
         b.node = a.node;
         b.component = a.component;
-        const bool mamba = a.component == Component::mamba;
-        b.host.resize(mamba ? run.work_.states(a).size() : run.work_.pages(a).size());
+        b.host.resize(a.component == Component::mamba ? run.work_.states(a).size() : run.work_.pages(a).size());
         const HostRequest request{.component = a.component, .out = b.host};
         if (!host_.alloc(std::span(&request, 1))) {
             b.host.clear();  // no room: recorded as no copy
             continue;
         }
-        TransferRequest copy{};
-        if (a.component == Component::full) copy = {.full = run.work_.pages(a), .full_host = b.host};
-        if (a.component == Component::swa) copy = {.swa = run.work_.pages(a), .swa_host = b.host};
-        if (mamba) copy = {.mamba = run.work_.states(a), .mamba_host = b.host};
-        ctl_.queue_write(alloc_, copy, run.backups_.size() - 1);
+        ctl_.queue_write(alloc_, d2h(run.work_, a, b.host),
+                         {.kind = HiCacheTag::Kind::write_back, .id = run.backups_.size() - 1});
         ++run.copies_;
     }
-    if (run.copies_ > 0) (void)ctl_.start_writing(alloc_, host_);
+    if (run.copies_ > 0) (void)ctl_.start_writing(alloc_, host_);  // queued write-throughs go too
+    open_backups_ = run.copies_;
     return run;
 }
 
@@ -189,10 +307,13 @@ template <class P>
 Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
     WriteBackRun done = std::move(run);
     Eviction out{.freed = done.freed_};
+    open_backups_ = 0;
+    std::span<const typename controller_type::ack_type> acks{};
     if (done.copies_ > 0) {
-        for (const auto& ack : ctl_.drain_writes()) {
-            typename WriteBackRun::Backup& b = done.backups_[static_cast<std::size_t>(ack.tag)];
-            if (ack.succeeded) continue;
+        acks = ctl_.drain_writes();  // valid until the next write check or drain: past the calls below
+        for (const auto& ack : acks) {
+            if (ack.tag.kind != HiCacheTag::Kind::write_back || ack.succeeded) continue;
+            typename WriteBackRun::Backup& b = done.backups_[static_cast<std::size_t>(ack.tag.id)];
             host_.free(b.component, b.host);  // the copy failed: it must not become a host value
             b.host.clear();
         }
@@ -204,6 +325,7 @@ Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
         run_actions(follow);
     }
     exec_.complete(alloc_, std::move(done.work_));  // the copies are done: the rows they read can go
+    finish_writes(acks, write_acked_);  // the tree takes other calls again: no backup is pending
     return out;
 }
 

@@ -1,0 +1,324 @@
+// Write-through through HiCache: insert -> host room (evict host, else skip) -> queue -> `set_host` -> device lock
+// until the ack. Copies run by hand on the manual backend, so each test decides when a write is in flight; every
+// host copy is read back row by row (through a lease, or a load-back after device eviction).
+
+#include <optional>
+
+#include "hicache_support.hpp"
+
+using namespace hicache_test;
+
+namespace {
+
+template <class L, class H = SeparateHostPools>
+using Through = Policies<L, H, WriteThrough>;
+using SwaThrough = Through<SwaFullLayout>;
+using FullEnvelopeThrough = Through<FullLayout, PageEnvelopeHost<>>;
+using TriThrough = Through<TriPoolLayout>;
+struct SwaReferenceThrough : SwaThrough {
+    using tree_core = ReferenceTreeCore;
+};
+
+// The components a node ending at the key's end writes through: FULL, the SWA window, the Mamba state.
+template <class P>
+std::vector<Component> written() {
+    std::vector<Component> out{Component::full};
+    if (Rig<P>::has_swa) out.push_back(Component::swa);
+    if (Rig<P>::has_mamba) out.push_back(Component::mamba);
+    return out;
+}
+
+// Submits the queued writes, runs them, and returns how many acks committed (all acks must come).
+template <class P>
+std::int32_t complete_writes(Rig<P>& r, std::size_t expected) {
+    (void)r.cache.start_writing();
+    (void)r.run_transfers();
+    const std::span<const WriteDone> done = r.cache.writing_check();
+    CHECK(done.size() == expected);
+    std::int32_t committed = 0;
+    for (const WriteDone& d : done) committed += d.committed ? 1 : 0;
+    return committed;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("a write-through copies every row to host, holds the device lock until its ack, and loads back", P,
+                   SwaThrough, FullEnvelopeThrough, TriThrough, SwaReferenceThrough) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 3);
+    const NodeRef node = r.insert(key);
+    const std::vector<Component> cs = written<P>();
+    CHECK(r.inserted.writes == static_cast<std::int32_t>(cs.size()));
+    CHECK(r.inserted.skipped == 0);
+    CHECK(r.cache.writes_in_flight() == cs.size());
+    NodeInfo info = r.cache.tree().node_info(node);
+    for (Component c : cs) {
+        CHECK_FALSE(info.write_through_pending[c]);
+        CHECK_FALSE(info.host[c].empty());  // committed at queue time
+        CHECK_FALSE(r.host_holds(node, c, key));  // but not copied yet
+    }
+    CHECK(info.device_locks[Component::full] > 0);
+    CHECK(r.cache.writing_check().empty());  // nothing ran: no ack
+
+    CHECK(r.cache.start_writing() == cs.size());
+    CHECK(r.run_transfers() > 0);
+    const std::span<const WriteDone> done = r.cache.writing_check();
+    REQUIRE(done.size() == cs.size());
+    for (std::size_t i = 0; i < done.size(); ++i) {
+        CHECK(done[i].id == r.inserted.first_write + i);
+        CHECK(done[i].node == node);
+        CHECK(done[i].committed);
+    }
+    info = r.cache.tree().node_info(node);
+    CHECK(info.device_locks[Component::full] == 0);
+    for (Component c : cs) CHECK(r.host_holds(node, c, key));
+    CHECK(r.cache.writes_in_flight() == 0);
+    CHECK(r.broken().empty());
+
+    // The device rows go with no copy (already hosted); the load brings the markers back.
+    const std::uint64_t bytes = r.backend.counters().bytes_copied;
+    const Eviction ev = r.cache.evict(Component::full, 12);
+    CHECK(ev.freed[Component::full] == 12);
+    CHECK(ev.backed_up + ev.dropped == 0);
+    CHECK(r.backend.counters().bytes_copied == bytes);
+    CHECK(r.live(Component::full) == 0);
+    const MatchResult m = r.cache.match(TokenKey{key});
+    CHECK(m.device_length == 0);
+    REQUIRE(m.best_length == 12);
+    CHECK(r.load(m.best_node));
+    CHECK(r.device_holds(node, key));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("WriteThroughSelective<2> backs up nothing on the first insert and the node on the second") {
+    Rig<Policies<SwaFullLayout, SeparateHostPools, WriteThroughSelective<>>> r(64, 16);
+    const auto key = Rig<SwaThrough>::key(200, 2);
+    const NodeRef node = r.insert(key);
+    CHECK(r.inserted.writes + r.inserted.skipped == 0);
+    CHECK(r.cache.writes_in_flight() == 0);
+    CHECK(r.cache.tree().node_info(node).host[Component::full].empty());
+    CHECK(r.cache.host_pools().used(Component::full) == 0);
+    CHECK_FALSE(r.cache.controller().has_inflight());
+    (void)r.cache.match(TokenKey{key});  // a match is no hit
+    CHECK(r.cache.writes_in_flight() == 0);
+
+    CHECK(r.insert(key) == node);  // the second request's duplicate pages are freed, the node is backed up
+    CHECK(r.inserted.writes == 2);
+    CHECK(complete_writes(r, 2) == 2);
+    CHECK(r.host_holds(node, Component::full, key));
+    CHECK(r.host_holds(node, Component::swa, key));
+    CHECK(r.live(Component::full) == 2);
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("the cache takes the write-through threshold from its policy and rejects a conflicting one") {
+    HostBackend backend{{.mode = ExecutionMode::manual}};
+    HostBackend::Stream stream = backend.make_stream();
+    const auto make = [&]<class P>(std::uint32_t threshold) {
+        HiCache<P> cache(backend, config(16), Rig<P>::host_config({.values = {4, 4, 0}}),
+                         TreeConfig{.page_size = {page_size}, .swa_window = window, .write_through_threshold = threshold},
+                         stream);
+        return cache.tree().config().write_through_threshold;
+    };
+    CHECK(make.template operator()<SwaThrough>(0) == 1);
+    CHECK(make.template operator()<SwaThrough>(1) == 1);
+    CHECK_THROWS_AS(make.template operator()<SwaThrough>(2), logic_error);
+    CHECK(make.template operator()<SwaSeparate>(0) == 0);  // write-back
+    CHECK_THROWS_AS(make.template operator()<SwaSeparate>(1), logic_error);
+}
+
+TEST_CASE("a host shortfall evicts host data and retries; when nothing can go, the write is skipped") {
+    Rig<SwaThrough> r(64, 4);  // four host pages per component
+    const auto a = Rig<SwaThrough>::key(300, 2);
+    const NodeRef na = r.insert(a);
+    CHECK(complete_writes(r, 2) == 2);
+    const Eviction ev = r.cache.evict(Component::full, 8);
+    CHECK(ev.freed[Component::full] == 8);
+    REQUIRE_FALSE(r.cache.tree().node_info(na).device[Component::full]);  // host-only: evictable from host
+
+    // B needs three host pages, one more than is left: A's host copy goes, B's writes are made.
+    const auto b = Rig<SwaThrough>::key(400, 3);
+    const NodeRef nb = r.insert(b);
+    CHECK(r.inserted.writes == 2);
+    CHECK(r.inserted.skipped == 0);
+    CHECK_FALSE(r.cache.tree().contains(na));
+    CHECK(r.cache.host_pools().used(Component::full) == 3);
+
+    // C finds one page left while B's writes are in flight: B holds its device data (locked), so host eviction
+    // cannot take B's copies, and both of C's writes are skipped.
+    const auto c = Rig<SwaThrough>::key(500, 2);
+    const NodeRef nc = r.insert(c);
+    CHECK(r.inserted.writes == 0);
+    CHECK(r.inserted.skipped == 2);
+    const NodeInfo info = r.cache.tree().node_info(nc);
+    CHECK_FALSE(info.write_through_pending[Component::full]);
+    CHECK_FALSE(info.write_through_pending[Component::swa]);
+    CHECK(info.host[Component::full].empty());
+    CHECK(info.device_locks[Component::full] == 0);
+    CHECK(r.cache.host_pools().used(Component::full) == 3);
+    CHECK(r.cache.host_pools().used(Component::swa) == 3);
+
+    CHECK(complete_writes(r, 2) == 2);
+    CHECK(r.host_holds(nb, Component::full, b));
+    CHECK(r.host_holds(nb, Component::swa, b));
+    CHECK(r.device_holds(nc, c));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("a failed write-through is dropped before its unlock: host pages back, device rows intact", P,
+                   SwaThrough, TriThrough, SwaReferenceThrough) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(600, 3);
+    const NodeRef node = r.insert(key);
+    const std::vector<Component> cs = written<P>();
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    CHECK(complete_writes(r, cs.size()) == 0);  // the failure is sticky: every write behind it fails too
+    const NodeInfo info = r.cache.tree().node_info(node);
+    for (Component c : cs) {
+        CHECK(info.host[c].empty());
+        CHECK(r.cache.host_pools().used(c) == 0);
+    }
+    CHECK(info.device_locks[Component::full] == 0);
+    CHECK(r.device_holds(node, key));
+    CHECK(r.cache.match(TokenKey{key}).device_length == 12);
+    CHECK(r.broken().empty());
+
+    // The next insert over the node writes it through again, and this time the copy stands.
+    r.backend.clear_copy_failure(r.cache.controller().stream());
+    CHECK(r.insert(key) == node);
+    CHECK(r.inserted.writes == static_cast<std::int32_t>(cs.size()));
+    CHECK(complete_writes(r, cs.size()) == static_cast<std::int32_t>(cs.size()));
+    for (Component c : cs) CHECK(r.host_holds(node, c, key));
+    (void)r.cache.evict(Component::full, 12);
+    CHECK(r.load(r.cache.match(TokenKey{key}).best_node));
+    CHECK(r.device_holds(node, key));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host value on both parts", P, SwaThrough,
+                   SwaReferenceThrough) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(700, 4);
+    const NodeRef lower = r.insert(key);
+    CHECK(r.cache.start_writing() == 2);
+    // A match ending inside the node splits it at two pages, under the write.
+    const std::vector<TokenId> half(key.begin(), key.begin() + 2 * page_size);
+    CHECK(r.cache.match(TokenKey{half}).device_length == 2 * page_size);
+    const NodeRef upper = r.cache.tree().node_info(lower).parent;
+    REQUIRE(r.cache.tree().node_info(lower).start == 2 * page_size);
+    REQUIRE(r.cache.tree().node_info(upper).start == 0);
+
+    (void)r.run_transfers();
+    const std::span<const WriteDone> done = r.cache.writing_check();
+    REQUIRE(done.size() == 2);
+    CHECK(done[0].node == lower);  // the action's node keeps its slot: the lower part
+    for (NodeRef n : {upper, lower}) {
+        CHECK(r.host_holds(n, Component::full, key));
+        CHECK(r.host_holds(n, Component::swa, key));
+        CHECK(r.cache.tree().node_info(n).device_locks[Component::full] == 0);
+    }
+    CHECK(r.cache.evict(Component::full, 16).freed[Component::full] == 16);
+    const MatchResult m = r.cache.match(TokenKey{key});
+    REQUIRE(m.best_length == 16);
+    CHECK(m.device_length == 0);
+    CHECK(r.load(m.best_node));
+    CHECK(r.device_holds(upper, key));
+    CHECK(r.device_holds(lower, key));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("a write failing after a split of its node drops the host pages of both parts") {
+    Rig<SwaThrough> r(64, 16);
+    const auto key = Rig<SwaThrough>::key(800, 4);
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    const NodeRef lower = r.insert(key);
+    CHECK(r.cache.start_writing() == 2);
+    const std::vector<TokenId> half(key.begin(), key.begin() + 2 * page_size);
+    (void)r.cache.match(TokenKey{half});
+    const NodeRef upper = r.cache.tree().node_info(lower).parent;
+    REQUIRE(r.cache.tree().node_info(upper).start == 0);
+    CHECK_FALSE(r.cache.tree().node_info(upper).host[Component::full].empty());  // split: the value on both parts
+    (void)r.run_transfers();
+    const std::span<const WriteDone> done = r.cache.writing_check();
+    REQUIRE(done.size() == 2);
+    CHECK_FALSE(done[0].committed);
+    CHECK_FALSE(done[1].committed);
+    for (NodeRef n : {upper, lower}) {
+        const NodeInfo info = r.cache.tree().node_info(n);
+        CHECK(info.host[Component::full].empty());
+        CHECK(info.host[Component::swa].empty());
+        CHECK(info.device_locks[Component::full] == 0);
+        CHECK(r.device_holds(n, key));
+    }
+    CHECK(r.cache.host_pools().used(Component::full) == 0);
+    CHECK(r.cache.host_pools().used(Component::swa) == 0);
+    CHECK(r.cache.match(TokenKey{key}).device_length == 16);
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("device eviction cannot take a node whose write is queued or in flight, and load-back leaves it alone") {
+    Rig<SwaThrough> r(64, 16);
+    const auto key = Rig<SwaThrough>::key(900, 3);
+    const NodeRef node = r.insert(key);
+    const std::int32_t owned = r.live(Component::full);
+    const auto nothing_goes = [&] {
+        CHECK(r.cache.evict(Component::full, 64).freed[Component::full] == 0);
+        CHECK(r.cache.evict(Component::swa, 64).freed[Component::swa] == 0);
+        CHECK(r.live(Component::full) == owned);
+        CHECK(r.device_holds(node, key));
+    };
+    nothing_goes();  // queued
+    CHECK(r.cache.load_back(r.cache.match(TokenKey{key}).best_node).status == LoadBackStart::Status::device_hit);
+    CHECK(r.cache.start_writing() == 2);
+    // In flight: before each copy step, eviction frees nothing and fresh pages never land on the node's rows.
+    (void)r.run_transfers([&] {
+        nothing_goes();
+        std::vector<VirtualPage> fresh(2);
+        REQUIRE(r.cache.allocator().alloc(fresh));
+        REQUIRE(drain(r.backend, r.stream));
+        for (VirtualPage v : fresh) {
+            for (std::int32_t row = 0; row < page_size; ++row) {
+                r.rows().write(Component::full, v.value() * page_size + row, 0xdeadbeefu);
+                r.rows().write(Component::swa, v.value() * page_size + row, 0xdeadbeefu);
+            }
+        }
+        r.cache.allocator().free(fresh);
+    });
+    nothing_goes();  // ran, not acknowledged: the lock still holds
+    REQUIRE(r.cache.writing_check().size() == 2);
+    CHECK(r.host_holds(node, Component::full, key));
+    CHECK(r.host_holds(node, Component::swa, key));
+    CHECK(r.cache.evict(Component::full, 64).freed[Component::full] == 12);  // acked: it goes, hosted
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("a cache moved with writes in flight acknowledges them through the moved-to object", P, SwaThrough,
+                   TriThrough) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(1000, 3);
+    const NodeRef node = r.insert(key);
+    const std::vector<Component> cs = written<P>();
+    CHECK(r.cache.start_writing() == cs.size());
+    std::optional<typename Rig<P>::Cache> moved(std::move(r.cache));
+    CHECK(r.backend.queued(moved->controller().stream()) > 0);  // nothing ran before the move
+    while (r.backend.run_all() > 0) {
+    }
+    const std::span<const WriteDone> done = moved->writing_check();
+    REQUIRE(done.size() == cs.size());
+    for (const WriteDone& d : done) CHECK(d.committed);
+    for (Component c : cs) CHECK(Rig<P>::host_holds(*moved, node, c, key));
+    CHECK(moved->tree().node_info(node).device_locks[Component::full] == 0);
+    CHECK(moved->verify().empty());
+
+    // Destroyed with a write queued: its lock is released, not reported as dropped.
+    const std::uint64_t drops = dropped_count();
+    const auto other = Rig<P>::key(1100, 1);
+    std::vector<VirtualPage> pages(1);
+    REQUIRE(moved->allocator().alloc(pages));
+    StateId state{};
+    if constexpr (Rig<P>::has_mamba) REQUIRE(moved->allocator().alloc_state(std::span(&state, 1)));
+    CHECK(moved->insert(TokenKey{other}, {.pages = pages, .state = state}).writes > 0);
+    CHECK(moved->writes_in_flight() > 0);
+    moved.reset();
+    CHECK(dropped_count() == drops);
+}
