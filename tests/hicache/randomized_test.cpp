@@ -33,7 +33,7 @@ using namespace hicache_test;
 
 namespace {
 
-constexpr std::uint64_t default_ops = 9'000;  // per configuration: 4 layouts x 3 write policies, 108k in all
+constexpr std::uint64_t default_ops = 10'000;  // per configuration: 10 of them (see the test case), 100k in all
 constexpr std::size_t every_sweep = 32;
 constexpr std::size_t max_retracted = 2;
 constexpr std::size_t max_loads = 3;
