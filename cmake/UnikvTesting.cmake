@@ -85,10 +85,11 @@ function(unikv_add_compile_fail_tests)
       message(FATAL_ERROR "${src}: the first line must be `// expect: <regex>`")
     endif()
     set(expected "${CMAKE_MATCH_1}")
-    # The layout, host-pool and retraction rules are guarded chains (check_layout, check_host_pool,
-    # check_retraction) and the allocator's per-call layout checks stop at their assert: each owes one error.
+    # The layout, host-pool, retraction, preset and budget rules are guarded chains (check_layout,
+    # check_host_pool, check_retraction, check_preset, check_budget) and the allocator's per-call layout checks
+    # stop at their assert: each owes one error.
     set(max_errors "")
-    if(name MATCHES "^(layout|allocator|host|retraction)_")
+    if(name MATCHES "^(layout|allocator|host|retraction|preset|budget)_")
       set(max_errors -DMAX_ERRORS=1)
     endif()
     add_test(NAME compile_fail.${name}

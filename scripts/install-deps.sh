@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the host build needs, only those that are missing. The CUDA toolkit (nvcc and
 # CCCL under /usr/local/cuda) is optional: without it the Thrust comparison benchmark and the CUDA preset
-# are skipped.
+# are skipped. libsimdjson-dev reads the simulator's traces, libcli11-dev parses its command line.
 set -euo pipefail
-packages=(cmake ninja-build g++ doctest-dev libbenchmark-dev)
+packages=(cmake ninja-build g++ doctest-dev libbenchmark-dev libsimdjson-dev libcli11-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

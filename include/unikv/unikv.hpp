@@ -2,11 +2,16 @@
 /// \file
 /// Umbrella header: everything an engine needs on a host-only build (with nvcc, the CUDA backend too): the
 /// backend of the build, the component vocabulary, arena geometry, the shipped layouts and the unified
-/// allocator, both tree cores, the action executor, the host pools, and the transfer controller with the
-/// load-back ticket and retraction.
+/// allocator, the model presets, both tree cores, the action executor, the host pools, the transfer controller
+/// with the load-back ticket and retraction, and the admission budgets.
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
+#include <unikv/budget/admission.hpp>
+#include <unikv/budget/base_budget.hpp>
+#include <unikv/budget/partitioned_swa_budget.hpp>
+#include <unikv/budget/shared_hybrid_budget.hpp>
+#include <unikv/budget/shared_swa_budget.hpp>
 #include <unikv/cache/action_executor.hpp>
 #include <unikv/cache/hicache.hpp>
 #include <unikv/component.hpp>
@@ -17,6 +22,7 @@
 #include <unikv/ids.hpp>
 #include <unikv/pools/layouts.hpp>
 #include <unikv/pools/unified_allocator.hpp>
+#include <unikv/presets.hpp>
 #include <unikv/transfer/host_mode.hpp>
 #include <unikv/transfer/load_back.hpp>
 #include <unikv/transfer/retraction.hpp>

@@ -3,6 +3,7 @@
 // are reserved, a pool that stays short rolls the whole load back, a failed copy commits nothing, and a cache
 // moved with a load in flight acknowledges it through the moved-to object.
 
+#include <algorithm>
 #include <optional>
 
 #include "hicache_support.hpp"
@@ -219,6 +220,8 @@ TEST_CASE(
     CHECK(r.backend.counters().copies_queued == copies);  // nothing moved, nothing queued
     CHECK(swa_pages() == swa_before);
     CHECK(Counts::of(alloc) == before);
+    CHECK(alloc.pending_load_pages(Component::swa) == 0);  // the reservation was cancelled, not left counted
+    CHECK_FALSE(alloc.moves_blocked());
     CHECK_FALSE(r.cache.controller().has_inflight());
     CHECK(r.cache.match(TokenKey{key}).device_length == 0);
     CHECK(r.host_holds(node, Component::mamba, key));
@@ -239,4 +242,77 @@ TEST_CASE(
     alloc.free_state(states);
     alloc.free(live);
     CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("host eviction racing a load leaves the host copy it reads until the ack; other host data goes", P,
+                   SwaSeparate, SwaEnvelope) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 2);
+    const NodeRef node = hosted(r, key);
+    const NodeRef other = hosted(r, Rig<P>::key(600, 2));
+    REQUIRE(r.cache.load_back(r.cache.match(TokenKey{key}).best_node));
+    const auto evict_all_host = [&] {
+        (void)r.cache.evict_host(Component::swa, 64);
+        (void)r.cache.evict_host(Component::full, 64);
+        CHECK(r.host_holds(node, Component::full, key));
+        CHECK(r.host_holds(node, Component::swa, key));
+    };
+    evict_all_host();  // queued
+    CHECK_FALSE(r.cache.tree().contains(other));
+    CHECK(r.cache.host_pools().used(Component::full) == 2);
+    CHECK(r.cache.start_loading() == 1);
+    CHECK(r.run_transfers(evict_all_host) > 0);  // before every copy step
+    evict_all_host();  // ran, not acknowledged
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    CHECK(r.device_holds(node, key));
+    CHECK(r.cache.tree().node_info(node).host_locks[Component::full] == 0);
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("a load into pages a queued compaction just vacated waits for the move, whichever stream runs first") {
+    for (const std::size_t pick : {0u, 1u}) {  // the allocator's stream first, or the transfer stream when it can
+        CAPTURE(pick);
+        Rig<SwaSeparate> r(64, 16);
+        auto& alloc = r.cache.allocator();
+        const auto key = Rig<SwaSeparate>::key(100, 2);
+        const NodeRef node = hosted(r, key);
+        // A live request's pages below a gap, with markers; the urgent flush moves them up into the gap.
+        std::vector<VirtualPage> gap(2);
+        REQUIRE(alloc.alloc(gap));
+        const auto mine = Rig<SwaSeparate>::key(700, 2);
+        std::vector<VirtualPage> live(2);
+        REQUIRE(alloc.alloc(live));
+        REQUIRE(drain(r.backend, r.stream));
+        for (std::size_t k = 0; k < live.size(); ++k) {
+            r.rows().write_page(Component::full, live[k], mine, static_cast<std::int32_t>(k) * page_size);
+            r.rows().write_page(Component::swa, live[k], mine, static_cast<std::int32_t>(k) * page_size);
+        }
+        std::vector<PhysicalPage> vacated(live.size());
+        alloc.translate_full(std::span<const VirtualPage>(live), std::span(vacated));
+        alloc.free(gap);
+        REQUIRE(alloc.flush(FlushMode::urgent).pages_moved > 0);  // queued on the allocator's stream, not run
+
+        REQUIRE(r.cache.load_back(r.cache.match(TokenKey{key}).best_node));
+        CHECK(r.cache.start_loading() == 1);
+        while (r.backend.run_one(pick)) {
+        }
+        const std::span<const LoadDone> done = r.cache.loading_check();
+        REQUIRE(done.size() == 1);
+        CHECK(done[0].committed);
+        const NodeInfo info = r.cache.tree().node_info(node);
+        std::vector<PhysicalPage> landed(info.pages.size());
+        alloc.translate_full(std::span<const VirtualPage>(info.pages), std::span(landed));
+        bool reused = false;
+        for (PhysicalPage p : landed) reused = reused || std::find(vacated.begin(), vacated.end(), p) != vacated.end();
+        CHECK(reused);  // the load wrote where the moved rows were read from
+        CHECK(r.device_holds(node, key));
+        for (std::size_t k = 0; k < live.size(); ++k) {
+            CHECK(r.rows().page_holds(Component::full, live[k], mine, static_cast<std::int32_t>(k) * page_size));
+            CHECK(r.rows().page_holds(Component::swa, live[k], mine, static_cast<std::int32_t>(k) * page_size));
+        }
+        alloc.free(live);
+        CHECK(r.broken().empty());
+    }
 }

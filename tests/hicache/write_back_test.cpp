@@ -2,6 +2,8 @@
 // hand on the manual backend), then go; what is hosted is dropped without a copy; when the host cannot take a
 // backup only the unbacked data goes (the SWA window alone, or a FULL leaf's subtree), never a locked node.
 
+#include <optional>
+
 #include "hicache_support.hpp"
 
 using namespace hicache_test;
@@ -109,22 +111,89 @@ TEST_CASE(
     CHECK(r.broken().empty());
 }
 
-TEST_CASE("under host pressure only the SWA window goes: the FULL rows survive on device") {
-    Rig<SwaSeparate> r(64, {.values = {16, 1, 0}});  // one SWA host page, a window needs two
-    const auto key = Rig<SwaSeparate>::key(300, 2);
+TEST_CASE_TEMPLATE("an internal node's unbacked SWA window is copied once; hosted, it goes with no copy, and FULL is "
+                   "never written back", P, SwaSeparate, SwaReference) {  // §9.3-32..34, both tree cores
+    Rig<P> r(64, 16);
+    const auto parent = Rig<P>::key(200, 2);  // one window
+    auto child = parent;
+    for (TokenId t : Rig<P>::key(900, 4)) child.push_back(t);
+    const NodeRef top = r.insert(parent);
+    const NodeRef leaf = r.insert(child);
+    LockReceipt request = r.cache.lock(leaf);  // FULL path and the child's window: only the parent's SWA can go
+    const std::uint64_t bytes_before = r.backend.counters().bytes_copied;
+
+    const Eviction backed = r.cache.evict(Component::swa, 8);
+    CHECK(backed.backed_up == 1);
+    CHECK(backed.freed[Component::swa] == 8);
+    CHECK(backed.freed[Component::full] == 0);
+    const std::size_t window_bytes = 2 * r.cache.allocator().spec()[Component::swa].page_bytes;
+    CHECK(r.backend.counters().bytes_copied - bytes_before == window_bytes);
+    NodeInfo info = r.cache.tree().node_info(top);
+    CHECK_FALSE(info.device[Component::swa]);
+    CHECK(info.host[Component::full].empty());
+    CHECK(r.host_holds(top, Component::swa, parent));
+    CHECK(r.device_holds(top, parent));
+    CHECK(r.device_holds(leaf, child));
+
+    // The window comes back from host; dropping it again copies nothing and leaves the host as it is.
+    const MatchResult m = r.cache.match(TokenKey{parent});
+    REQUIRE(m.best_node == top);
+    CHECK(r.load(top));
+    CHECK(r.cache.tree().node_info(top).device[Component::swa]);
+    const std::uint64_t bytes_hosted = r.backend.counters().bytes_copied;
+    const std::int32_t host_full = r.cache.host_pools().used(Component::full);
+    const std::int32_t host_swa = r.cache.host_pools().used(Component::swa);
+    const Eviction hosted = r.cache.evict(Component::swa, 8);
+    CHECK(hosted.freed[Component::swa] >= 8);
+    CHECK(hosted.freed[Component::full] == 0);
+    CHECK(hosted.backed_up + hosted.dropped == 0);
+    CHECK(r.backend.counters().bytes_copied == bytes_hosted);  // no D2H at all
+    CHECK(r.cache.host_pools().used(Component::full) == host_full);
+    CHECK(r.cache.host_pools().used(Component::swa) == host_swa);
+    info = r.cache.tree().node_info(top);
+    CHECK_FALSE(info.device[Component::swa]);
+    CHECK(info.host[Component::full].empty());
+    CHECK(r.host_holds(top, Component::swa, parent));
+    CHECK(r.device_holds(top, parent));
+    CHECK(r.device_holds(leaf, child));
+    r.cache.unlock(std::move(request));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("under host pressure only the SWA window goes, with no copy: FULL survives and the host's own data "
+                   "stays", P, SwaSeparate, SwaReference) {  // §9.3-35, pinned and unpinned host data
+    Rig<P> r(64, {.values = {16, 2, 0}});  // two SWA host pages: one window
+    const auto cold = Rig<P>::key(100, 2);
+    const NodeRef filler = r.insert(cold);
+    REQUIRE(r.cache.evict(Component::full, 8).backed_up == 2);  // host-only now; it fills the SWA host pool
+    REQUIRE(r.cache.host_pools().used(Component::swa) == 2);
+    std::optional<LockReceipt> pin;
+    SUBCASE("the host data is unpinned") {}
+    SUBCASE("the host data is pinned") { pin.emplace(r.cache.lock(filler, {.tier = Tier::host})); }
+
+    const auto key = Rig<P>::key(300, 2);
     const NodeRef node = r.insert(key);
     LockReceipt past_window = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});  // SWA unlocked
+    const std::uint64_t bytes = r.backend.counters().bytes_copied;
     const Eviction ev = r.cache.evict(Component::swa, 8);
     CHECK(ev.dropped == 1);
     CHECK(ev.backed_up == 0);
-    CHECK(ev.freed[Component::swa] == 8);
+    CHECK(ev.freed[Component::swa] == 8);  // the eviction goes on to free what was asked
+    CHECK(ev.freed[Component::full] == 0);
+    CHECK(r.backend.counters().bytes_copied == bytes);
     const NodeInfo info = r.cache.tree().node_info(node);
     CHECK(info.device[Component::full]);
     CHECK_FALSE(info.device[Component::swa]);
     CHECK(info.host[Component::swa].empty());
+    CHECK(info.host[Component::full].empty());
     CHECK(r.device_holds(node, key));
-    CHECK(r.cache.host_pools().used(Component::swa) == 0);  // nothing leaked on the host
+    // The host data is not evicted for a backup: the filler keeps its copies, row for row.
+    CHECK(r.host_holds(filler, Component::full, cold));
+    CHECK(r.host_holds(filler, Component::swa, cold));
+    CHECK(r.cache.host_pools().used(Component::swa) == 2);
+    CHECK(r.cache.match(TokenKey{key}).best_length == 0);  // no window anywhere: nothing is served
     r.cache.unlock(std::move(past_window));
+    if (pin) r.cache.unlock(std::move(*pin));
     CHECK(r.broken().empty());
 }
 
@@ -174,4 +243,132 @@ TEST_CASE_TEMPLATE("under write-through policies eviction asks for no backup: th
     CHECK(r.cache.tree().contains(node) == hosted);
     if (hosted) CHECK(r.host_holds(node, Component::full, key));
     CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("a failed write-back copy is recorded as none: its data goes, its host pages come back, nothing is "
+                   "served from it", P, SwaSeparate, FullEnvelope, TriSeparate) {
+    Rig<P> r(64, 16);
+    const auto key = Rig<P>::key(100, 3);
+    const NodeRef node = r.insert(key);
+    const auto host_used = [&] {
+        std::int32_t n = r.cache.host_pools().used(Component::full);
+        if constexpr (Rig<P>::has_swa) n += r.cache.host_pools().used(Component::swa);
+        if constexpr (Rig<P>::has_mamba) n += r.cache.host_pools().used(Component::mamba);
+        return n;
+    };
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    const Eviction ev = r.cache.evict(Component::full, 12);
+    CHECK(ev.backed_up == 0);  // the failure is sticky: every copy of the run fails
+    CHECK(ev.dropped >= 1);
+    CHECK(ev.freed[Component::full] == 12);
+    CHECK_FALSE(r.cache.tree().contains(node));
+    CHECK(host_used() == 0);
+    CHECK(r.live(Component::full) == 0);
+    CHECK(r.cache.match(TokenKey{key}).best_length == 0);
+    CHECK(r.broken().empty());
+
+    // The next write-back of the same rows stands, and a load brings them back byte-exact.
+    r.backend.clear_copy_failure(r.cache.controller().stream());
+    (void)r.insert(key);
+    const Eviction again = r.cache.evict(Component::full, 12);
+    CHECK(again.dropped == 0);
+    CHECK(again.backed_up >= 1);
+    const MatchResult m = r.cache.match(TokenKey{key});
+    REQUIRE(m.best_length == 12);
+    CHECK(r.load(m.best_node));
+    CHECK(r.device_holds(m.best_node, key));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("a failed SWA window backup drops the window only: the FULL rows stay served, the host keeps nothing") {
+    Rig<SwaSeparate> r(64, 16);
+    const auto key = Rig<SwaSeparate>::key(200, 2);
+    const NodeRef node = r.insert(key);
+    LockReceipt past_window = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    const Eviction ev = r.cache.evict(Component::swa, 8);
+    CHECK(ev.dropped == 1);
+    CHECK(ev.backed_up == 0);
+    CHECK(ev.freed[Component::swa] == 8);
+    const NodeInfo info = r.cache.tree().node_info(node);
+    CHECK(info.device[Component::full]);
+    CHECK_FALSE(info.device[Component::swa]);
+    CHECK(info.host[Component::swa].empty());
+    CHECK(r.cache.host_pools().used(Component::swa) == 0);
+    CHECK(r.device_holds(node, key));
+    CHECK(r.cache.match(TokenKey{key}).best_length == 0);
+    r.cache.unlock(std::move(past_window));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE_TEMPLATE("an eviction or a load racing an open write-back run is refused, leaks no lock, and the run lands",
+                   P, SwaSeparate, SwaReference) {
+    Rig<P> r(64, 16);
+    const auto a = Rig<P>::key(100, 2);
+    const NodeRef hosted = r.insert(a);
+    REQUIRE(r.cache.evict(Component::full, 8).backed_up >= 1);
+    const auto b = Rig<P>::key(500, 3);
+    const NodeRef node = r.insert(b);
+    const std::int32_t host_full = r.cache.host_pools().used(Component::full);
+    const std::uint64_t drops = dropped_count();
+    const std::vector<VirtualPage> pages = r.cache.tree().node_info(node).pages;
+
+    auto run = r.cache.start_evict(Component::full, 12);
+    REQUIRE(run.copies() > 0);
+    CHECK_THROWS_AS((void)r.cache.evict_host(Component::full, 64), logic_error);
+    CHECK_THROWS_AS((void)r.cache.evict(Component::full, 64), logic_error);
+    CHECK_THROWS_AS((void)r.cache.load_back(hosted), logic_error);
+    CHECK_THROWS_AS((void)r.cache.writing_check(), logic_error);
+    CHECK(r.cache.host_pools().used(Component::full) == host_full + 3);  // the run's own pages only
+    for (std::size_t k = 0; k < pages.size(); ++k) {  // still owned by the run
+        CHECK(r.rows().page_holds(Component::full, pages[k], b, static_cast<std::int32_t>(k) * page_size));
+    }
+    const Eviction ev = r.cache.finish_evict(std::move(run));
+    CHECK(ev.dropped == 0);
+    CHECK(ev.freed[Component::full] == 12);
+    CHECK(dropped_count() == drops);  // no receipt was lost on the way out
+    for (NodeRef n : {hosted, node}) {
+        const NodeInfo info = r.cache.tree().node_info(n);
+        CHECK(info.device_locks[Component::full] == 0);
+        CHECK(info.host_locks[Component::full] == 0);
+    }
+    CHECK(r.host_holds(node, Component::full, b));
+    CHECK(r.host_holds(hosted, Component::full, a));
+    CHECK(r.load(r.cache.match(TokenKey{a}).best_node));
+    CHECK(r.load(r.cache.match(TokenKey{b}).best_node));
+    CHECK(r.device_holds(hosted, a));
+    CHECK(r.device_holds(node, b));
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("a backup queued behind an unfinished compaction reads the moved rows, whichever stream runs first") {
+    for (const std::size_t pick : {0u, 1u}) {  // the allocator's stream first, or the transfer stream when it can
+        CAPTURE(pick);
+        Rig<SwaSeparate> r(64, 16);
+        auto& alloc = r.cache.allocator();
+        std::vector<VirtualPage> gap(3);
+        REQUIRE(alloc.alloc(gap));
+        const auto key = Rig<SwaSeparate>::key(100, 3);
+        const NodeRef node = r.insert(key);  // below the gap's pages
+        alloc.free(gap);
+        const std::vector<VirtualPage> pages = r.cache.tree().node_info(node).pages;
+        std::vector<PhysicalPage> before(pages.size());
+        alloc.translate_full(std::span<const VirtualPage>(pages), std::span(before));
+        REQUIRE(alloc.flush(FlushMode::urgent).pages_moved > 0);  // the moves are queued, not run
+        std::vector<PhysicalPage> after(pages.size());
+        alloc.translate_full(std::span<const VirtualPage>(pages), std::span(after));
+        REQUIRE(after != before);
+
+        auto run = r.cache.start_evict(Component::full, 12);
+        REQUIRE(run.copies() > 0);
+        while (r.backend.run_one(pick)) {
+        }
+        const Eviction ev = r.cache.finish_evict(std::move(run));
+        CHECK(ev.dropped == 0);
+        CHECK(r.host_holds(node, Component::full, key));
+        CHECK(r.host_holds(node, Component::swa, key));
+        CHECK(r.load(r.cache.match(TokenKey{key}).best_node));
+        CHECK(r.device_holds(node, key));
+        CHECK(r.broken().empty());
+    }
 }

@@ -115,9 +115,8 @@ TEST_CASE("the cache takes the write-through threshold from its policy and rejec
     HostBackend backend{{.mode = ExecutionMode::manual}};
     HostBackend::Stream stream = backend.make_stream();
     const auto make = [&]<class P>(std::uint32_t threshold) {
-        HiCache<P> cache(backend, config(16), Rig<P>::host_config({.values = {4, 4, 0}}),
-                         TreeConfig{.page_size = {page_size}, .swa_window = window, .write_through_threshold = threshold},
-                         stream);
+        const TreeConfig tree{.page_size = {page_size}, .swa_window = window, .write_through_threshold = threshold};
+        HiCache<P> cache(backend, config(16), Rig<P>::host_config({.values = {4, 4, 0}}), tree, stream);
         return cache.tree().config().write_through_threshold;
     };
     CHECK(make.template operator()<SwaThrough>(0) == 1);
@@ -256,7 +255,8 @@ TEST_CASE("a write failing after a split of its node drops the host pages of bot
     CHECK(r.broken().empty());
 }
 
-TEST_CASE("device eviction cannot take a node whose write is queued or in flight, and load-back leaves it alone") {
+TEST_CASE("neither device nor host eviction can take a node whose write is queued or in flight, and load-back leaves "
+          "it alone") {
     Rig<SwaThrough> r(64, 16);
     const auto key = Rig<SwaThrough>::key(900, 3);
     const NodeRef node = r.insert(key);
@@ -264,6 +264,9 @@ TEST_CASE("device eviction cannot take a node whose write is queued or in flight
     const auto nothing_goes = [&] {
         CHECK(r.cache.evict(Component::full, 64).freed[Component::full] == 0);
         CHECK(r.cache.evict(Component::swa, 64).freed[Component::swa] == 0);
+        CHECK(r.cache.evict_host(Component::full, 64) == 0);  // it keeps its device data: the host copy stays
+        CHECK(r.cache.evict_host(Component::swa, 64) == 0);
+        CHECK_FALSE(r.cache.tree().node_info(node).host[Component::full].empty());
         CHECK(r.live(Component::full) == owned);
         CHECK(r.device_holds(node, key));
     };
@@ -321,4 +324,44 @@ TEST_CASE_TEMPLATE("a cache moved with writes in flight acknowledges them throug
     CHECK(moved->writes_in_flight() > 0);
     moved.reset();
     CHECK(dropped_count() == drops);
+}
+
+TEST_CASE("a load short of SWA pages evicts its shortfall once and retries: one hosted filler goes, the load lands") {
+    Rig<SwaThrough> r(24, 16);  // 23 usable envelopes
+    const auto key = Rig<SwaThrough>::key(100, 2);
+    const NodeRef node = r.insert(key);
+    CHECK(complete_writes(r, 2) == 2);
+    REQUIRE(r.cache.evict(Component::full, 8).freed[Component::full] == 8);  // host-only: FULL and SWA to load
+    // Tree-owned fillers, backed up and acked (evictable with no copy), then a request's own FULL pages up to
+    // two envelopes short of full: the FULL ids fit, the SWA reservation does not.
+    std::vector<std::vector<TokenId>> keys;
+    std::vector<NodeRef> fillers;
+    for (TokenId first = 1000; fillers.size() < 3; first += 1000) {
+        keys.push_back(Rig<SwaThrough>::key(first, 2));
+        fillers.push_back(r.insert(keys.back()));
+        CHECK(complete_writes(r, 2) == 2);
+    }
+    auto& alloc = r.cache.allocator();
+    std::vector<VirtualPage> own;
+    for (VirtualPage v; alloc.alloc_full(std::span(&v, 1));) own.push_back(v);
+    REQUIRE(own.size() >= 2);
+    alloc.free(std::span<const VirtualPage>(own).last(2));
+    own.resize(own.size() - 2);
+
+    const LoadBackStart start = r.cache.load_back(r.cache.match(TokenKey{key}).best_node);
+    REQUIRE(start);
+    CHECK(alloc.pending_load_pages(Component::swa) == 2);
+    // The eviction asked for the two missing pages only: the least recently used filler went, to host.
+    CHECK_FALSE(r.cache.tree().node_info(fillers[0]).device[Component::full]);
+    CHECK(r.host_holds(fillers[0], Component::full, keys[0]));
+    CHECK(r.host_holds(fillers[0], Component::swa, keys[0]));
+    for (std::size_t i = 1; i < fillers.size(); ++i) CHECK(r.device_holds(fillers[i], keys[i]));
+    CHECK(r.cache.start_loading() == 1);
+    (void)r.run_transfers();
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    CHECK(r.device_holds(node, key));
+    alloc.free(own);
+    CHECK(r.broken().empty());
 }

@@ -237,10 +237,14 @@ public:
     /// Loads `node` (a host-hit match's `best_node`) back: locks it (host and device tiers), allocates its
     /// plan's destinations with one evict-and-retry per pool (the eviction frees only that pool's shortfall,
     /// through `evict`), queues one load of every step and keeps the load until its ack. On a shortfall (or an
-    /// exception from queueing) everything it allocated is rolled back, the locks are released and nothing is
-    /// queued. Precondition: `node` alive, every component accepts it in some tier. O(pages of the plan);
-    /// allocates the load's record.
+    /// exception: from the plan, an eviction for room, or queueing) everything it allocated is rolled back, the
+    /// locks are released and nothing is queued. Precondition (`logic_error`, nothing changes): `node` alive,
+    /// every component accepts it in some tier, no eviction run open. O(pages of the plan); allocates the
+    /// load's record.
     LoadBackStart load_back(NodeRef node);
+    /// The tree's `load_back_plan(node)`: what a load-back of `node` would copy, without copying anything
+    /// (admission counts the FULL rows a load adds from it). Valid until the next call that changes the tree.
+    [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node) { return tree_.load_back_plan(node); }
     /// Submits every queued load (`TransferController::start_loading`); returns the number submitted.
     std::size_t start_loading() { return ctl_.start_loading(alloc_, host_); }
     /// Acknowledges finished loads, in submission order, never blocking: commits each successful one to the

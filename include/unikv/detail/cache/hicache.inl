@@ -52,7 +52,8 @@ CacheInsert HiCache<P>::insert(TokenKey key, const InsertValues& values) {
     } catch (...) {
         // Nothing stays pending: a pending node could never be evicted.
         for (; i < actions.size(); ++i) {
-            if (actions[i].kind == ActionKind::write_through) tree_.skip_write_through(actions[i].node, actions[i].component);
+            const TreeAction& a = actions[i];
+            if (a.kind == ActionKind::write_through) tree_.skip_write_through(a.node, a.component);
         }
         exec_.complete(alloc_, std::move(work));
         throw;
@@ -184,64 +185,67 @@ template <class P>
 LoadBackStart HiCache<P>::load_back(NodeRef node) {
     LockReceipt host = tree_.lock(node, {.tier = Tier::host});
     LockReceipt device = tree_.lock(node, {.tier = Tier::device});
-    copy_plan(tree_.load_back_plan(node));
-    if (plan_.empty()) {
+    const auto unlock = [&] {
         tree_.unlock(std::move(device));
         tree_.unlock(std::move(host));
-        return {.status = LoadBackStart::Status::device_hit};
-    }
-    if (swa_already_loading()) {
-        tree_.unlock(std::move(device));
-        tree_.unlock(std::move(host));
-        return {.status = LoadBackStart::Status::loading};
-    }
-    const std::int32_t page = tree_.config().page_size.tokens;
-    const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
-        (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
     };
-    LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
-    if (!ticket) {
-        tree_.unlock(std::move(device));
-        tree_.unlock(std::move(host));
-        return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
-    }
-    const LoadBackDestinations& d = ticket.destinations();
-    Loading load{.id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
-    load.steps.reserve(plan_.size());
-    std::uint32_t under = 0;
-    for (std::size_t i = 0; i < plan_.size(); ++i) {
-        const LoadBackStep& s = plan_[i];
-        load.steps.push_back({.node = s.node,
-                              .component = s.component,
-                              .start = s.start,
-                              .full_offset = d.full_offset[i],
-                              .under_offset = under,
-                              .pages = static_cast<std::uint32_t>(s.host.size()),
-                              .resident = !s.full_pages.empty()});
-        under += static_cast<std::uint32_t>(s.full_pages.size());
-    }
-    load.swa_under = plan_under_;
-    TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
-    if (d.swa) {
-        request.swa_reserved = d.swa.pages();
-        request.swa_host = plan_host_[Component::swa];
-    }
-    if (d.state.is_valid()) {
-        request.mamba = std::span<const StateId>(&d.state, 1);
-        request.mamba_host = plan_host_[Component::mamba];
-    }
-    loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
     try {
+        copy_plan(tree_.load_back_plan(node));
+        if (plan_.empty()) {
+            unlock();
+            return {.status = LoadBackStart::Status::device_hit};
+        }
+        if (swa_already_loading()) {
+            unlock();
+            return {.status = LoadBackStart::Status::loading};
+        }
+        const std::int32_t page = tree_.config().page_size.tokens;
+        const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
+            (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
+        };
+        LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
+        if (!ticket) {
+            unlock();
+            return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
+        }
+        const LoadBackDestinations& d = ticket.destinations();
+        Loading load{
+            .id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
+        load.steps.reserve(plan_.size());
+        std::uint32_t under = 0;
+        for (std::size_t i = 0; i < plan_.size(); ++i) {
+            const LoadBackStep& s = plan_[i];
+            load.steps.push_back({.node = s.node,
+                                  .component = s.component,
+                                  .start = s.start,
+                                  .full_offset = d.full_offset[i],
+                                  .under_offset = under,
+                                  .pages = static_cast<std::uint32_t>(s.host.size()),
+                                  .resident = !s.full_pages.empty()});
+            under += static_cast<std::uint32_t>(s.full_pages.size());
+        }
+        load.swa_under = plan_under_;
+        TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
+        if (d.swa) {
+            request.swa_reserved = d.swa.pages();
+            request.swa_host = plan_host_[Component::swa];
+        }
+        if (d.state.is_valid()) {
+            request.mamba = std::span<const StateId>(&d.state, 1);
+            request.mamba_host = plan_host_[Component::mamba];
+        }
+        loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
         ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});
+        load.dest = ticket.commit();
+        load.device = std::move(device);
+        load.host = std::move(host);
+        loads_.push_back(std::move(load));
     } catch (...) {
-        tree_.unlock(std::move(device));
-        tree_.unlock(std::move(host));
-        throw;  // the ticket rolls back
+        // The plan (a backup pending), an eviction for room or the queueing threw: the ticket rolled back, and
+        // the locks must not stay behind on the node.
+        unlock();
+        throw;
     }
-    load.dest = ticket.commit();
-    load.device = std::move(device);
-    load.host = std::move(host);
-    loads_.push_back(std::move(load));
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
@@ -357,7 +361,8 @@ template <class P>
 std::span<const LoadDone> HiCache<P>::loading_check() {
     done_.clear();
     for (const auto& ack : ctl_.loading_check()) {
-        const auto it = std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
+        const auto it =
+            std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
         UNIKV_ASSERT(it != loads_.end());
         Loading& load = *it;
         if (ack.succeeded) {

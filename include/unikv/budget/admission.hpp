@@ -1,0 +1,167 @@
+#pragma once
+/// \file
+/// Admission of one waiting request into the step (reference §6.2): `try_admit(cache, budget, request)`.
+///
+/// Order, which matters:
+/// 1. match the prompt (host hits included where the cache serves them), stopping one token short: the last
+///    token is always computed, its forward gives the first new token;
+/// 2. select with the last device node pinned (a temporary device lock, so the prefix the request reuses is
+///    not counted as evictable): `budget.check_prefill`, which cuts the extension to the chunk budget;
+/// 3. for a host hit, pin the host match (device and host locks on the best node) for the whole block: count
+///    the FULL rows the load adds from the tree's load-back plan, only when the budget asks for them
+///    (`load_back_needs_full_tokens`; otherwise the host hit length stands for them and the tree is not
+///    walked), `budget.prepare_load_back` (the shared budgets evict and compact here, before anything is
+///    queued), then `cache.load_back`, which takes its own locks until the ack;
+/// 4. charge the budget (`reserve`) and lock the request's node for it.
+/// Every pin is released on success, on refusal and when a call throws (the exception propagates). A refusal
+/// is a value that says why (`AdmissionRefusal`).
+///
+/// The cache is any type with the calls used here: `match`, `lock`, `unlock`, `load_back`, `load_back_plan`,
+/// `allocator()`, `tree()` and, for budgets that reclaim, `evict`, `evict_host`, `host_pools()` (`HiCache`
+/// has them all). Neither the budget nor the admission keeps a reference to it.
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <unikv/budget/asks.hpp>
+#include <unikv/budget/refusal.hpp>
+#include <unikv/component.hpp>
+#include <unikv/detail/budget/capacity.hpp>
+#include <unikv/error.hpp>
+#include <unikv/tree/handles.hpp>
+#include <unikv/tree/keys.hpp>
+#include <unikv/tree/options.hpp>
+#include <unikv/tree/results.hpp>
+
+namespace unikv {
+
+/// A waiting request.
+struct AdmitRequest {
+    /// Its prompt: the tokens it must have cached or computed before it decodes (at least one). The tokens
+    /// must outlive the call.
+    TokenKey prompt;
+    /// Tokens it may decode.
+    std::int32_t max_new_tokens = 0;
+};
+
+/// What `try_admit` decided. Move-only (it carries the request's lock).
+struct [[nodiscard]] Admission {
+    /// True when the request joins the step.
+    bool admitted = false;
+    /// Why not (meaningful when not admitted).
+    AdmissionRefusal refusal{};
+    /// The node its cached prefix ends at (the root on a miss), locked by `lock`.
+    NodeRef node{};
+    /// Prompt tokens the cache serves: the device hit plus a loaded host hit (served once the load is
+    /// acknowledged, `load_id`). The request's own rows start here.
+    std::int32_t prefix_length = 0;
+    /// Tokens it prefills this step.
+    std::int32_t extend_length = 0;
+    /// Tokens it may decode (0 while chunked).
+    std::int32_t max_new_tokens = 0;
+    /// True when the extension was cut to the step's chunk budget: the rest comes in later steps.
+    bool chunked = false;
+    /// The queued load-back (`HiCache::loading_check` reports it), 0 when nothing is loaded.
+    std::uint64_t load_id = 0;
+    /// The request's device lock on `node` (empty when refused): unlock it when the request is done with it.
+    LockReceipt lock;
+
+    explicit operator bool() const noexcept { return admitted; }
+};
+
+namespace detail {
+
+// A temporary lock on `node` for the length of one admission phase, released when it goes out of scope. The
+// root needs none: it is never evicted.
+template <class Cache>
+class admission_pin {
+public:
+    admission_pin(Cache& cache, NodeRef node, Tier tier)
+        : cache_(cache), receipt_(node.is_root() ? LockReceipt{} : cache.lock(node, {.tier = tier})) {}
+    admission_pin(const admission_pin&) = delete;
+    admission_pin& operator=(const admission_pin&) = delete;
+    ~admission_pin() {
+        if (!receipt_.empty()) cache_.unlock(std::move(receipt_));
+    }
+
+private:
+    Cache& cache_;
+    LockReceipt receipt_;
+};
+
+inline Admission refused(const AdmissionRefusal& why) {
+    Admission out;
+    out.refusal = why;
+    return out;
+}
+
+}  // namespace detail
+
+/// Admits `request` into the step `budget` describes, or says why not (see the file comment). On success the
+/// request's node is locked for it (`Admission::lock`), the budget is charged, and a host hit is queued for
+/// load-back (`load_id`). Throws `logic_error` for an empty prompt or a negative `max_new_tokens`, and
+/// whatever the cache throws; every pin is released either way and nothing is charged.
+///
+/// Cost: one match (O(prompt + depth)), a few locks (O(depth + window nodes) each), the budget's checks
+/// (O(pools) capacity queries; a refusal O(pools * log pages) more); with a host hit the load-back plan
+/// (O(depth), shared budgets only), the budget's reclaim (evictions and compaction, only when short) and the
+/// load-back (O(pages)). Allocation-free in steady state except the load-back's record in the cache.
+template <class Cache, class Budget>
+Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
+    const auto input = static_cast<std::int32_t>(request.prompt.tokens.size());
+    UNIKV_EXPECTS(input >= 1, "try_admit: the prompt is empty; a request computes at least one token");
+    UNIKV_EXPECTS(request.max_new_tokens >= 0, "try_admit: max_new_tokens is ", request.max_new_tokens,
+                  "; give the decode limit (0 or more)");
+    const std::int32_t page = detail::page_tokens(cache);
+    const MatchResult m = cache.match({request.prompt.tokens.first(static_cast<std::size_t>(input - 1)),
+                                       request.prompt.ns});
+    const bool host_hit = m.host_hit_length > 0;
+    const PrefillAsk wanted{.prefix_length = host_hit ? m.best_length : m.device_length,
+                            .extend = input - (host_hit ? m.best_length : m.device_length),
+                            .max_new = request.max_new_tokens};
+    const Selection selected = [&] {
+        const detail::admission_pin<Cache> pin(cache, m.device_node, Tier::device);
+        return budget.check_prefill(std::as_const(cache), wanted);
+    }();
+    if (!selected) return detail::refused(selected.check.refusal);
+    const PrefillAsk& ask = selected.ask;
+
+    std::uint64_t load_id = 0;
+    if (host_hit) {
+        const detail::admission_pin<Cache> host_pin(cache, m.best_node, Tier::host);
+        const detail::admission_pin<Cache> device_pin(cache, m.best_node, Tier::device);
+        LoadBackAsk load{.extend = ask.extend, .max_new = ask.max_new, .swa_host_hit = m.swa_host_hit_length};
+        std::int32_t full_rows = m.host_hit_length;
+        if constexpr (Budget::load_back_needs_full_tokens) {
+            full_rows = 0;
+            for (const LoadBackStep& s : cache.load_back_plan(m.best_node)) {
+                if (s.component == Component::full) full_rows += s.length;
+                if (s.component == Component::mamba) load.load_states = 1;
+            }
+        }
+        load.full_tokens = full_rows + ask.extend + ask.max_new + page;
+        if (const BudgetCheck prepared = budget.prepare_load_back(cache, load); !prepared) {
+            return detail::refused(prepared.refusal);
+        }
+        const auto start = cache.load_back(m.best_node);
+        if (!start && start.status != std::remove_cvref_t<decltype(start)>::Status::device_hit) {
+            return detail::refused(detail::refusal_of(cache, RefusalCause::load_back_short, start.failure.component,
+                                                      start.failure.pages_short));
+        }
+        load_id = start.id;
+    }
+    budget.reserve(std::as_const(cache), ask);
+    const NodeRef node = host_hit ? m.best_node : m.device_node;
+    return Admission{.admitted = true,
+                     .refusal = {},
+                     .node = node,
+                     .prefix_length = ask.prefix_length,
+                     .extend_length = ask.extend,
+                     .max_new_tokens = ask.max_new,
+                     .chunked = ask.chunked,
+                     .load_id = load_id,
+                     .lock = cache.lock(node, {.tier = Tier::device})};
+}
+
+}  // namespace unikv

@@ -1,0 +1,115 @@
+#pragma once
+/// \file
+/// `PartitionedSWABudget`: FULL and SWA budgeted as static partitions (reference §6.1 `SWAPrefillBudget`), the
+/// baseline engines use today, here over the unified arena so that the two can be compared on the same
+/// memory. Each pool may hold at most its partition (`BudgetConfig::full_partition_pages`,
+/// `swa_partition_pages`), however the arena's split moves: what a prefill may take from pool `c` is the room
+/// its partition has left (never more than the arena has), plus its evictable pages, minus its offset (FULL
+/// `total_offset`, SWA `swa_offset`, both starting at the pending decode tokens). SWA demand is the §6.1 SWA
+/// estimate. `prepare_load_back` reclaims nothing: it checks the ask again once the host match is pinned,
+/// because pinning the match's window protects device SWA that selection counted as evictable. It does not ask
+/// for the FULL rows a load adds (`load_back_needs_full_tokens` is false).
+
+#include <algorithm>
+#include <cstdint>
+
+#include <unikv/budget/asks.hpp>
+#include <unikv/budget/budget_concept.hpp>
+#include <unikv/budget/refusal.hpp>
+#include <unikv/component.hpp>
+#include <unikv/detail/budget/capacity.hpp>
+#include <unikv/detail/budget/step_state.hpp>
+#include <unikv/error.hpp>
+#include <unikv/pools/layouts.hpp>
+
+namespace unikv {
+
+/// Budget policy: static FULL and SWA partitions (see the file comment). Needs Full and Swa pools.
+struct PartitionedSWABudget {
+    /// The rule a layout must meet (checked by `check_budget`).
+    template <class L>
+    static constexpr budget_layout_rule layout_rule =
+        layout_has_v<L, Component::full> && layout_has_v<L, Component::swa> ? budget_layout_rule::none
+                                                                            : budget_layout_rule::partitioned_swa_pools;
+
+    /// The budget of a cache over `Layout`: the partitions and per-step counters.
+    template <class Layout>
+    class impl : public detail::step_state {
+    public:
+        static constexpr bool load_back_needs_full_tokens = false;
+
+        /// Takes the partitions. Throws `logic_error` unless both are at least one page.
+        explicit impl(const BudgetConfig& config)
+            : partition_{.full = config.full_partition_pages, .swa = config.swa_partition_pages, .mamba = 0} {
+            UNIKV_EXPECTS(partition_.full > 0 && partition_.swa > 0, "PartitionedSWABudget: full_partition_pages (",
+                          partition_.full, ") and swa_partition_pages (", partition_.swa,
+                          ") must both be at least one page; give the static split in BudgetConfig");
+        }
+
+        /// The partitions, in pages.
+        [[nodiscard]] const CapacityDemand& partitions() const noexcept { return partition_; }
+
+        /// Selects `ask`: cut to the chunk budget, then FULL (extension, one page, decode) and SWA (the §6.1
+        /// estimate) checked against their partitions. O(1).
+        template <class Cache>
+        [[nodiscard]] Selection check_prefill(const Cache& cache, const PrefillAsk& ask) const {
+            const std::int32_t page = detail::page_tokens(cache);
+            const auto cut = cut_to_chunk(ask, page);
+            if (!cut) return {chunk_refusal(), ask};
+            return {fits(cache, full_charge(*cut, page), swa_tokens(cache, cut->extend, cut->max_new)), *cut};
+        }
+        /// Checks the load-back's ask again with the host match pinned (FULL: `ask.full_tokens`; SWA: the
+        /// estimate plus the host-only window rows it reserves). Reclaims nothing. O(1).
+        template <class Cache>
+        [[nodiscard]] BudgetCheck prepare_load_back(Cache& cache, const LoadBackAsk& ask) const {
+            const std::int32_t page = detail::page_tokens(cache);
+            return fits(cache, ask.full_tokens,
+                        swa_tokens(cache, ask.extend, ask.max_new) + detail::ceil_page(ask.swa_host_hit, page));
+        }
+        /// Charges an admitted prefill to the step: FULL as the base budget, SWA its estimate. O(1).
+        template <class Cache>
+        void reserve(const Cache& cache, const PrefillAsk& admitted) noexcept {
+            charge_full(admitted, detail::page_tokens(cache));
+            charge_swa(swa_tokens(cache, admitted.extend, admitted.max_new));
+        }
+
+    private:
+        template <class Cache>
+        [[nodiscard]] static std::int64_t swa_tokens(const Cache& cache, std::int64_t extend, std::int64_t max_new) {
+            return detail::swa_estimate_tokens(extend, max_new, cache.tree().config().swa_window,
+                                               detail::page_tokens(cache));
+        }
+        // Tokens pool `c` can still give: its partition's room (capped by the arena's), its evictable tokens,
+        // minus its offset.
+        template <class Cache>
+        [[nodiscard]] std::int64_t left(const Cache& cache, Component c, std::int64_t offset) const {
+            const auto& alloc = cache.allocator();
+            const std::int64_t used = alloc.live_pages(c) + alloc.reserved_pages(c);
+            const std::int64_t room = std::min(partition_[c] - used, alloc.available_size(c));
+            return std::max<std::int64_t>(room, 0) * detail::page_tokens(cache) + cache.tree().evictable_size(c) -
+                   offset;
+        }
+        template <class Cache>
+        [[nodiscard]] BudgetCheck fits(const Cache& cache, std::int64_t full, std::int64_t swa) const {
+            const std::int32_t page = detail::page_tokens(cache);
+            const std::int64_t full_short = full - left(cache, Component::full, total_offset());
+            if (full_short > 0) {
+                return BudgetCheck::refused(detail::refusal_of(cache, RefusalCause::no_room, Component::full,
+                                                               detail::ceil_div(full_short, page)));
+            }
+            const std::int64_t swa_short = swa - left(cache, Component::swa, swa_offset());
+            if (swa_short > 0) {
+                return BudgetCheck::refused(detail::refusal_of(cache, RefusalCause::no_room, Component::swa,
+                                                               detail::ceil_div(swa_short, page)));
+            }
+            return {};
+        }
+
+        CapacityDemand partition_;
+    };
+};
+
+static_assert(is_budget_policy_v<PartitionedSWABudget, SwaFullLayout> &&
+              is_budget_policy_v<PartitionedSWABudget, TriPoolLayout>);
+
+}  // namespace unikv

@@ -1,0 +1,73 @@
+#pragma once
+/// \file
+/// Why a budget or an admission said no: `AdmissionRefusal`, a plain value a scheduler can log (`to_string`)
+/// and a test can compare, and `BudgetCheck`, the result of a budget's checks. A refusal is an expected
+/// outcome, never an exception.
+
+#include <cstdint>
+#include <string>
+
+#include <unikv/component.hpp>
+
+namespace unikv {
+
+/// What stopped an admission.
+enum class RefusalCause : std::uint8_t {
+    no_room,          ///< the budget (with what eviction can reclaim) cannot hold the request's pages
+    chunk_exhausted,  ///< the step's chunked-prefill budget has less than one page left
+    load_back_short,  ///< the budget held, but the load-back's own allocation stayed short (rolled back)
+};
+
+/// "no room", "chunk exhausted" or "load-back short".
+[[nodiscard]] constexpr const char* to_string(RefusalCause c) noexcept {
+    switch (c) {
+        case RefusalCause::no_room: return "no room";
+        case RefusalCause::chunk_exhausted: return "chunk exhausted";
+        case RefusalCause::load_back_short: return "load-back short";
+    }
+    return "unknown";
+}
+
+/// Why a request was not admitted, in pages of `component` (Mamba: state slots), as seen when it was refused.
+/// The three breakdowns say where the missing pages are: reclaimable by eviction (unlocked tree data), held by
+/// in-flight transfers, or held by locks (running requests, pins, loads awaiting their ack).
+struct AdmissionRefusal {
+    RefusalCause cause = RefusalCause::no_room;
+    /// The pool that fell short (FULL for `chunk_exhausted`).
+    Component component = Component::full;
+    /// Pages of `component` missing beyond what the budget can give (`chunk_exhausted`: 1).
+    std::int64_t pages_short = 0;
+    /// Pages of `component` that eviction could still free (the tree's evictable size).
+    std::int64_t pages_reclaimable = 0;
+    /// Pages (in `component`'s page bytes) that transfers hold: unbound reservation pages of loads in flight,
+    /// and the holes of the other pools while moves are blocked, which compaction would otherwise return.
+    std::int64_t pages_in_flight = 0;
+    /// Pages of `component` held by locks (the tree's protected size).
+    std::int64_t pages_locked = 0;
+
+    friend constexpr bool operator==(const AdmissionRefusal&, const AdmissionRefusal&) = default;
+};
+
+/// One line for a scheduler's log, e.g. "no room: swa short by 3 pages (reclaimable 0, in flight 2, locked 10)".
+/// Allocates (cold path).
+[[nodiscard]] inline std::string to_string(const AdmissionRefusal& r) {
+    std::string out = to_string(r.cause);
+    out += ": ";
+    out += to_string(r.component);
+    out += " short by " + std::to_string(r.pages_short) + " pages (reclaimable " +
+           std::to_string(r.pages_reclaimable) + ", in flight " + std::to_string(r.pages_in_flight) + ", locked " +
+           std::to_string(r.pages_locked) + ")";
+    return out;
+}
+
+/// The result of a budget check: fits, or the refusal that explains why not.
+struct [[nodiscard]] BudgetCheck {
+    bool fits = true;
+    /// Meaningful when `fits` is false.
+    AdmissionRefusal refusal{};
+    /// A refusal.
+    [[nodiscard]] static constexpr BudgetCheck refused(const AdmissionRefusal& r) noexcept { return {false, r}; }
+    explicit constexpr operator bool() const noexcept { return fits; }
+};
+
+}  // namespace unikv

@@ -1,0 +1,130 @@
+#pragma once
+// Capacity arithmetic shared by the budgets: page rounding, the SWA estimate of reference §6.1, the refusal of
+// a pool with its breakdown, and the joint fit of a demand over the unified arena with what eviction can
+// reclaim. Every function reads the cache through `allocator()` and `tree()` only and allocates nothing.
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include <unikv/budget/refusal.hpp>
+#include <unikv/component.hpp>
+#include <unikv/pools/results.hpp>
+
+namespace unikv::detail {
+
+[[nodiscard]] constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept { return (a + b - 1) / b; }
+[[nodiscard]] constexpr std::int64_t ceil_page(std::int64_t tokens, std::int32_t page) noexcept {
+    return ceil_div(tokens, page) * page;
+}
+
+// Reference §6.1: the SWA rows a prefill of `extend` tokens followed by `max_new` decode tokens needs at its
+// peak. With a window the chunk's rows beyond one window are needed only during the forward, then at most
+// one window stays; plus one page of rounding. Without a window every row stays.
+[[nodiscard]] constexpr std::int64_t swa_estimate_tokens(std::int64_t extend, std::int64_t max_new,
+                                                         std::int32_t window, std::int32_t page) noexcept {
+    if (window <= 0) return extend + max_new + page;
+    return std::max<std::int64_t>(extend - window, 0) + std::min<std::int64_t>(extend + max_new, window) + page;
+}
+
+template <class Cache>
+[[nodiscard]] std::int32_t page_tokens(const Cache& cache) noexcept {
+    return cache.tree().config().page_size.tokens;
+}
+
+// Tree units of `c` (tokens; states for Mamba) as pages, rounded down (tree units are whole pages).
+template <class Cache>
+[[nodiscard]] std::int64_t unit_pages(const Cache& cache, Component c, std::int64_t units) noexcept {
+    return c == Component::mamba ? units : units / page_tokens(cache);
+}
+// Pages of `c` as tree units, the amount `evict` takes.
+template <class Cache>
+[[nodiscard]] std::int64_t page_units(const Cache& cache, Component c, std::int64_t pages) noexcept {
+    return c == Component::mamba ? pages : pages * page_tokens(cache);
+}
+
+// The refusal of `c`, short by `pages`, with the breakdown as the cache stands. O(pools).
+template <class Cache>
+[[nodiscard]] AdmissionRefusal refusal_of(const Cache& cache, RefusalCause cause, Component c, std::int64_t pages) {
+    const auto& alloc = cache.allocator();
+    std::size_t held_bytes = 0;
+    for (Component p : all_components) {
+        if (!alloc.spec()[p].present) continue;
+        std::int64_t held = alloc.reserved_pages(p);
+        if (p != c && alloc.moves_blocked(p)) held += alloc.hole_pages(p);
+        held_bytes += static_cast<std::size_t>(held) * alloc.spec()[p].page_bytes;
+    }
+    return {.cause = cause,
+            .component = c,
+            .pages_short = pages,
+            .pages_reclaimable = unit_pages(cache, c, cache.tree().evictable_size(c)),
+            .pages_in_flight = static_cast<std::int64_t>(held_bytes / alloc.spec()[c].page_bytes),
+            .pages_locked = unit_pages(cache, c, cache.tree().protected_size(c))};
+}
+
+// The pool of `d` (among `pools`) whose demand alone must shrink the least for `d` to fit, and by how much:
+// a binary search over `can_reserve`, O(pools * log pages) capacity queries (each O(pools) or a memo hit).
+template <class Alloc>
+[[nodiscard]] std::pair<Component, std::int64_t> least_shortfall(const Alloc& alloc, const CapacityDemand& d,
+                                                                 ComponentMask pools) {
+    Component best = Component::full;
+    std::int64_t best_short = -1;
+    for (Component c : all_components) {
+        if (!pools.has(c) || d[c] == 0) continue;
+        CapacityDemand probe = d;
+        probe[c] = 0;
+        if (!alloc.can_reserve(probe)) continue;  // no cut of `c` alone is enough
+        std::int64_t lo = 1;                      // invariant: cutting `hi` pages fits, cutting `lo - 1` does not
+        std::int64_t hi = d[c];
+        while (lo < hi) {
+            const std::int64_t mid = lo + (hi - lo) / 2;
+            probe[c] = d[c] - mid;
+            if (alloc.can_reserve(probe)) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        if (best_short < 0 || hi < best_short) {
+            best = c;
+            best_short = hi;
+        }
+    }
+    if (best_short >= 0) return {best, best_short};
+    for (Component c : all_components) {  // every pool is short at once: name the first with all its demand
+        if (pools.has(c) && d[c] > 0) return {c, d[c]};
+    }
+    return {Component::full, 0};
+}
+
+// Whether demand `d` (pages of the pools in `pools`) fits the unified arena once eviction reclaimed what the
+// tree can give: each pool's evictable pages cover its own demand first; what is left of them counts, in
+// bytes, for the other pools too while moves are allowed (compaction hands freed bytes between pools). The
+// refusal names the pool that is short by the least. O(pools) plus `can_reserve`; the refusal O(pools * log).
+template <class Cache>
+[[nodiscard]] BudgetCheck joint_fits(const Cache& cache, CapacityDemand d, ComponentMask pools) {
+    const auto& alloc = cache.allocator();
+    std::int64_t spare_bytes = 0;
+    for (Component c : all_components) {
+        if (!pools.has(c)) continue;
+        const std::int64_t evictable = unit_pages(cache, c, cache.tree().evictable_size(c));
+        const std::int64_t take = std::min(d[c], evictable);
+        d[c] -= take;
+        spare_bytes += (evictable - take) * static_cast<std::int64_t>(alloc.spec()[c].page_bytes);
+    }
+    if (!alloc.moves_blocked()) {
+        for (Component c : all_components) {
+            if (!pools.has(c)) continue;
+            const auto bytes = static_cast<std::int64_t>(alloc.spec()[c].page_bytes);
+            const std::int64_t take = std::min(d[c], spare_bytes / bytes);
+            d[c] -= take;
+            spare_bytes -= take * bytes;
+        }
+    }
+    if (alloc.can_reserve(d)) return {};
+    const auto [c, pages] = least_shortfall(alloc, d, pools);
+    return BudgetCheck::refused(refusal_of(cache, RefusalCause::no_room, c, pages));
+}
+
+}  // namespace unikv::detail

@@ -1,0 +1,107 @@
+#pragma once
+/// \file
+/// `unikv-sim`'s command line (CLI11), parsed into a `SimOptions`. Only `main.cpp` includes it: CLI11 is a large
+/// header, and everything it checks beyond syntax is a plain function of `options.hpp` and `byte_size.hpp`.
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <unikv_sim/byte_size.hpp>
+#include <unikv_sim/input_error.hpp>
+#include <unikv_sim/options.hpp>
+
+namespace unikv::sim {
+
+/// Exit status: the trace or the generator could not give a trace.
+inline constexpr int exit_bad_input = 1;
+/// Exit status: the command line is wrong.
+inline constexpr int exit_bad_command_line = 2;
+/// Exit status: an output only the replay writes was asked for (`--compare-static`, `--csv`, `--plot`).
+inline constexpr int exit_replay_only = 3;
+
+/// The result of `parse_command_line`: options to run with, or the status to exit with (0 after `--help`).
+struct CommandLine {
+    std::optional<SimOptions> options;
+    int exit_code = 0;
+};
+
+/// Parses `argv`. Prints help to stdout, or an error naming the flag to stderr, and then returns no options.
+[[nodiscard]] inline CommandLine parse_command_line(int argc, const char* const* argv) {
+    CLI::App app{"unikv-sim: replays an LLM serving trace through the unikv KV cache (unified arena, prefix tree, "
+                 "host tier) on the CPU backend.",
+                 "unikv-sim"};
+    app.footer(
+        "Today unikv-sim reads or generates the trace, checks it and prints its summary (requests, tokens, unique\n"
+        "blocks, the prefix-hit rate an infinite cache reaches, duration). The replay, and with it --compare-static,\n"
+        "--csv and --plot, comes with the composed cache (unikv::Cache).\n\n"
+        "Exit status: 0 done, 1 bad trace, 2 bad command line, 3 a replay-only output was asked for.\n");
+    app.failure_message([](const CLI::App*, const CLI::Error& e) {
+        return "unikv-sim: " + std::string(e.what()) + "\nRun with --help for more information.\n";
+    });
+
+    std::string trace_path, workload, model = "gemma-3-27b", device = "8GiB", host = "32GiB", policy = "through";
+    GeneratorConfig gen;
+    SimOptions o;
+    std::vector<std::string> workloads, policies;
+    for (const Workload w : all_workloads) workloads.emplace_back(workload_name(w));
+    for (const WritePolicyChoice p : all_write_policies) policies.emplace_back(write_policy_name(p));
+    std::string presets;
+    for (const std::string_view n : preset_names) presets += (presets.empty() ? "" : ", ") + std::string(n);
+
+    auto* trace_opt = app.add_option("--trace", trace_path, "A Mooncake trace (JSON Lines), for example "
+                                                            "data/traces/mooncake_synthetic_trace.jsonl");
+    auto* gen_opt = app.add_option("--generate", workload, "Generate a workload instead: chat, agent or docqa")
+                        ->check(CLI::IsMember(workloads));
+    trace_opt->excludes(gen_opt);
+    app.add_option("--seed", gen.seed, "Generator seed")->needs(gen_opt)->capture_default_str();
+    app.add_option("--requests", gen.requests, "Requests to generate")
+        ->needs(gen_opt)
+        ->check(CLI::Range(1, 100'000))
+        ->capture_default_str();
+    app.add_option("--model", model, "Model preset: " + presets)->capture_default_str();
+    app.add_option("--device-memory", device, "Device memory for the KV cache, for example 8GiB or 40GB")
+        ->capture_default_str();
+    app.add_option("--host-memory", host, "Pinned host memory for the host tier")->capture_default_str();
+    app.add_option("--write-policy", policy, "Host-tier write policy: through, selective or back")
+        ->check(CLI::IsMember(policies))
+        ->capture_default_str();
+    app.add_flag("--compare-static", o.compare_static, "Also replay a static split of the same memory");
+    app.add_flag("--json", o.json, "Print one JSON object instead of the table");
+    app.add_option("--csv", o.csv_path, "Write per-step occupancy and hit rate to this CSV file");
+    app.add_option("--plot", o.plot_path, "Draw occupancy and hit rate over time into this PNG file");
+    app.add_option("--max-requests", o.max_requests, "Replay at most this many requests of the trace")
+        ->check(CLI::PositiveNumber);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return {.options = std::nullopt, .exit_code = code == 0 ? 0 : exit_bad_command_line};
+    }
+    try {
+        if (trace_path.empty() && workload.empty())
+            throw InputError("give a trace (--trace FILE) or a workload (--generate chat|agent|docqa); see --help");
+        if (!trace_path.empty()) {
+            o.input = TraceFile{trace_path};
+        } else {
+            gen.workload = *workload_from_name(workload);  // IsMember checked it
+            o.input = gen;
+        }
+        with_preset(model, "--model", [](auto) { return 0; });
+        o.model = model;
+        o.device_memory_bytes = parse_bytes(device, "--device-memory");
+        o.host_memory_bytes = parse_bytes(host, "--host-memory");
+        o.write_policy = *write_policy_from_name(policy);  // IsMember checked it
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "unikv-sim: %s\n", e.what());
+        return {.options = std::nullopt, .exit_code = exit_bad_command_line};
+    }
+    return {.options = std::move(o), .exit_code = 0};
+}
+
+}  // namespace unikv::sim

@@ -1,0 +1,522 @@
+// Budgets and admission (reference §6, §9 scenarios 5, 6, 26, 27, 28) on HiCache over a manual HostBackend:
+// what each budget charges and refuses (with the refusal's breakdown), the shared budget's reclaim before a
+// load is queued (so the step's allocations need no page move while the load blocks them), the host match
+// pinned across reclaim, every pin released on success, refusal and an exception, and the FULL load-back spec
+// built only by the budgets that read it. Rows are checked through translation wherever data moves.
+
+#include <stdexcept>
+#include <vector>
+
+#include <unikv/budget/admission.hpp>
+#include <unikv/budget/base_budget.hpp>
+#include <unikv/budget/partitioned_swa_budget.hpp>
+#include <unikv/budget/shared_hybrid_budget.hpp>
+#include <unikv/budget/shared_swa_budget.hpp>
+
+#include "hicache/hicache_support.hpp"
+
+using namespace hicache_test;
+
+namespace {
+
+// What the tree saw: load-back plans built, and the host locks of one watched node at every `evict_host`.
+struct Probe {
+    static inline int plans = 0;
+    static inline bool watching = false;
+    static inline NodeRef watched{};
+    static inline std::vector<per_component<std::uint32_t>> host_pins_at_evict_host;
+    static void reset() {
+        plans = 0;
+        watching = false;
+        host_pins_at_evict_host.clear();
+    }
+};
+
+// The fast tree, counting its plans and watching its host evictions.
+template <class... Cs>
+class ProbedTree : public RadixTree<Cs...> {
+public:
+    using RadixTree<Cs...>::RadixTree;
+    std::span<const LoadBackStep> load_back_plan(NodeRef node) {
+        ++Probe::plans;
+        return RadixTree<Cs...>::load_back_plan(node);
+    }
+    EvictResult evict_host(Component c, std::int64_t amount) {
+        if (Probe::watching) Probe::host_pins_at_evict_host.push_back(this->node_info(Probe::watched).host_locks);
+        return RadixTree<Cs...>::evict_host(c, amount);
+    }
+};
+struct ProbedTreeCore {
+    template <class... Cs>
+    using impl = ProbedTree<Cs...>;
+};
+
+template <class L>
+struct Probed : Policies<L> {
+    using tree_core = ProbedTreeCore;
+};
+using SwaProbed = Probed<SwaFullLayout>;
+using TriProbed = Probed<TriPoolLayout>;
+
+// A test-only budget: `Inner`'s, recording every load-back ask, and throwing where told.
+enum class Fault : std::uint8_t { none, selection, after_reclaim };
+template <class Inner>
+struct Faulty {
+    template <class L>
+    static constexpr budget_layout_rule layout_rule = budget_layout_rule_of_v<Inner, L>;
+    template <class L>
+    class impl : public Inner::template impl<L> {
+        using base = typename Inner::template impl<L>;
+
+    public:
+        explicit impl(const BudgetConfig& c = {}) : base(c) {}
+        Fault fault = Fault::none;
+        std::vector<LoadBackAsk> asks;
+        mutable std::vector<std::int64_t> protected_at_selection;  // FULL tokens locked while selecting
+        template <class C>
+        Selection check_prefill(const C& cache, const PrefillAsk& ask) const {
+            protected_at_selection.push_back(cache.tree().protected_size(Component::full));
+            if (fault == Fault::selection) throw std::runtime_error("injected during selection");
+            return base::check_prefill(cache, ask);
+        }
+        template <class C>
+        BudgetCheck prepare_load_back(C& cache, const LoadBackAsk& ask) {
+            asks.push_back(ask);
+            const BudgetCheck out = base::prepare_load_back(cache, ask);
+            if (fault == Fault::after_reclaim) throw std::runtime_error("injected after reclaim");
+            return out;
+        }
+    };
+};
+
+template <class P>
+using Cache = typename Rig<P>::Cache;
+template <class B, class P>
+using BudgetOf = budget_t<B, typename P::layout>;
+
+// `tokens` followed by `extra`.
+std::vector<TokenId> joined(std::vector<TokenId> tokens, const std::vector<TokenId>& extra) {
+    tokens.insert(tokens.end(), extra.begin(), extra.end());
+    return tokens;
+}
+
+// `key` cached and written back: a host-only node.
+template <class P>
+NodeRef hosted(Rig<P>& r, const std::vector<TokenId>& key) {
+    const NodeRef node = r.insert(key);
+    REQUIRE(r.cache.evict(Component::full, static_cast<std::int64_t>(key.size())).dropped == 0);
+    REQUIRE_FALSE(r.cache.tree().node_info(node).device[Component::full]);
+    return node;
+}
+
+// `key` (4 pages) cached with FULL resident and SWA on host only: the FULL-locked leaf gives up its SWA, whose
+// last window is written back. The node is split at one window: the upper part is a plain tombstone.
+template <class P>
+NodeRef swa_hosted(Rig<P>& r, const std::vector<TokenId>& key) {
+    const NodeRef node = r.insert(key);
+    LockReceipt full_only = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});
+    REQUIRE(r.cache.evict(Component::swa, static_cast<std::int64_t>(key.size())).backed_up == 1);
+    r.cache.unlock(std::move(full_only));
+    const NodeInfo info = r.cache.tree().node_info(node);
+    REQUIRE(info.device[Component::full]);
+    REQUIRE_FALSE(info.device[Component::swa]);
+    REQUIRE(r.host_holds(node, Component::swa, key));
+    return node;
+}
+
+// Every node from `node` up holds the markers of `tokens` on device (FULL, and SWA where present).
+template <class P>
+bool path_holds(const Rig<P>& r, NodeRef node, const std::vector<TokenId>& tokens) {
+    for (NodeRef n = node; !n.is_root(); n = r.cache.tree().node_info(n).parent) {
+        if (!r.device_holds(n, tokens)) return false;
+    }
+    return true;
+}
+
+// Device and host lock counts of `node`, per component.
+struct Locks {
+    per_component<std::uint32_t> device{};
+    per_component<std::uint32_t> host{};
+    friend bool operator==(const Locks&, const Locks&) = default;
+};
+template <class P>
+Locks locks_of(const Rig<P>& r, NodeRef node) {
+    const NodeInfo info = r.cache.tree().node_info(node);
+    return {info.device_locks, info.host_locks};
+}
+
+// Queues the load and acknowledges it; true when committed.
+template <class P>
+bool ack_load(Rig<P>& r, std::uint64_t id) {
+    CHECK(r.cache.start_loading() == 1);
+    (void)r.run_transfers();
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].id == id);
+    return done[0].committed;
+}
+
+}  // namespace
+
+// ---- budgets -----------------------------------------------------------------------------------------------
+
+TEST_CASE("the base budget is available + evictable - offsets: pending decode tokens are charged first") {
+    Rig<SwaProbed> r(40, 16);
+    const auto cached = Rig<SwaProbed>::key(100, 4);
+    (void)r.insert(cached);  // 4 evictable FULL pages
+    const std::int64_t available = r.cache.allocator().available_size(Component::full);
+    const std::int64_t left = available * page_size + 16;
+    BudgetOf<BaseBudget, SwaProbed> budget;
+    // An extension of e tokens with no decode charges ceil_page(e) + one page.
+    const PrefillAsk fits{.extend = static_cast<std::int32_t>(left - page_size), .max_new = 0};
+    budget.begin_step({});
+    CHECK(budget.check_prefill(r.cache, fits));
+    budget.begin_step({.decode_tokens = 8});  // two pages pre-charged: the same ask is short by them
+    const Selection s = budget.check_prefill(r.cache, fits);
+    REQUIRE_FALSE(s);
+    CHECK(s.check.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
+                                              .component = Component::full,
+                                              .pages_short = 2,
+                                              .pages_reclaimable = 4,
+                                              .pages_in_flight = 0,
+                                              .pages_locked = 0});
+    CHECK(to_string(s.check.refusal) ==
+          "no room: full short by 2 pages (reclaimable 4, in flight 0, locked 0)");
+    // Each admission charges its extension, a page and its decode.
+    budget.begin_step({.decode_tokens = 8});
+    budget.reserve(r.cache, {.extend = 5, .max_new = 3});
+    CHECK(budget.total_offset() == 8 + 8 + 4 + 3);
+}
+
+TEST_CASE("a request beyond the chunk budget is cut to whole pages of it, and an exhausted chunk refuses") {
+    Rig<SwaProbed> r(40, 16);
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({.chunk_tokens = 10});
+    const Selection s = budget.check_prefill(r.cache, {.extend = 20, .max_new = 4});
+    REQUIRE(s);
+    CHECK(s.ask.extend == 8);
+    CHECK(s.ask.chunked);
+    CHECK(s.ask.max_new == 0);  // no decode while chunked
+    budget.reserve(r.cache, s.ask);
+    CHECK(budget.chunk_left() == 2);
+    CHECK(budget.swa_offset() == 8 + page_size);  // the SWA estimate of the chunk: one window, one page
+    const Selection none = budget.check_prefill(r.cache, {.extend = 4, .max_new = 4});
+    REQUIRE_FALSE(none);
+    CHECK(none.check.refusal.cause == RefusalCause::chunk_exhausted);
+    CHECK(budget.check_prefill(r.cache, {.extend = 2, .max_new = 4}));  // what is left fits a short request
+}
+
+TEST_CASE("a static SWA partition refuses what the shared arena admits, naming the SWA pages it lacks") {
+    Rig<SwaProbed> r(40, 16);
+    BudgetOf<PartitionedSWABudget, SwaProbed> split({.full_partition_pages = 30, .swa_partition_pages = 4});
+    BudgetOf<SharedSWABudget, SwaProbed> shared;
+    split.begin_step({});
+    shared.begin_step({});
+    // SWA estimate of 16 + 4 tokens, window 8: 8 past the window, one window, one page = 5 pages.
+    const PrefillAsk ask{.extend = 16, .max_new = 4};
+    const Selection s = split.check_prefill(r.cache, ask);
+    REQUIRE_FALSE(s);
+    CHECK(s.check.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
+                                              .component = Component::swa,
+                                              .pages_short = 1,
+                                              .pages_reclaimable = 0,
+                                              .pages_in_flight = 0,
+                                              .pages_locked = 0});
+    CHECK(shared.check_prefill(r.cache, ask));
+    using Split = BudgetOf<PartitionedSWABudget, SwaProbed>;
+    CHECK_THROWS_AS(Split(BudgetConfig{}), logic_error);
+}
+
+TEST_CASE("the shared budget counts evictable pages of one pool for the other: compaction hands bytes over") {
+    Rig<SwaProbed> r(24, 16);
+    // A running request locks its FULL path only: its 5 SWA pages are evictable, its FULL pages are not.
+    const auto prefix = Rig<SwaProbed>::key(100, 4);
+    const auto running = joined(prefix, Rig<SwaProbed>::key(900, 1));
+    (void)r.insert(prefix);
+    LockReceipt run = r.cache.lock(r.insert(running), {.components = ComponentMask::of(Component::full)});
+    REQUIRE(r.cache.tree().evictable_size(Component::swa) == 5 * page_size);
+    REQUIRE(r.cache.tree().evictable_size(Component::full) == 0);
+    // The most FULL pages that fit with every allowed compaction.
+    std::int64_t most = 0;
+    while (r.cache.allocator().can_reserve({.full = most + 1})) ++most;
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({});
+    // Extension 8 (SWA estimate 3 pages, 2 evictable SWA pages to spare), decode chosen so FULL asks one page
+    // more than fits: the spare SWA bytes cover it.
+    const PrefillAsk ask{.extend = 8, .max_new = static_cast<std::int32_t>((most - 2) * page_size)};
+    CHECK(budget.check_prefill(r.cache, ask));
+    // Two more FULL pages than that exceed the spare bytes: refused, short by exactly those.
+    const Selection s = budget.check_prefill(r.cache, {.extend = 8, .max_new = ask.max_new + 2 * page_size});
+    REQUIRE_FALSE(s);
+    CHECK(s.check.refusal.component == Component::full);
+    CHECK(s.check.refusal.pages_short == 1);
+    CHECK(s.check.refusal.pages_locked == 5);
+    r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// ---- admission -------------------------------------------------------------------------------------------
+
+TEST_CASE("admission of a device hit pins nothing beyond the request's own lock and charges the budget") {
+    Rig<SwaProbed> r(40, 16);
+    const auto cached = Rig<SwaProbed>::key(100, 3);
+    const NodeRef node = r.insert(cached);
+    const auto prompt = joined(cached, Rig<SwaProbed>::key(900, 1));
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({.decode_tokens = 4});
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 4});
+    REQUIRE(a);
+    CHECK(a.node == node);
+    CHECK(a.prefix_length == 12);
+    CHECK(a.extend_length == 4);
+    CHECK(a.load_id == 0);
+    CHECK(budget.total_offset() == 4 + 4 + 4 + 4);
+    CHECK(locks_of(r, node).device[Component::full] == 1);  // the request's own, no pin left
+    CHECK(r.cache.tree().protected_size(Component::full) == 12);
+    r.cache.unlock(std::move(a.lock));
+    CHECK(r.cache.tree().protected_size(Component::full) == 0);
+}
+
+// Scenario 6: FULL resident and SWA on host (the load adds no FULL rows), a running 40-token request whose SWA
+// beyond its window is the only thing eviction can take, and 24 decode tokens pending. The shared budget
+// reclaims for the load and for the pending demand before the load is queued, so while the load blocks page
+// moves the step's own allocations still fit. Dropping `total_offset` or `swa_offset` from the demand leaves
+// the reclaim undone and the decode allocation short.
+TEST_CASE("the shared budget reclaims for the load and the pending decode demand before the load is queued") {
+    Rig<SwaProbed> r(40, 16);
+    const auto target = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = swa_hosted(r, target);
+    const auto older = Rig<SwaProbed>::key(500, 8);
+    const auto running = joined(older, Rig<SwaProbed>::key(900, 2));
+    const NodeRef run_node = r.insert(running);
+    REQUIRE(r.cache.match(TokenKey{older}).device_length == 32);  // splits the node: [0, 32) above [32, 40)
+    LockReceipt run = r.cache.lock(run_node);  // its SWA lock covers one window: the lower node
+    const std::int64_t swa_evictable = r.cache.tree().evictable_size(Component::swa);
+    REQUIRE(swa_evictable == 32);
+
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({.decode_tokens = 24});
+    const auto prompt = joined(target, Rig<SwaProbed>::key(2000, 1));
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    CHECK(a.load_id != 0);
+    CHECK(a.prefix_length == 16);
+    CHECK(r.cache.loads_in_flight() == 1);
+    CHECK(r.cache.tree().evictable_size(Component::swa) < swa_evictable);  // the running request's old SWA went
+    CHECK(r.cache.allocator().moves_blocked());
+
+    // The step's allocations while the load is queued: the extension's page and the 24 decode tokens.
+    REQUIRE(drain(r.backend, r.stream));
+    std::vector<VirtualPage> extension(1);
+    std::vector<VirtualPage> decode(24 / page_size);
+    CHECK(r.cache.allocator().alloc(extension));
+    CHECK(r.cache.allocator().alloc(decode));
+    CHECK(r.backend.queued(r.stream) == 0);  // no page moved
+    CHECK(path_holds(r, run_node, running));   // the running request's FULL rows and window are intact
+
+    CHECK(ack_load(r, a.load_id));
+    CHECK(path_holds(r, node, target));  // the loaded window holds the original rows
+    CHECK(r.cache.match(TokenKey{target}).device_length == 16);
+    CHECK(path_holds(r, run_node, running));
+    r.cache.allocator().free(extension);
+    r.cache.allocator().free(decode);
+    r.cache.unlock(std::move(a.lock));
+    r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// Scenario 5: write-back; a 16-token host-only match, the host filled by evicted fillers, a 40-token unbacked
+// device victim. Reclaim evicts the victim, and under write-back makes host room first by evicting host
+// leaves: the match, the oldest host leaf, survives only because it is host-pinned throughout.
+TEST_CASE("the host match stays pinned while reclaim evicts host leaves, and loads back byte-exact") {
+    Rig<SwaProbed> r(30, 8);
+    Probe::reset();
+    const auto match = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = hosted(r, match);
+    for (TokenId t = 0; t < 4; ++t) (void)hosted(r, Rig<SwaProbed>::key(300 + 10 * t, 1));
+    REQUIRE(r.cache.host_pools().available(Component::full) == 0);
+    (void)r.insert(Rig<SwaProbed>::key(700, 10));  // the victim
+    (void)r.cache.allocator().flush(FlushMode::urgent);
+    REQUIRE(drain(r.backend, r.stream));
+
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({});
+    const auto prompt = joined(match, Rig<SwaProbed>::key(2000, 1));
+    Probe::watching = true;
+    Probe::watched = node;
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    Probe::watching = false;
+    REQUIRE(a);
+    REQUIRE_FALSE(Probe::host_pins_at_evict_host.empty());
+    for (const per_component<std::uint32_t>& pins : Probe::host_pins_at_evict_host) {
+        CHECK(pins[Component::full] > 0);
+        CHECK(pins[Component::swa] > 0);
+    }
+    CHECK(ack_load(r, a.load_id));
+    CHECK(path_holds(r, node, match));
+    r.cache.unlock(std::move(a.lock));
+    const Locks after = locks_of(r, node);
+    CHECK(after.device[Component::full] == 0);
+    CHECK(after.host[Component::full] == 0);
+    CHECK(after.host[Component::swa] == 0);
+    CHECK(r.broken().empty());
+}
+
+// Scenario 26: selection admits the request (its extension fits), but the shared budget cannot reclaim room
+// for the load as well (everything else on device is locked): refused with the breakdown, no pin left, nothing
+// queued or charged, the host hit still there.
+TEST_CASE("pins are released when the load-back budget fails, and the refusal says why") {
+    Rig<SwaProbed> r(30, 16);
+    const auto match = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = hosted(r, match);
+    (void)r.cache.allocator().flush(FlushMode::urgent);
+    LockReceipt run = r.cache.lock(r.insert(Rig<SwaProbed>::key(700, 10)));  // 20 of the 29 envelopes
+    REQUIRE(drain(r.backend, r.stream));
+    BudgetOf<Faulty<SharedSWABudget>, SwaProbed> budget;
+    budget.begin_step({});
+    const auto prompt = joined(match, Rig<SwaProbed>::key(2000, 1));
+    const Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE_FALSE(a);
+    // Selection: FULL 4 + 4 + 4 tokens and SWA 12 tokens, 6 envelopes of the 9 free. The load adds 16 FULL
+    // and 8 SWA tokens: FULL 7 pages and SWA 5, 3 envelopes more than are free, nothing evictable.
+    CHECK(budget.asks.size() == 1);
+    CHECK(a.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
+                                        .component = Component::full,
+                                        .pages_short = 3,
+                                        .pages_reclaimable = 0,
+                                        .pages_in_flight = 0,
+                                        .pages_locked = 10});
+    CHECK(a.lock.empty());
+    CHECK(locks_of(r, node) == Locks{});
+    CHECK(r.cache.loads_in_flight() == 0);
+    CHECK(budget.total_offset() == 0);
+    CHECK(r.cache.match(TokenKey{match}).host_hit_length == 16);
+    r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// The base budget prepares nothing: a load that its own evict-and-retry cannot place is refused as
+// `load_back_short`, naming the pool, with every pin released and nothing charged.
+TEST_CASE("a load-back that stays short refuses as load_back_short and releases every pin") {
+    Rig<SwaProbed> r(30, 16);
+    const auto match = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = hosted(r, match);
+    (void)r.cache.allocator().flush(FlushMode::urgent);
+    LockReceipt run = r.cache.lock(r.insert(Rig<SwaProbed>::key(700, 12)));  // 24 of the 29 envelopes
+    REQUIRE(drain(r.backend, r.stream));
+    BudgetOf<BaseBudget, SwaProbed> budget;
+    budget.begin_step({});
+    const auto prompt = joined(match, Rig<SwaProbed>::key(2000, 1));
+    const Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE_FALSE(a);
+    // FULL's 4 pages fit the 5 free envelopes; the SWA window's 2 pages then do not.
+    CHECK(a.refusal == AdmissionRefusal{.cause = RefusalCause::load_back_short,
+                                        .component = Component::swa,
+                                        .pages_short = 1,
+                                        .pages_reclaimable = 0,
+                                        .pages_in_flight = 0,
+                                        .pages_locked = 12});
+    CHECK(locks_of(r, node) == Locks{});
+    CHECK(r.cache.loads_in_flight() == 0);
+    CHECK(budget.total_offset() == 0);
+    CHECK(r.cache.match(TokenKey{match}).host_hit_length == 16);
+    r.cache.unlock(std::move(run));
+    CHECK(r.broken().empty());
+}
+
+// Scenario 27: a throw in the middle of admission (during selection, with the device node pinned; after the
+// reclaim, with the host match pinned) propagates, and leaves no pin, no charge and nothing queued.
+TEST_CASE("pins are released when admission throws, in selection and after the reclaim") {
+    Fault fault = Fault::none;
+    SUBCASE("during selection") { fault = Fault::selection; }
+    SUBCASE("after the reclaim") { fault = Fault::after_reclaim; }
+    Rig<SwaProbed> r(40, 16);
+    const auto parent = Rig<SwaProbed>::key(100, 2);
+    const auto child = joined(parent, Rig<SwaProbed>::key(900, 2));
+    const NodeRef top = r.insert(parent);
+    const NodeRef leaf = r.insert(child);
+    {
+        LockReceipt keep = r.cache.lock(top);  // the parent stays on device, the child goes to host
+        REQUIRE(r.cache.evict(Component::full, 8).backed_up >= 1);
+        r.cache.unlock(std::move(keep));
+    }
+    const MatchResult m = r.cache.match(TokenKey{child});
+    REQUIRE(m.device_node == top);
+    REQUIRE(m.best_node == leaf);
+    const std::uint64_t dropped = dropped_count();
+    const std::int64_t protected_full = r.cache.tree().protected_size(Component::full);
+    BudgetOf<Faulty<SharedSWABudget>, SwaProbed> budget;
+    budget.fault = fault;
+    budget.begin_step({.decode_tokens = 4});
+    const auto prompt = joined(child, Rig<SwaProbed>::key(2000, 1));
+    CHECK_THROWS_AS((void)try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 4}),
+                    std::runtime_error);
+    REQUIRE(budget.protected_at_selection.size() == 1);
+    CHECK(budget.protected_at_selection[0] == protected_full + 8);  // the device prefix was pinned
+    CHECK(budget.asks.size() == (fault == Fault::after_reclaim ? 1u : 0u));
+    CHECK(locks_of(r, top) == Locks{});
+    CHECK(locks_of(r, leaf) == Locks{});
+    CHECK(r.cache.tree().protected_size(Component::full) == protected_full);
+    CHECK(dropped_count() == dropped);
+    CHECK(budget.total_offset() == 4);
+    CHECK(r.cache.loads_in_flight() == 0);
+    CHECK(r.cache.match(TokenKey{child}).host_hit_length == 8);
+    CHECK(r.broken().empty());
+}
+
+// Scenario 28 and the §6.2 FULL ask (page 4, max_new = page): a budget that reads the FULL rows a load adds
+// builds the load-back plan once more than the load itself and asks for new_full + extend + page + page; the
+// others never walk the tree for it and ask for host_hit + extend + page + page. Here the FULL rows are
+// resident behind a host-only SWA window: new_full is 0 while the host hit is 16.
+TEST_CASE_TEMPLATE("only budgets that read the FULL load-back rows build the plan for them", B, BaseBudget,
+                   PartitionedSWABudget, SharedSWABudget) {
+    Rig<SwaProbed> r(40, 16);
+    const auto target = Rig<SwaProbed>::key(100, 4);
+    const NodeRef node = swa_hosted(r, target);
+    BudgetOf<Faulty<B>, SwaProbed> budget({.full_partition_pages = 19, .swa_partition_pages = 19});
+    budget.begin_step({});
+    const auto prompt = joined(target, Rig<SwaProbed>::key(2000, 1));
+    Probe::reset();
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    constexpr bool reads = budget_t<B, SwaFullLayout>::load_back_needs_full_tokens;
+    CHECK(reads == std::is_same_v<B, SharedSWABudget>);
+    CHECK(Probe::plans == (reads ? 2 : 1));  // the load's own plan, and the budget's when it reads one
+    REQUIRE(budget.asks.size() == 1);
+    const std::int32_t extend = 4;
+    CHECK(budget.asks[0].full_tokens == (reads ? 0 : 16) + extend + page_size + page_size);
+    CHECK(budget.asks[0].swa_host_hit == 8);
+    CHECK(ack_load(r, a.load_id));
+    CHECK(path_holds(r, node, target));
+    r.cache.unlock(std::move(a.lock));
+    CHECK(r.broken().empty());
+}
+
+// The tri-pool: the hybrid budget charges the request's state slot and counts the load's checkpoint from the
+// plan; after the load is queued (moves blocked) the request's slot and its extension still fit.
+TEST_CASE("the hybrid budget charges a state per admission and the load's checkpoint, and loads byte-exact") {
+    Rig<TriProbed> r(96, 16);
+    const auto match = Rig<TriProbed>::key(100, 2);
+    const NodeRef node = hosted(r, match);
+    BudgetOf<Faulty<SharedHybridBudget>, TriProbed> budget;
+    budget.begin_step({.decode_tokens = 4});
+    const auto prompt = joined(match, Rig<TriProbed>::key(2000, 1));
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    REQUIRE(budget.asks.size() == 1);
+    CHECK(budget.asks[0].load_states == 1);
+    CHECK(budget.asks[0].full_tokens == 8 + 4 + page_size + page_size);
+    CHECK(budget.state_offset() == 1);
+    CHECK(r.cache.allocator().moves_blocked());
+    StateId own{};
+    std::vector<VirtualPage> extension(1);
+    CHECK(r.cache.allocator().alloc_state(std::span(&own, 1)));
+    CHECK(r.cache.allocator().alloc(extension));
+    CHECK(ack_load(r, a.load_id));
+    CHECK(r.device_holds(node, match));
+    CHECK(r.cache.tree().node_info(node).device[Component::mamba]);
+    r.cache.allocator().free_state(std::span<const StateId>(&own, 1));
+    r.cache.allocator().free(extension);
+    r.cache.unlock(std::move(a.lock));
+    CHECK(r.broken().empty());
+}
