@@ -349,8 +349,9 @@ private:
     void copy_plan(std::span<const LoadBackStep> plan);
     // Frees the destinations of a failed load (the reservation itself was consumed by the submission).
     void release(Loading& load) noexcept;
-    // True when an SWA step of `plan_` binds under FULL pages whose SWA rows an earlier load in flight bound.
-    [[nodiscard]] bool swa_already_loading();
+    // True when any of `pages` has SWA rows bound although the tree holds their SWA as evicted: only a load in
+    // flight binds them so (under resident FULL pages), and it commits them at its ack. O(pages).
+    [[nodiscard]] bool swa_bound_by_load(std::span<const VirtualPage> pages);
     // Commits a load whose copy succeeded, against the tree's plan as it is now, and frees what it no longer needs.
     void commit(Loading& load);
     // Executes a tree result that asks for no backup: device frees and host frees.
@@ -376,7 +377,7 @@ private:
     std::vector<VirtualPage> plan_under_;              // scratch: SWA steps' resident FULL pages
     std::vector<std::uint8_t> taken_;                  // scratch of `commit`: destinations committed
     std::vector<VirtualPage> spare_;                   // scratch of `commit`: destinations to free
-    std::vector<PhysicalPage> bound_;                  // scratch of `swa_already_loading`
+    std::vector<PhysicalPage> bound_;                  // scratch of `swa_bound_by_load`
     controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
 };
 

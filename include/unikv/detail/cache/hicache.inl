@@ -195,7 +195,7 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
             unlock();
             return {.status = LoadBackStart::Status::device_hit};
         }
-        if (swa_already_loading()) {
+        if (swa_bound_by_load(plan_under_)) {  // a second load would bind over the first one's rows
             unlock();
             return {.status = LoadBackStart::Status::loading};
         }
@@ -249,14 +249,14 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
-// The tree commits a load at its ack, so until then a node being loaded still looks host-only to the next match;
-// a second load of its SWA rows under resident FULL pages would bind over the first one's.
+// The tree commits a load at its ack, so until then a node being loaded still looks SWA-evicted to the next
+// match and the next commit.
 template <class P>
-bool HiCache<P>::swa_already_loading() {
+bool HiCache<P>::swa_bound_by_load(std::span<const VirtualPage> pages) {
     if constexpr (allocator_type::has_swa) {
-        if (loads_.empty() || plan_under_.empty()) return false;
-        bound_.resize(plan_under_.size());
-        alloc_.translate_swa(std::span<const VirtualPage>(plan_under_), std::span<PhysicalPage>(bound_));
+        if (loads_.empty() || pages.empty()) return false;
+        bound_.resize(pages.size());
+        alloc_.translate_swa(pages, std::span<PhysicalPage>(bound_));
         return std::any_of(bound_.begin(), bound_.end(), [](PhysicalPage p) { return p.value() != 0; });
     } else {
         return false;
@@ -326,6 +326,8 @@ void HiCache<P>::commit(Loading& load) {
                 if (!now.full_pages.empty()) {
                     // The node's FULL rows came to the device another way meanwhile (an earlier load, an insert):
                     // move the loaded SWA rows under its pages (a page-table write); the FULL pages go below.
+                    // A later load in flight may have bound its own SWA rows there: it commits them, these go.
+                    if (swa_bound_by_load(now.full_pages)) continue;
                     if constexpr (allocator_type::has_swa) {
                         alloc_.transfer_swa(now.full_pages, std::span<const VirtualPage>(load.dest.full).subspan(at, n));
                     }
