@@ -402,3 +402,45 @@ TEST_CASE_TEMPLATE("round trip by rows: write-back drained, host hit loaded per 
     ManualHost device;
     round_trip::run<H>(device);
 }
+
+TEST_CASE("a load landing after a later load bound the node's SWA window leaves the window to that load") {
+    Rig<SwaSeparate> r(64, 16);
+    const auto top_key = Rig<SwaSeparate>::key(100, 2);  // one window
+    auto leaf_key = top_key;
+    for (TokenId t : Rig<SwaSeparate>::key(900, 3)) leaf_key.push_back(t);
+    const NodeRef top = r.insert(top_key);
+    const NodeRef leaf = r.insert(leaf_key);
+    (void)r.cache.evict(Component::full, 20);
+    REQUIRE(r.host_holds(top, Component::full, leaf_key));
+    REQUIRE(r.host_holds(top, Component::swa, leaf_key));
+    REQUIRE(r.host_holds(leaf, Component::full, leaf_key));
+    REQUIRE_FALSE(r.cache.tree().node_info(top).device[Component::full]);
+
+    // The leaf's load takes the top's FULL rows only (its window is the leaf's); the top's load, queued after it
+    // but not submitted, copies the top's FULL and SWA rows into pages of its own.
+    const LoadBackStart by_leaf = r.cache.load_back(leaf);
+    REQUIRE(by_leaf);
+    REQUIRE(r.cache.start_loading() == 1);
+    const LoadBackStart by_top = r.cache.load_back(top);
+    REQUIRE(by_top);
+    (void)r.run_transfers();
+    REQUIRE(r.cache.loading_check().size() == 1);
+    REQUIRE(r.cache.tree().node_info(top).device[Component::full]);
+    REQUIRE_FALSE(r.cache.tree().node_info(top).device[Component::swa]);
+    // A third load binds the top's window under its resident FULL pages before the top's load lands.
+    const LoadBackStart window = r.cache.load_back(top);
+    REQUIRE(window);
+    CHECK(r.cache.start_loading() == 2);
+    (void)r.run_transfers();
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 2);
+    CHECK(done[0].committed);
+    CHECK(done[1].committed);
+    CHECK(r.cache.tree().node_info(top).device[Component::swa]);
+    CHECK(r.device_holds(top, leaf_key));
+    CHECK(r.device_holds(leaf, leaf_key));
+    // Nothing leaked: the live pages are the tree's.
+    CHECK(r.live(Component::full) == 5);
+    CHECK(r.live(Component::swa) == 4);
+    CHECK(r.broken().empty());
+}

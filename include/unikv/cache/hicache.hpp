@@ -90,6 +90,9 @@ struct [[nodiscard]] LoadBackStart {
         queued,      ///< the load is queued under `id`: `start_loading`, then `loading_check` acknowledges it
         device_hit,  ///< nothing to load: every component serves the node from the device
         short_of_pages,  ///< a pool stayed short after its evict-and-retry (`failure`); everything rolled back
+        /// an earlier load still in flight loads SWA rows this one needs (they are bound under the same FULL
+        /// pages): nothing was done; acknowledge it (`loading_check`) and match again
+        loading,
     };
     Status status = Status::device_hit;
     /// The load's id (`queued` only; ids start at 1).
@@ -324,8 +327,11 @@ private:
     struct Step {
         NodeRef node{};
         Component component = Component::full;
-        std::uint32_t full_offset = 0;  // FULL: first of its pages in the destinations
+        std::int32_t start = 0;          // first token of the node when the load was made
+        std::uint32_t full_offset = 0;   // FULL: first of its pages in the destinations
+        std::uint32_t under_offset = 0;  // SWA on resident FULL pages: first of them in `swa_under`
         std::uint32_t pages = 0;
+        bool resident = false;           // SWA: bound under the node's resident FULL pages (not this load's)
     };
     // One load queued or submitted, until its ack.
     struct Loading {
@@ -370,6 +376,11 @@ private:
     void copy_plan(std::span<const LoadBackStep> plan);
     // Frees the destinations of a failed load (the reservation itself was consumed by the submission).
     void release(Loading& load) noexcept;
+    // True when any of `pages` has SWA rows bound although the tree holds their SWA as evicted: only a load in
+    // flight binds them so (under resident FULL pages), and it commits them at its ack. O(pages).
+    [[nodiscard]] bool swa_bound_by_load(std::span<const VirtualPage> pages);
+    // Commits a load whose copy succeeded, against the tree's plan as it is now, and frees what it no longer needs.
+    void commit(Loading& load);
     // Executes a tree result that asks for no backup: device frees and host frees.
     template <class Result>
     void run_actions(Result& result);
@@ -392,6 +403,9 @@ private:
     std::vector<LoadBackStep> plan_;                   // scratch: the plan being allocated
     per_component<std::vector<HostPage>> plan_host_;   // scratch: its host pages, per component, plan order
     std::vector<VirtualPage> plan_under_;              // scratch: SWA steps' resident FULL pages
+    std::vector<std::uint8_t> taken_;                  // scratch of `commit`: destinations committed
+    std::vector<VirtualPage> spare_;                   // scratch of `commit`: destinations to free
+    std::vector<PhysicalPage> bound_;                  // scratch of `swa_bound_by_load`
     controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
 };
 

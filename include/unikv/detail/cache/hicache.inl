@@ -229,6 +229,9 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     detail::held_lock<tree_type> device(tree_, tree_.lock(node, {.tier = Tier::device}));
     copy_plan(tree_.load_back_plan(node));
     if (plan_.empty()) return {.status = LoadBackStart::Status::device_hit};
+    if (swa_bound_by_load(plan_under_)) {  // a second load would bind over the first one's rows
+        return {.status = LoadBackStart::Status::loading};
+    }
     const std::int32_t page = tree_.config().page_size.tokens;
     const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
         (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
@@ -238,12 +241,17 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     const LoadBackDestinations& d = ticket.destinations();
     Loading load{.id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
     load.steps.reserve(plan_.size());
+    std::uint32_t under = 0;
     for (std::size_t i = 0; i < plan_.size(); ++i) {
         const LoadBackStep& s = plan_[i];
         load.steps.push_back({.node = s.node,
                               .component = s.component,
+                              .start = s.start,
                               .full_offset = d.full_offset[i],
-                              .pages = static_cast<std::uint32_t>(s.host.size())});
+                              .under_offset = under,
+                              .pages = static_cast<std::uint32_t>(s.host.size()),
+                              .resident = !s.full_pages.empty()});
+        under += static_cast<std::uint32_t>(s.full_pages.size());
     }
     load.swa_under = plan_under_;
     TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
@@ -264,6 +272,20 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
+// The tree commits a load at its ack, so until then a node being loaded still looks SWA-evicted to the next
+// match and the next commit.
+template <class P>
+bool HiCache<P>::swa_bound_by_load(std::span<const VirtualPage> pages) {
+    if constexpr (allocator_type::has_swa) {
+        if (loads_.empty() || pages.empty()) return false;
+        bound_.resize(pages.size());
+        alloc_.translate_swa(pages, std::span<PhysicalPage>(bound_));
+        return std::any_of(bound_.begin(), bound_.end(), [](PhysicalPage p) { return p.value() != 0; });
+    } else {
+        return false;
+    }
+}
+
 template <class P>
 void HiCache<P>::release(Loading& load) noexcept {
     // FULL pages free the SWA rows bound under them; SWA rows bound under resident FULL pages go alone.
@@ -273,6 +295,90 @@ void HiCache<P>::release(Loading& load) noexcept {
     }
     if constexpr (allocator_type::has_mamba) {
         if (load.dest.state.is_valid()) alloc_.free_state(std::span<const StateId>(&load.dest.state, 1));
+    }
+}
+
+// The tree may have changed under the load while its copy ran: a match or an insert split one of its nodes (the
+// lower part keeps the node's ref, the upper part is new), or another load or an insert put some of its data on
+// device. So the commit follows the tree's plan of the node now: each step takes the slice of this load's
+// destinations at its token positions, a step this load did not copy is left alone, and every destination no
+// step took is freed. SWA rows count as committed only where they are bound under the node's FULL pages now.
+template <class P>
+void HiCache<P>::commit(Loading& load) {
+    const std::int32_t page = tree_.config().page_size.tokens;
+    const std::size_t full_count = load.dest.full.size();
+    taken_.assign(full_count + load.swa_under.size(), 0);  // destination FULL pages, then `swa_under`
+    bool state_taken = false;
+    const auto all_taken = [&](std::size_t from, std::size_t n) {
+        return std::all_of(taken_.begin() + static_cast<std::ptrdiff_t>(from),
+                           taken_.begin() + static_cast<std::ptrdiff_t>(from + n), [](std::uint8_t t) { return t != 0; });
+    };
+    for (const LoadBackStep& now : tree_.load_back_plan(load.node)) {  // valid across commit_load_back
+        const auto covers = [&](const Step& s) {
+            if (s.component != now.component) return false;
+            if (s.component == Component::mamba) return s.node == now.node;  // a split leaves the state below
+            return s.start <= now.start &&
+                   now.start + now.length <= s.start + static_cast<std::int32_t>(s.pages) * page;
+        };
+        const auto from = std::find_if(load.steps.begin(), load.steps.end(), covers);
+        if (from == load.steps.end()) continue;  // this load did not copy it
+        const auto skip = static_cast<std::size_t>((now.start - from->start) / page);
+        const auto n = static_cast<std::size_t>(now.length / page);
+        LoadedValue value{};
+        if (now.component == Component::full) {
+            const std::size_t at = from->full_offset + skip;
+            value.pages = std::span<const VirtualPage>(load.dest.full).subspan(at, n);
+            std::fill_n(taken_.begin() + static_cast<std::ptrdiff_t>(at), n, std::uint8_t{1});
+        } else if (now.component == Component::swa) {
+            if (from->resident) {
+                // Bound under resident FULL pages: they must still be the node's.
+                const std::size_t at = from->under_offset + skip;
+                if (!std::equal(now.full_pages.begin(), now.full_pages.end(),
+                                load.swa_under.begin() + static_cast<std::ptrdiff_t>(at))) {
+                    continue;
+                }
+                std::fill_n(taken_.begin() + static_cast<std::ptrdiff_t>(full_count + at), n, std::uint8_t{1});
+            } else {
+                // Bound under this load's FULL pages of the node's range.
+                const auto full = std::find_if(load.steps.begin(), load.steps.end(), [&](const Step& s) {
+                    return s.component == Component::full && s.start <= now.start &&
+                           now.start + now.length <= s.start + static_cast<std::int32_t>(s.pages) * page;
+                });
+                if (full == load.steps.end()) continue;
+                const std::size_t at = full->full_offset + static_cast<std::size_t>((now.start - full->start) / page);
+                if (!now.full_pages.empty()) {
+                    // The node's FULL rows came to the device another way meanwhile (an earlier load, an insert):
+                    // move the loaded SWA rows under its pages (a page-table write); the FULL pages go below.
+                    // A later load in flight may have bound its own SWA rows there: it commits them, these go.
+                    if (swa_bound_by_load(now.full_pages)) continue;
+                    if constexpr (allocator_type::has_swa) {
+                        alloc_.transfer_swa(now.full_pages, std::span<const VirtualPage>(load.dest.full).subspan(at, n));
+                    }
+                } else if (!all_taken(at, n)) {
+                    continue;
+                }
+            }
+        } else {
+            value.state = load.dest.state;
+            state_taken = true;
+        }
+        tree_.commit_load_back(now.node, now.component, value);
+    }
+    // What no step took: FULL pages go with the SWA rows bound under them; SWA rows under resident pages alone.
+    spare_.clear();
+    for (std::size_t i = 0; i < full_count; ++i) {
+        if (taken_[i] == 0) spare_.push_back(load.dest.full[i]);
+    }
+    if (!spare_.empty()) alloc_.free(spare_);
+    if constexpr (allocator_type::has_swa) {
+        spare_.clear();
+        for (std::size_t i = 0; i < load.swa_under.size(); ++i) {
+            if (taken_[full_count + i] == 0) spare_.push_back(load.swa_under[i]);
+        }
+        if (!spare_.empty()) alloc_.free_swa(spare_);
+    }
+    if constexpr (allocator_type::has_mamba) {
+        if (!state_taken && load.dest.state.is_valid()) alloc_.free_state(std::span<const StateId>(&load.dest.state, 1));
     }
 }
 
@@ -296,14 +402,7 @@ std::span<const LoadDone> HiCache<P>::loading_check() {
         const detail::held_lock<tree_type> host(tree_, std::move(load.host));
         const detail::held_lock<tree_type> device(tree_, std::move(load.device));
         if (load.succeeded) {
-            for (const Step& s : load.steps) {
-                LoadedValue value{};
-                if (s.component == Component::full) {
-                    value.pages = std::span<const VirtualPage>(load.dest.full).subspan(s.full_offset, s.pages);
-                }
-                if (s.component == Component::mamba) value.state = load.dest.state;
-                tree_.commit_load_back(s.node, s.component, value);
-            }
+            commit(load);
         } else {
             release(load);
         }
@@ -358,13 +457,15 @@ Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
             b.host.clear();
         }
     }
+    // The copies are done: the rows they read can go, and first, since what `finish_backup` frees may include
+    // them (a failed FULL backup drops the node whose SWA rows the eviction already gave up).
+    exec_.complete(alloc_, std::move(done.work_));
     for (typename WriteBackRun::Backup& b : done.backups_) {
         ++(b.host.empty() ? out.dropped : out.backed_up);
         EvictResult follow = tree_.finish_backup(b.node, b.component, b.host);
         for (Component c : all_components) out.freed[c] += follow.device_freed[c];
         run_actions(follow);
     }
-    exec_.complete(alloc_, std::move(done.work_));  // the copies are done: the rows they read can go
     finish_writes();  // the tree takes other calls again: no backup is pending
     return out;
 }
