@@ -157,7 +157,7 @@ std::span<const LoadDone> HiCache<P>::loading_check() {
 
 template <class P>
 typename HiCache<P>::WriteBackRun HiCache<P>::start_evict(Component component, std::int64_t amount) {
-    constexpr WriteBack mode = backs_up_on_evict_v<write_policy> ? EvictBackups::on : EvictBackups::off;
+    constexpr EvictBackups mode = backs_up_on_evict_v<write_policy> ? EvictBackups::on : EvictBackups::off;
     EvictResult result = tree_.evict(component, amount, {.write_back = mode});
     WriteBackRun run(exec_.execute(alloc_, result));
     run.freed_ = result.device_freed;
