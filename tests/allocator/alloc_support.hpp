@@ -35,6 +35,12 @@ inline ArenaConfig small_config(std::size_t arena_bytes, std::int32_t page_size 
                        .arena_bytes = arena_bytes};
 }
 
+/// The arena most allocator tests use with `small_config`: 64 envelopes of 128 bytes for both FULL and SWA.
+inline constexpr std::size_t arena_bytes = 64 * 128;
+
+/// The key the allocator tests give their loads.
+inline constexpr TransferKey load_key{.owner = 1, .direction = TransferDirection::load};
+
 /// A marker naming (component, virtual id, row in page, version); every 4-byte word of the row holds it.
 constexpr std::uint32_t marker(Component c, std::int32_t id, std::int32_t row, std::uint32_t version = 0) {
     return ((version & 0xFu) << 28) | (static_cast<std::uint32_t>(c) << 26) |

@@ -9,8 +9,6 @@ using namespace alloc_test;
 
 namespace {
 
-constexpr std::size_t arena_bytes = 64 * 128;
-
 // Everything a misuse must leave unchanged.
 template <class L>
 struct Snapshot {

@@ -9,9 +9,7 @@ using namespace alloc_test;
 namespace {
 
 using F = Fixture<SwaFullLayout>;
-constexpr TransferKey load_key{.owner = 1, .direction = TransferDirection::load};
 constexpr TransferKey write_key{.owner = 1, .direction = TransferDirection::write};
-constexpr std::size_t arena_bytes = 64 * 128;  // 64 envelopes of 128 bytes for both FULL and SWA
 
 }  // namespace
 

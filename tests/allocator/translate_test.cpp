@@ -16,11 +16,11 @@ namespace {
 
 using namespace unikv;
 
-struct Fixture {
+struct TableFixture {
     PageTable table;
     std::vector<std::int32_t> bound;  // virtual pages with a physical page
 
-    Fixture(std::int32_t pages, std::int32_t page_size, std::mt19937& rng) : table(pages, pages, PageSize{page_size}) {
+    TableFixture(std::int32_t pages, std::int32_t page_size, std::mt19937& rng) : table(pages, pages, PageSize{page_size}) {
         std::vector<std::int32_t> physical(static_cast<std::size_t>(pages - 1));
         for (std::int32_t p = 1; p < pages; ++p) physical[static_cast<std::size_t>(p - 1)] = p;
         std::shuffle(physical.begin(), physical.end(), rng);
@@ -33,7 +33,7 @@ struct Fixture {
 };
 
 // Request-shaped ids (whole pages in order) with one kind of damage applied at a random place.
-std::vector<VirtualToken> make_input(const Fixture& f, std::int32_t page_size, std::size_t tokens, int damage,
+std::vector<VirtualToken> make_input(const TableFixture& f, std::int32_t page_size, std::size_t tokens, int damage,
                                      std::mt19937& rng) {
     std::vector<VirtualToken> in;
     if (damage >= 9) {  // a row of consecutive token ids from anywhere (possibly past the table's end)
@@ -142,7 +142,7 @@ std::vector<std::vector<PhysicalToken>> through_each_lane_width(const Translatio
 TEST_CASE("translation writes min(in, out) ids and nothing past the shorter output") {
     std::mt19937 rng(11);
     for (const std::int32_t page_size : {1, 3, 16, 64}) {
-        Fixture f(40, page_size, rng);
+        TableFixture f(40, page_size, rng);
         const std::vector<VirtualToken> in = make_input(f, page_size, 8 * static_cast<std::size_t>(page_size) + 3, 0, rng);
         const std::vector<PhysicalToken> expected = expected_of(f.table.translation(), in);
         for (const std::size_t shorter : {std::size_t{0}, std::size_t{1}, in.size() / 2, in.size() - 1}) {
@@ -164,7 +164,7 @@ TEST_CASE("token translation matches the one-id definition on damaged and ragged
     std::mt19937 rng(2026);
     for (const std::int32_t page_size : {1, 2, 3, 4, 8, 16, 32, 64, 128, 256}) {
         CAPTURE(page_size);
-        Fixture f(97, page_size, rng);
+        TableFixture f(97, page_size, rng);
         const TranslationTable t = f.table.translation();
         const std::size_t block = detail::translate_block_groups * static_cast<std::size_t>(page_size);
         for (const std::size_t tokens : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(page_size) - 1,
@@ -190,7 +190,7 @@ TEST_CASE("token translation matches the one-id definition on damaged and ragged
 
 TEST_CASE("page translation maps unbound, negative and out-of-range ids to the sink") {
     std::mt19937 rng(5);
-    Fixture f(33, 16, rng);
+    TableFixture f(33, 16, rng);
     std::vector<VirtualPage> in{VirtualPage{0}, VirtualPage{3}, VirtualPage{-1}, VirtualPage{33}, VirtualPage{1 << 30}};
     for (const std::int32_t v : f.bound) in.emplace_back(v);
     std::vector<PhysicalPage> out(in.size());

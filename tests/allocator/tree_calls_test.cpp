@@ -8,9 +8,6 @@ using namespace alloc_test;
 
 namespace {
 
-constexpr TransferKey load_key{.owner = 1, .direction = TransferDirection::load};
-constexpr std::size_t arena_bytes = 64 * 128;  // 64 envelopes of 128 bytes for FULL and SWA
-
 /// The physical SWA page under virtual page `v` (0, the sink, for a tombstone).
 template <class F>
 std::int32_t swa_page_of(const F& f, VirtualPage v) {

@@ -7,11 +7,10 @@ using namespace alloc_test;
 
 namespace {
 
-using F = Fixture<TriPoolLayout>;
-constexpr TransferKey load_key{.owner = 1, .direction = TransferDirection::load};
+using Tri = Fixture<TriPoolLayout>;
 
 struct Tables {
-    explicit Tables(const F& f) : epoch(f.alloc.epoch()) {
+    explicit Tables(const Tri& f) : epoch(f.alloc.epoch()) {
         for (Component c : {Component::full, Component::swa, Component::mamba}) {
             const PageTable& t = f.alloc.page_table(c);
             v2p.emplace_back(t.v2p().begin(), t.v2p().end());
@@ -27,7 +26,7 @@ struct Tables {
 // 24 FULL/SWA envelopes of 128 bytes, 48 Mamba slots of 64 bytes; the sink is one FULL envelope.
 // Four resident pages put FULL at [20, 24) and centre the SWA float at [8, 12); Mamba can then grow to page 16.
 struct Crowded {
-    F f{small_config(24 * 128)};
+    Tri f{small_config(24 * 128)};
     std::vector<VirtualPage> resident = f.alloc_kv(4);
     std::vector<StateId> states = f.alloc_states(14);  // the Mamba end now touches the float's low edge
 };
@@ -35,7 +34,7 @@ struct Crowded {
 }  // namespace
 
 TEST_CASE("an empty float parks, centres its span when it grows, and absorbs boundary holes without copying") {
-    F f(small_config(24 * 128));
+    Tri f(small_config(24 * 128));
     CHECK(f.alloc.byte_span(Component::swa).first == f.alloc.byte_span(Component::swa).second);
     auto pages = f.alloc_kv(4);
     CHECK(f.alloc.byte_span(Component::swa) == std::pair<std::size_t, std::size_t>{8 * 128, 12 * 128});
@@ -63,7 +62,7 @@ TEST_CASE("an empty float parks, centres its span when it grows, and absorbs bou
 }
 
 TEST_CASE("make_room relocates the boundary pages or leapfrogs the whole span, and the data follows") {
-    F f(small_config(64 * 128));
+    Tri f(small_config(64 * 128));
     auto pages = f.alloc_kv(6);
     auto states = f.alloc_states(4);
     std::vector<VirtualPage> hole{pages[4]};
@@ -98,7 +97,7 @@ TEST_CASE("make_room relocates the boundary pages or leapfrogs the whole span, a
 }
 
 TEST_CASE("compact_holes packs the float away from the retreating side") {
-    F f(small_config(64 * 128));
+    Tri f(small_config(64 * 128));
     auto pages = f.alloc_kv(8);
     std::vector<VirtualPage> odd{pages[1], pages[3], pages[5]};
     f.alloc.free_swa(odd);
@@ -122,7 +121,7 @@ TEST_CASE("float movement owners respect every move gate") {
                 CAPTURE(static_cast<int>(side));
                 CAPTURE(op);
                 CAPTURE(closed);
-                F f(small_config(64 * 128));
+                Tri f(small_config(64 * 128));
                 MoveGateHold host_hold, disagg_hold;
                 if (closed & 1) host_hold = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
                 if (closed & 2) disagg_hold = f.alloc.install_move_gate(MoveGateSlot::disagg);
@@ -165,7 +164,7 @@ TEST_CASE("float movement owners respect every move gate") {
 
 TEST_CASE("gated token recovery reuses holes without copying, and succeeds once the gate lifts") {
     Crowded c;
-    F& f = c.f;
+    Tri& f = c.f;
     MoveGateHold closed = f.alloc.install_move_gate(MoveGateSlot::disagg);
     std::vector<VirtualPage> inner{c.resident[1]};
     f.alloc.free_swa(inner);
@@ -194,7 +193,7 @@ TEST_CASE("gated token recovery reuses holes without copying, and succeeds once 
 
 TEST_CASE("state recovery obeys the float gate") {
     Crowded c;
-    F& f = c.f;
+    Tri& f = c.f;
     MoveGateHold closed = f.alloc.install_move_gate(MoveGateSlot::host_transfer);
     const BackendCounters before = f.backend.counters();
     std::vector<StateId> more(2);
@@ -214,7 +213,7 @@ TEST_CASE("state recovery obeys the float gate") {
 
 TEST_CASE("a state allocation cannot move a reservation before its load is queued (the sentinel bug)") {
     Crowded c;
-    F& f = c.f;
+    Tri& f = c.f;
     // The SWA page at the float's low edge is freed; the reservation takes exactly that page.
     const std::int32_t low_page = static_cast<std::int32_t>(f.alloc.byte_span(Component::swa).first / 128);
     VirtualPage edge{};
@@ -261,7 +260,7 @@ TEST_CASE("a state allocation cannot move a reservation before its load is queue
 
 TEST_CASE("a reservation stays put until its load is acked; then a state allocation moves it with its data") {
     Crowded c;
-    F& f = c.f;
+    Tri& f = c.f;
     Transfers t(f.backend, 8 * 128);
     MoveGateHold in_flight;
     std::vector<VirtualPage> target{c.resident[0]};

@@ -11,6 +11,10 @@
 
 #include "allocator/alloc_support.hpp"
 
+// A named namespace keeps the allocator tests' names (`marker`, `Fixture`) out of the host tests' scope when
+// the folder builds as one unity unit.
+namespace round_trip_test {
+
 using namespace alloc_test;
 
 namespace {
@@ -146,3 +150,5 @@ TEST_CASE_TEMPLATE("device pages copied to host pages through a lease and back i
     CHECK(host.verify().empty());
     CHECK(f.alloc.verify_byte_accounting().empty());
 }
+
+}  // namespace round_trip_test

@@ -15,6 +15,7 @@
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/host_backend.hpp>
 #include <unikv/host/host_lease.hpp>
+#include <unikv/host/host_pool_concept.hpp>
 #include <unikv/pools/layouts.hpp>
 
 #include "row_words.hpp"
@@ -85,6 +86,14 @@ inline bool host_holds(const HostLease<HostBackend>& lease, const ArenaSpec& spe
         }
     }
     return true;
+}
+
+/// `n` fresh host pages of `c` from `pool`, allocated as one batch that must succeed.
+std::vector<HostPage> take(auto& pool, Component c, std::size_t n) {
+    std::vector<HostPage> pages(n);
+    const HostRequest r{.component = c, .out = pages};
+    REQUIRE(static_cast<bool>(pool.alloc(std::span(&r, 1))));
+    return pages;
 }
 
 /// `verify()` joined into one string (empty when healthy), for readable failures.

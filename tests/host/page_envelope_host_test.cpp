@@ -26,13 +26,6 @@ struct Manual {
     HostBackend::Stream transfer = backend.make_stream();
 };
 
-std::vector<HostPage> take(auto& pool, Component c, std::size_t n) {
-    std::vector<HostPage> pages(n);
-    const HostRequest r{.component = c, .out = pages};
-    REQUIRE(static_cast<bool>(pool.alloc(std::span(&r, 1))));
-    return pages;
-}
-
 std::vector<std::int32_t> physical(auto& pool, Component c, std::span<const HostPage> pages) {
     std::vector<std::int32_t> out(pages.size());
     pool.lease().physical(c, pages, out);

@@ -17,23 +17,16 @@ namespace {
 template <class L>
 using Pools = SeparateHostPools::impl<HostBackend, L>;
 
-struct Manual {
+struct ManualBackend {
     HostBackend backend{{.mode = ExecutionMode::manual}};
     HostBackend::Stream stream = backend.make_stream();
 };
-
-std::vector<HostPage> take(auto& pool, Component c, std::size_t n) {
-    std::vector<HostPage> pages(n);
-    const HostRequest r{.component = c, .out = pages};
-    REQUIRE(static_cast<bool>(pool.alloc(std::span(&r, 1))));
-    return pages;
-}
 
 }  // namespace
 
 TEST_CASE_TEMPLATE("separate host pools hold each component's rows in its own envelope on every shipped layout", L,
                    FullLayout, SwaFullLayout, MambaFullLayout, TriPoolLayout, EagerSwaFullLayout, EagerMambaFullLayout) {
-    Manual m;
+    ManualBackend m;
     const ArenaSpec spec = spec_for<L>();
     const ComponentMask comps = layout_components_v<L>;
     Pools<L> pool(m.backend, spec, {.pages = {{comps.has(Component::full) ? 6 : 0, comps.has(Component::swa) ? 5 : 0,
@@ -82,7 +75,7 @@ TEST_CASE_TEMPLATE("separate host pools hold each component's rows in its own en
 }
 
 TEST_CASE("a host batch that does not fit allocates nothing and names the component and the pages short") {
-    Manual m;
+    ManualBackend m;
     const ArenaSpec spec = spec_for<SwaFullLayout>();
     Pools<SwaFullLayout> pool(m.backend, spec, {.pages = {{4, 3, 0}}}, m.stream);
     const std::vector<HostPage> first = take(pool, Component::swa, 1);
@@ -108,7 +101,7 @@ TEST_CASE("a host batch that does not fit allocates nothing and names the compon
 }
 
 TEST_CASE("a bad host free or translation throws and changes nothing") {
-    Manual m;
+    ManualBackend m;
     const ArenaSpec spec = spec_for<SwaFullLayout>();
     Pools<SwaFullLayout> pool(m.backend, spec, {.pages = {{4, 4, 0}}}, m.stream);
     const std::vector<HostPage> full = take(pool, Component::full, 3);
@@ -130,7 +123,7 @@ TEST_CASE("a bad host free or translation throws and changes nothing") {
 }
 
 TEST_CASE("a lease survives a move of its pool and outlives the pool harmlessly") {
-    Manual m;
+    ManualBackend m;
     const ArenaSpec spec = spec_for<SwaFullLayout>();
     std::optional<Pools<SwaFullLayout>> moved;
     HostLease<HostBackend> lease;
@@ -155,7 +148,7 @@ TEST_CASE("a lease survives a move of its pool and outlives the pool harmlessly"
 }
 
 TEST_CASE("a host pool waits for the copies of released leases before it frees its buffers") {
-    Manual m;
+    ManualBackend m;
     const ArenaSpec spec = spec_for<FullLayout>();
     HostBackend::Stream transfer = m.backend.make_stream();
     HostBackend::DeviceBuffer device = m.backend.allocate_device(4 * spec[Component::full].page_bytes);

@@ -9,8 +9,6 @@ using namespace transfer_test;
 
 namespace {
 
-constexpr std::size_t envelopes = 64;
-
 // The tri-pool: every component, a float SWA pool, reservations.
 TransferRequest kv_request(std::span<const VirtualPage> pages, std::span<const HostPage> full_host,
                            std::span<const HostPage> swa_host) {

@@ -6,10 +6,6 @@
 
 using namespace transfer_test;
 
-namespace {
-constexpr std::size_t envelopes = 64;
-}  // namespace
-
 TEST_CASE("a failed copy comes back as an unsucceeded ack and the transfers after it as they ran") {
     Rig<SwaFullLayout> f(layered_config(envelopes * 512, 2));
     auto pages = f.alloc_kv(2);

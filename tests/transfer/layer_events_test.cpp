@@ -9,7 +9,6 @@ using namespace transfer_test;
 namespace {
 
 constexpr std::int32_t layers = 4;
-constexpr std::size_t envelopes = 64;
 
 struct LoadedRig : Rig<SwaFullLayout> {
     std::vector<VirtualPage> original;

@@ -20,6 +20,9 @@ namespace transfer_test {
 
 using namespace alloc_test;
 
+/// Arena size of the transfer tests, in 512-byte units: `layered_config(envelopes * 512, layers)`.
+inline constexpr std::size_t envelopes = 64;
+
 template <class L>
 using Host = SeparateHostPools::impl<HostBackend, L>;
 template <class L>

@@ -44,9 +44,9 @@ struct Divergence : std::runtime_error {
 
 // Counts dropped results instead of aborting, for as long as it lives.
 std::atomic<std::int64_t> drops{0};
-void count_drop(Dropped) noexcept { ++drops; }
+void count_any_drop(Dropped) noexcept { ++drops; }
 struct CountDrops {
-    DroppedHandler previous = set_dropped_handler(&count_drop);
+    DroppedHandler previous = set_dropped_handler(&count_any_drop);
     CountDrops() { drops = 0; }
     ~CountDrops() { set_dropped_handler(previous); }
     CountDrops(const CountDrops&) = delete;
