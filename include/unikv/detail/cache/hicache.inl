@@ -308,6 +308,7 @@ void HiCache<P>::commit(Loading& load) {
     const std::int32_t page = tree_.config().page_size.tokens;
     const std::size_t full_count = load.dest.full.size();
     taken_.assign(full_count + load.swa_under.size(), 0);  // destination FULL pages, then `swa_under`
+    constexpr std::uint8_t swa_committed = 3;  // a FULL destination whose SWA rows the tree took too
     bool state_taken = false;
     const auto all_taken = [&](std::size_t from, std::size_t n) {
         return std::all_of(taken_.begin() + static_cast<std::ptrdiff_t>(from),
@@ -356,6 +357,8 @@ void HiCache<P>::commit(Loading& load) {
                     }
                 } else if (!all_taken(at, n)) {
                     continue;
+                } else {
+                    std::fill_n(taken_.begin() + static_cast<std::ptrdiff_t>(at), n, swa_committed);
                 }
             }
         } else {
@@ -374,6 +377,22 @@ void HiCache<P>::commit(Loading& load) {
         spare_.clear();
         for (std::size_t i = 0; i < load.swa_under.size(); ++i) {
             if (taken_[full_count + i] == 0) spare_.push_back(load.swa_under[i]);
+        }
+        if (!spare_.empty()) alloc_.free_swa(spare_);
+        // SWA rows this load bound under FULL pages the tree took, where no SWA step took them: a split moved
+        // the window's first node past them, so the tree keeps those pages SWA-evicted and the rows must go.
+        spare_.clear();
+        for (const Step& s : load.steps) {
+            if (s.component != Component::swa || s.resident) continue;
+            const auto full = std::find_if(load.steps.begin(), load.steps.end(), [&](const Step& f) {
+                return f.component == Component::full && f.start <= s.start &&
+                       s.start + static_cast<std::int32_t>(s.pages) * page <= f.start + static_cast<std::int32_t>(f.pages) * page;
+            });
+            UNIKV_ASSERT(full != load.steps.end());  // a non-resident SWA step binds under this load's FULL pages
+            const std::size_t at = full->full_offset + static_cast<std::size_t>((s.start - full->start) / page);
+            for (std::size_t k = at; k < at + s.pages; ++k) {
+                if (taken_[k] == 1) spare_.push_back(load.dest.full[k]);
+            }
         }
         if (!spare_.empty()) alloc_.free_swa(spare_);
     }
