@@ -26,35 +26,35 @@ Cache<P>::Cache(backend_type& backend, const CacheConfig& config, stream_ref str
 
 template <class P>
 AllocResult Cache<P>::alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out) {
-    const AllocResult r = hc_.allocator().alloc_extend(batch, out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_extend(batch, out);
+    return relieved([&] { return hc_.allocator().alloc_extend(batch, out); });
 }
 
 template <class P>
 AllocResult Cache<P>::alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out) {
-    const AllocResult r = hc_.allocator().alloc_decode(batch, out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_decode(batch, out);
+    return relieved([&] { return hc_.allocator().alloc_decode(batch, out); });
 }
 
 template <class P>
 AllocResult Cache<P>::alloc_state(std::span<StateId> out)
     requires has_mamba
 {
-    const AllocResult r = hc_.allocator().alloc_state(out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_state(out);
+    return relieved([&] { return hc_.allocator().alloc_state(out); });
 }
 
 template <class P>
-void Cache<P>::relieve(const AllocResult& r) {
-    const std::int64_t units =
-        r.component == Component::mamba ? r.pages_short : r.pages_short * hc_.allocator().spec()[r.component].page_size;
-    (void)hc_.evict(r.component, units);
+template <class Alloc>
+AllocResult Cache<P>::relieved(Alloc&& alloc) {
+    AllocResult r = alloc();
+    while (!r) {
+        // One round can free too little: the pools share the arena's bytes, so evicting the short pool's pages
+        // may leave another pool of the same allocation short (FULL pages whose SWA was already dropped).
+        const std::int64_t units = r.component == Component::mamba
+                                       ? r.pages_short
+                                       : r.pages_short * hc_.allocator().spec()[r.component].page_size;
+        if (hc_.evict(r.component, units).freed[r.component] == 0) break;
+        r = alloc();
+    }
+    return r;
 }
 
 // ---- a request's rows ------------------------------------------------------------------------------------
