@@ -60,22 +60,13 @@ int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::spa
         cache.controller().stream().synchronize();  // an engine would rather ack at its next step
         (void)cache.loading_check();
     }
-    std::vector<unikv::VirtualToken> rows;  // the prefix rows, then the new tokens'
-    for (unikv::VirtualPage p : cache.match({prompt.first(a.prefix_length)}).device_pages)
-        for (std::int32_t i = 0; i < 16; ++i) rows.push_back(unikv::token_of(p, {16}, i));
-    rows.resize(static_cast<std::size_t>(a.prefix_length + a.extend_length));
-    const std::int32_t prefix[] = {a.prefix_length}, seq[] = {a.prefix_length + a.extend_length};
-    const unikv::VirtualToken last[] = {a.prefix_length > 0 ? rows[a.prefix_length - 1] : unikv::VirtualToken{}};
-    if (!cache.alloc_extend({prefix, seq, last}, std::span(rows).subspan(a.prefix_length))) return -1;
+    std::vector<unikv::VirtualToken> rows(static_cast<std::size_t>(a.prefix_length + a.extend_length));
+    cache.prefix_rows({prompt.first(a.prefix_length)}, rows);  // the tree's rows of the cached prefix
+    if (!cache.alloc_rows(rows, a.prefix_length)) return -1;    // then the new tokens' own rows
     std::vector<unikv::PhysicalToken> physical(rows.size());
     cache.translate_full(rows, physical);  // (translate_swa likewise; device_tables() for device kernels)
     const int wrong = forward(cache, physical, prompt, a.prefix_length);
-    std::vector<unikv::VirtualPage> pages;  // finish: whole pages go to the tree, the partial tail is freed
-    for (std::size_t t = 0; t < rows.size(); t += 16) pages.push_back(unikv::page_of(rows[t], {16}));
-    const std::size_t whole = rows.size() / 16;
-    (void)cache.insert({prompt.first(whole * 16)}, {.pages = std::span(pages).first(whole)});
-    cache.free(std::span(pages).subspan(whole));
-    cache.unlock(std::move(a.lock));
+    (void)cache.finish({prompt}, rows, std::move(a.lock));  // whole pages to the tree, the tail freed, unlocked
     return wrong;
 }
 // [/readme]

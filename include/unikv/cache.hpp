@@ -23,11 +23,13 @@
 /// * one configuration (`CacheConfig`): the tree's page size and window are taken from the arena's, so the
 ///   two cannot disagree;
 /// * request allocation with relief: `alloc_extend` / `alloc_decode` that fall short evict the shortfall
-///   from the tree (write-back included) and retry once;
+///   from the tree (write-back included) and retry until they fit or eviction frees nothing;
 /// * retraction (`backup` / `restore`) on the `HiCache`'s controller and host pools, whose host shortfall
 ///   evicts host data through the tree;
 /// * admission (`begin_step`, `try_admit`, `prepare_load_back`): the budget holds no pointer, so the cache
 ///   hands it its `HiCache` on every call (`budget/admission.hpp`);
+/// * a request's rows (`prefix_rows`, `alloc_rows`, `finish`): the bookkeeping every engine repeats between
+///   admission and insert (the prefix's rows from the match, a tail page that the tree cannot take);
 /// * the bundle's compatibility check.
 /// Every hot call (match, insert, lock, allocation without shortfall, translation, waits) inlines straight
 /// through to the allocator and the tree: no virtual call, no `std::function`.
@@ -100,6 +102,17 @@ struct RequestRows {
     std::int32_t seq_len = 0;
 };
 
+/// What `Cache::finish` hands the tree beside a request's rows (named fields; all optional).
+struct FinishOptions {
+    /// The request's SWA cursor in tokens (page aligned): the SWA rows before it were dropped with `free_swa`.
+    /// 0 when every SWA row is live. Ignored without Swa.
+    std::int32_t swa_evicted = 0;
+    /// The request's Mamba state after its last row, or none. Ignored without Mamba.
+    StateId state{};
+    /// Retention class raised on the inserted path (`InsertValues::retention`).
+    std::uint8_t retention = 0;
+};
+
 namespace detail::cache {
 
 // The tag of an explicit tree (`tree_core = RadixTree<Full, Swa>`), so the `HiCache` takes it like any tag.
@@ -170,6 +183,29 @@ public:
     /// Releases a lock. O(depth).
     void unlock(LockReceipt&& receipt) { hc_.unlock(std::move(receipt)); }
 
+    // ---- a request's rows (hot; the engine's side of admission and finish) --------------------------------
+    /// Writes the virtual tokens of `prefix`, an admitted request's cached prefix
+    /// (`prompt.first(Admission::prefix_length)`), into `out[0, prefix size)`: the tree's rows the request reads.
+    /// A loaded-back prefix must be acknowledged first (`loading_check`). Throws `logic_error` (nothing written)
+    /// when `out` is shorter than the prefix or the device does not serve the whole prefix. O(prefix tokens),
+    /// no allocation once the tree's match scratch has grown.
+    void prefix_rows(TokenKey prefix, std::span<VirtualToken> out);
+    /// Allocates one request's rows `[from, rows.size())` after its rows `[0, from)` (the prefix, earlier
+    /// chunks), writing them into `rows`: `alloc_extend` of a batch of one, with its relief. Success with
+    /// nothing to do when `from == rows.size()`. Throws `logic_error` for `from` outside `[0, rows.size()]`. Cost
+    /// as `alloc_extend`.
+    AllocResult alloc_rows(std::span<VirtualToken> rows, std::int32_t from);
+    /// Finishes a request whose rows are `rows` (token `i` of `tokens` at `rows[i]`; prefix rows included):
+    /// its whole pages go to the tree under their tokens (`insert`, duplicates freed), the partial tail page
+    /// is freed, `options.state` goes to the tree when the rows end on a page boundary and is freed otherwise
+    /// (a state past the key's end serves no prefix), then `lock` (the request's, e.g. `Admission::lock`; empty:
+    /// none) is released. `options.swa_evicted` is capped at the whole pages. Returns what the insert did. Throws
+    /// `logic_error` (nothing changed) when `tokens` is shorter than `rows`; an exception from `insert`
+    /// propagates with the tail, the state and the lock still the caller's. O(rows / page size + key) plus the
+    /// insert's; allocates nothing once its page scratch has grown.
+    CacheInsert finish(TokenKey tokens, std::span<const VirtualToken> rows, LockReceipt&& lock,
+                       const FinishOptions& options = {});
+
     // ---- admission ---------------------------------------------------------------------------------------
     /// Starts a scheduling step: the running decode requests' pending tokens are pre-charged and the chunked
     /// prefill budget set (`StepDemand`). O(1).
@@ -186,9 +222,10 @@ public:
 
     // ---- running requests (hot) --------------------------------------------------------------------------
     /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it evicts the
-    /// pool's shortfall from the tree (blocking on write-back copies under `WriteBack`) and retries once; the
-    /// retry's result is the answer (nothing allocated on failure). O(tokens) without a shortfall, no
-    /// allocation; a shortfall adds the eviction (cold).
+    /// pool's shortfall from the tree (blocking on write-back copies under `WriteBack`) and retries, until it
+    /// fits or an eviction frees nothing (the last shortfall is the answer; nothing allocated on failure): one
+    /// round may not do, as evicting FULL pages whose SWA rows are gone frees no SWA bytes. O(tokens) without a
+    /// shortfall, no allocation; a shortfall adds the evictions (cold).
     AllocResult alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out);
     /// One decode token per request of `batch` (`UnifiedAllocator::alloc_decode`), with the same relief and
     /// cost (O(batch) without a shortfall).
@@ -305,8 +342,10 @@ public:
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return window_; }
 
 private:
-    // Evicts the shortfall `r` names (pages of its pool) from the tree.
-    void relieve(const AllocResult& r);
+    // `alloc()`, and after each shortfall an eviction of it from the tree and a retry, until it fits or an
+    // eviction frees nothing.
+    template <class Alloc>
+    AllocResult relieved(Alloc&& alloc);
     // The retraction request of `rows` in this cache's geometry.
     RetractionRequest retraction_of(const RequestRows& rows) const;
     // Submits, waits for and acknowledges every write-through in flight, keeping the acks in `settled_`.
@@ -317,6 +356,7 @@ private:
     std::int32_t window_ = 0;
     std::vector<WriteDone> settled_;   // acks of writes a `backup` settled, for the next `writing_check`
     std::vector<WriteDone> reported_;  // what the last `writing_check` returned when it had settled acks
+    std::vector<VirtualPage> finish_pages_;  // scratch of `finish`: a request's pages, whole ones first
 };
 
 /// A bundle that breaks a rule gets this empty stand-in, whose only member is the failing check: the rule's

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -429,4 +430,131 @@ TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
     CHECK(ev.backed_up == 0);
     CHECK(e.cache->match(a.key(12)).best_length == 0);  // no host copy to hit
     CHECK(e.broken() == "");
+}
+
+TEST_CASE("prefix_rows, alloc_rows and finish carry admitted requests from their prefix to the tree, row-exact") {
+    Engine<Policies> e;
+    e.cache->begin_step({});
+
+    // A misses: all 14 rows are its own; finish gives tokens [0, 12) to the tree and frees the tail page.
+    Request a{.tokens = tokens(100, 14)};
+    Admission admit_a = e.cache->try_admit({.prompt = {a.tokens}, .max_new_tokens = 4});
+    REQUIRE(admit_a);
+    REQUIRE(admit_a.prefix_length == 0);
+    a.rows.resize(14);
+    e.cache->prefix_rows(a.key(0), a.rows);
+    REQUIRE(e.cache->alloc_rows(a.rows, 0));
+    e.write(a, 0, 14);
+    const CacheInsert fin_a = e.cache->finish(a.key(14), a.rows, std::move(admit_a.lock));
+    CHECK(fin_a.prefix_length == 0);
+    CHECK(e.cache->allocator().live_pages(Component::full) == 3);  // the tail page (12, 13) went back
+    CHECK(e.cache->match(a.key(14)).device_length == 12);
+    CHECK(e.holds(a, Component::full, 0, 12));
+    CHECK(e.broken() == "");
+
+    // B shares A's 12 tokens: prefix_rows gives A's very rows, alloc_rows its own 8 after them.
+    Request b{.tokens = a.tokens};
+    b.tokens.resize(12);
+    for (TokenId t : tokens(500, 8)) b.tokens.push_back(t);
+    Admission admit_b = e.cache->try_admit({.prompt = {b.tokens}, .max_new_tokens = 4});
+    REQUIRE(admit_b);
+    REQUIRE(admit_b.prefix_length == 12);
+    CHECK(e.cache->tree().node_info(fin_a.node).device_locks[Component::full] == 1);  // B's lock
+    b.rows.resize(20);
+    CHECK_THROWS_AS(e.cache->prefix_rows(b.key(12), std::span(b.rows).first(11)), logic_error);
+    CHECK_THROWS_AS(e.cache->prefix_rows(b.key(16), b.rows), logic_error);  // [12, 16) is not cached
+    e.cache->prefix_rows(b.key(12), b.rows);
+    CHECK(std::equal(b.rows.begin(), b.rows.begin() + 12, a.rows.begin()));
+    CHECK(e.holds(b, Component::full, 0, 12));  // A's markers, read through B's rows
+    CHECK_THROWS_AS((void)e.cache->alloc_rows(b.rows, 21), logic_error);
+    REQUIRE(e.cache->alloc_rows(b.rows, 12));
+    CHECK(e.cache->alloc_rows(b.rows, 20));  // nothing left to allocate
+    e.write(b, 12, 20);
+    CHECK(e.holds(a, Component::full, 0, 12));  // B's rows went elsewhere
+    CHECK_THROWS_AS((void)e.cache->finish(b.key(19), b.rows, std::move(admit_b.lock)), logic_error);
+    CHECK_FALSE(admit_b.lock.empty());  // still B's after the refusal
+    const CacheInsert fin_b = e.cache->finish(b.key(20), b.rows, std::move(admit_b.lock));
+    CHECK(fin_b.prefix_length == 12);
+    CHECK(e.cache->tree().node_info(fin_a.node).device_locks[Component::full] == 0);
+    CHECK(e.cache->allocator().live_pages(Component::full) == 5);  // whole pages: nothing freed
+    Request served{.tokens = b.tokens};
+    LockReceipt served_lock = e.start(served, e.cache->match(b.key(20)));
+    CHECK(served.rows == b.rows);
+    CHECK(e.holds(served, Component::full, 0, 20));
+    CHECK(e.holds(served, Component::swa, 0, 20));
+    e.cache->unlock(std::move(served_lock));
+    CHECK(e.broken() == "");
+
+    // C drops the SWA rows that slid out of its window; finish hands the tree its cursor, so the tree keeps
+    // FULL for all 16 tokens and SWA only from the cursor on.
+    Request c{.tokens = tokens(900, 18)};
+    Admission admit_c = e.cache->try_admit({.prompt = {c.tokens}, .max_new_tokens = 0});
+    REQUIRE(admit_c);
+    c.rows.resize(18);
+    REQUIRE(e.cache->alloc_rows(c.rows, 0));
+    e.write(c, 0, 18);
+    const std::vector<VirtualPage> slid = c.pages(0, 8);
+    e.cache->free_swa(slid);
+    const CacheInsert fin_c = e.cache->finish(c.key(18), c.rows, std::move(admit_c.lock), {.swa_evicted = 8});
+    CHECK(e.cache->allocator().live_pages(Component::full) == 9);
+    const MatchResult m = e.cache->match(c.key(16));
+    CHECK(m.device_length == 16);  // the last window [8, 16) is live
+    CHECK(e.holds(c, Component::full, 0, 16));
+    CHECK(e.holds(c, Component::swa, 8, 16));
+    const NodeInfo live = e.cache->tree().node_info(fin_c.node);  // the insert split C at its cursor
+    CHECK(live.start == 8);
+    CHECK(live.device[Component::swa]);
+    CHECK_FALSE(e.cache->tree().node_info(live.parent).device[Component::swa]);
+    CHECK(e.broken() == "");
+}
+
+namespace cache_finish_test {
+
+struct MambaPolicies : DefaultCachePolicies {
+    using backend = HostBackend;
+    using layout = MambaFullLayout;
+    using host_pools = NoHostTier;
+    using write_policy = NoHostWrites;
+};
+
+}  // namespace cache_finish_test
+
+TEST_CASE("finish hands a page-aligned request's Mamba state to the tree and frees one past a partial page") {
+    using MambaCache = Cache<cache_finish_test::MambaPolicies>;
+    HostBackend backend{{.mode = ExecutionMode::manual}};
+    HostBackend::Stream stream = backend.make_stream();
+    MambaCache cache(backend, {.arena = config(64)}, stream);
+    const Rows<MambaCache::allocator_type> rows{&cache.allocator()};
+    const std::vector<TokenId> prompt = tokens(300, 10);
+
+    // A: 8 rows, page aligned, with its state after token 7.
+    std::vector<VirtualToken> a(8);
+    REQUIRE(cache.alloc_rows(a, 0));
+    StateId a_state;
+    REQUIRE(cache.alloc_state(std::span(&a_state, 1)));
+    REQUIRE(drain(backend, stream));
+    rows.write(Component::mamba, a_state.value(), marker(Component::mamba, prompt[7], 7));
+    const CacheInsert fin_a = cache.finish({prompt}, a, LockReceipt{}, {.state = a_state});
+    CHECK(cache.tree().node_info(fin_a.node).state == a_state);
+    CHECK(cache.allocator().live_pages(Component::mamba) == 1);
+    const MatchResult m = cache.match({std::span(prompt).first(8)});
+    CHECK(m.device_length == 8);
+    CHECK(rows.holds(Component::mamba, cache.tree().node_info(m.device_node).state.value(),
+                     marker(Component::mamba, prompt[7], 7)));
+
+    // B: 10 rows over A's 8; its state is after token 9, past the whole pages, so it is freed with the tail.
+    std::vector<VirtualToken> b(10);
+    LockReceipt lock = cache.lock(m.device_node);
+    cache.prefix_rows({std::span(prompt).first(8)}, b);
+    REQUIRE(cache.alloc_rows(b, 8));
+    StateId b_state;
+    REQUIRE(cache.alloc_state(std::span(&b_state, 1)));
+    CHECK(cache.allocator().live_pages(Component::mamba) == 2);
+    const CacheInsert fin_b = cache.finish({prompt}, b, std::move(lock), {.state = b_state});
+    CHECK(fin_b.node == fin_a.node);
+    CHECK(cache.allocator().live_pages(Component::mamba) == 1);
+    CHECK(cache.allocator().live_pages(Component::full) == 2);
+    CHECK(cache.tree().node_info(fin_a.node).device_locks[Component::full] == 0);
+    CHECK(rows.holds(Component::mamba, a_state.value(), marker(Component::mamba, prompt[7], 7)));
+    CHECK(cache.verify_byte_accounting().empty());
 }

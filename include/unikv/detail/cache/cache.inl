@@ -1,6 +1,7 @@
 #pragma once
 // Definitions of `Cache` (cache.hpp).
 
+#include <algorithm>
 #include <utility>
 
 namespace unikv {
@@ -25,35 +26,94 @@ Cache<P>::Cache(backend_type& backend, const CacheConfig& config, stream_ref str
 
 template <class P>
 AllocResult Cache<P>::alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out) {
-    const AllocResult r = hc_.allocator().alloc_extend(batch, out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_extend(batch, out);
+    return relieved([&] { return hc_.allocator().alloc_extend(batch, out); });
 }
 
 template <class P>
 AllocResult Cache<P>::alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out) {
-    const AllocResult r = hc_.allocator().alloc_decode(batch, out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_decode(batch, out);
+    return relieved([&] { return hc_.allocator().alloc_decode(batch, out); });
 }
 
 template <class P>
 AllocResult Cache<P>::alloc_state(std::span<StateId> out)
     requires has_mamba
 {
-    const AllocResult r = hc_.allocator().alloc_state(out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_state(out);
+    return relieved([&] { return hc_.allocator().alloc_state(out); });
 }
 
 template <class P>
-void Cache<P>::relieve(const AllocResult& r) {
-    const std::int64_t units =
-        r.component == Component::mamba ? r.pages_short : r.pages_short * hc_.allocator().spec()[r.component].page_size;
-    (void)hc_.evict(r.component, units);
+template <class Alloc>
+AllocResult Cache<P>::relieved(Alloc&& alloc) {
+    AllocResult r = alloc();
+    while (!r) {
+        // One round can free too little: the pools share the arena's bytes, so evicting the short pool's pages
+        // may leave another pool of the same allocation short (FULL pages whose SWA was already dropped).
+        const std::int64_t units = r.component == Component::mamba
+                                       ? r.pages_short
+                                       : r.pages_short * hc_.allocator().spec()[r.component].page_size;
+        if (hc_.evict(r.component, units).freed[r.component] == 0) break;
+        r = alloc();
+    }
+    return r;
+}
+
+// ---- a request's rows ------------------------------------------------------------------------------------
+
+template <class P>
+void Cache<P>::prefix_rows(TokenKey prefix, std::span<VirtualToken> out) {
+    const auto tokens = static_cast<std::int32_t>(prefix.tokens.size());
+    UNIKV_EXPECTS(out.size() >= prefix.tokens.size(), "prefix_rows: ", out.size(), " rows for a prefix of ", tokens,
+                  " tokens; size the request's rows to hold the prefix");
+    const MatchResult m = hc_.match(prefix);
+    UNIKV_EXPECTS(m.device_length == tokens, "prefix_rows: the device serves ", m.device_length, " of the ", tokens,
+                  " prefix tokens; give an admitted prefix and acknowledge its load-back (loading_check) first");
+    const PageSize page{hc_.allocator().spec()[Component::full].page_size};
+    VirtualToken* to = out.data();
+    for (const std::span<const VirtualPage> run : m.device_pages.runs()) {
+        for (const VirtualPage p : run) {
+            for (std::int32_t i = 0; i < page.tokens; ++i) *to++ = token_of(p, page, i);
+        }
+    }
+}
+
+template <class P>
+AllocResult Cache<P>::alloc_rows(std::span<VirtualToken> rows, std::int32_t from) {
+    const auto size = static_cast<std::int32_t>(rows.size());
+    UNIKV_EXPECTS(from >= 0 && from <= size, "alloc_rows: from is ", from, " for a request of ", size,
+                  " rows; give the rows it already has (0 to rows.size())");
+    if (from == size) return AllocResult{};
+    const std::int32_t prefix_lens[] = {from};
+    const std::int32_t seq_lens[] = {size};
+    const VirtualToken last_locs[] = {from > 0 ? rows[static_cast<std::size_t>(from) - 1] : VirtualToken{}};
+    return alloc_extend({.prefix_lens = prefix_lens, .seq_lens = seq_lens, .last_locs = last_locs},
+                        rows.subspan(static_cast<std::size_t>(from)));
+}
+
+template <class P>
+CacheInsert Cache<P>::finish(TokenKey tokens, std::span<const VirtualToken> rows, LockReceipt&& lock,
+                             const FinishOptions& options) {
+    UNIKV_EXPECTS(tokens.tokens.size() >= rows.size(), "finish: ", rows.size(), " rows for ", tokens.tokens.size(),
+                  " tokens; give the tokens the rows hold");
+    const PageSize page_size{hc_.allocator().spec()[Component::full].page_size};
+    const auto page = static_cast<std::size_t>(page_size.tokens);
+    finish_pages_.clear();
+    for (std::size_t t = 0; t < rows.size(); t += page) finish_pages_.push_back(page_of(rows[t], page_size));
+    const std::size_t whole_pages = rows.size() / page;
+    const std::size_t whole = whole_pages * page;
+    const bool state_to_tree = whole == rows.size() && whole > 0;
+    const std::span<const VirtualPage> pages(finish_pages_);
+    const CacheInsert done =
+        hc_.insert({tokens.tokens.first(whole), tokens.ns},
+                   {.pages = pages.first(whole_pages),
+                    .swa_evicted = std::min(options.swa_evicted, static_cast<std::int32_t>(whole)),
+                    .state = state_to_tree ? options.state : StateId{},
+                    .retention = options.retention});
+    if (whole_pages < pages.size()) hc_.allocator().free(pages.subspan(whole_pages));
+    if constexpr (has_mamba) {
+        if (!state_to_tree && options.state.is_valid()) hc_.allocator().free_state(std::span(&options.state, 1));
+    }
+    if (!lock.empty()) hc_.unlock(std::move(lock));
+    return done;
 }
 
 // ---- write-through -------------------------------------------------------------------------------------
