@@ -7,10 +7,10 @@
 using namespace unikv;
 
 #ifdef UNIKV_COMPILE_FAIL_CONTROL
-using Swa = Pool<Component::swa, LazyEndPool<Grow::up>, PhysicalReservations>;
+using SwaPool = Pool<Component::swa, LazyEndPool<Grow::up>, PhysicalReservations>;
 #else
-using Swa = Pool<Component::swa, EagerEndPool<Grow::up>, PhysicalReservations>;
+using SwaPool = Pool<Component::swa, EagerEndPool<Grow::up>, PhysicalReservations>;
 #endif
-using L = TwoEnd<Swa, Pool<Component::full, EagerEndPool<Grow::down>>>;
+using L = TwoEnd<SwaPool, Pool<Component::full, EagerEndPool<Grow::down>>>;
 
 int main() { return static_cast<int>(sizeof(UnifiedAllocator<L, HostBackend>) == 0); }
