@@ -170,7 +170,8 @@ public:
     /// FULL takes host-only leaves with no locks and no pending backup and deletes them. SWA and Mamba take
     /// host copies whose device data is gone and whose host lock is 0: a candidate that is also a FULL host
     /// candidate is deleted whole; otherwise the host value is dropped (SWA also drops the node's Mamba host
-    /// copy). Then the same clean-up as `evict`. O(e log n).
+    /// copy when the state is off device: one beside its device state may be a write-through in flight). Then
+    /// the same clean-up as `evict`. O(e log n).
     EvictResult evict_host(Component component, std::int64_t amount);
 
     /// Records a host copy of `node`'s device data of `component` (a write-through commit, made when the copy
