@@ -449,3 +449,48 @@ TEST_CASE("a split that moves the window's top node past part of a load in fligh
     CHECK(alloc.live_pages(Component::swa) == 0);
     CHECK(r.broken().empty());
 }
+
+TEST_CASE("an insert over a node whose SWA rows are loading leaves them to the load: its own pages go as duplicates") {
+    // A [0,8) keeps FULL on device and its SWA rows only on host (B, its child, locked meanwhile: A is no leaf).
+    Rig<SwaSeparate> r(64, 16);
+    auto& alloc = r.cache.allocator();
+    const auto key = Rig<SwaSeparate>::key(100, 4);
+    const auto a_key = std::vector<TokenId>(key.begin(), key.begin() + 2 * page_size);
+    const NodeRef a = r.insert(a_key);
+    const NodeRef b = r.insert(key);
+    LockReceipt b_lock = r.cache.lock(b);
+    REQUIRE(r.cache.evict(Component::swa, 2 * page_size).backed_up == 1);
+    REQUIRE_FALSE(r.cache.tree().node_info(a).device[Component::swa]);
+    REQUIRE(r.cache.tree().node_info(a).device[Component::full]);
+    const std::span<const LoadBackStep> plan = r.cache.load_back_plan(a);
+    REQUIRE(plan.size() == 1);
+    REQUIRE(plan[0].component == Component::swa);
+    REQUIRE(plan[0].full_pages.size() == 2);  // bound under A's resident pages
+    const LoadBackStart start = r.cache.load_back(a);
+    REQUIRE(start);
+    CHECK(r.cache.start_loading() == 1);
+    // A request that computed A's tokens into its own pages finishes while the load binds A's SWA rows.
+    std::vector<VirtualPage> own(2);
+    REQUIRE(alloc.alloc(own));
+    REQUIRE(drain(r.backend, r.stream));
+    for (std::size_t k = 0; k < own.size(); ++k) {
+        r.rows().write_page(Component::full, own[k], a_key, static_cast<std::int32_t>(k) * page_size);
+        r.rows().write_page(Component::swa, own[k], a_key, static_cast<std::int32_t>(k) * page_size);
+    }
+    CHECK(r.cache.insert(TokenKey{a_key}, {.pages = own}).node == a);
+    (void)r.run_transfers();
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    CHECK(r.device_holds(a, a_key));
+    CHECK(r.cache.tree().node_info(a).device[Component::swa]);
+    r.cache.unlock(std::move(b_lock));
+    CHECK(r.device_holds(b, key));
+    const auto tree_pages = [&](Component c) {
+        return (r.cache.tree().evictable_size(c) + r.cache.tree().protected_size(c)) / page_size;
+    };
+    CHECK(alloc.live_pages(Component::full) == tree_pages(Component::full));
+    CHECK(alloc.live_pages(Component::swa) == tree_pages(Component::swa));
+    CHECK(alloc.live_pages(Component::full) == 4);
+    CHECK(r.broken().empty());
+}
