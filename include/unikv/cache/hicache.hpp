@@ -287,8 +287,8 @@ public:
     Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
     /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
     /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none
-    /// when the host is short: no copy) and submits the copies (with any queued write-through), without
-    /// waiting for them. The rows the copies read stay allocated until `finish_evict`. Nodes with a
+    /// when the host is short: no copy) and submits the copies, without waiting for them. The rows the
+    /// copies read stay allocated until `finish_evict`. Nodes with a
     /// write-through in flight are device-locked, so they are no candidates.
     WriteBackRun start_evict(Component component, std::int64_t amount);
     /// The second half of `evict`: drains the copies (blocks), records each backup with the tree (its host
