@@ -399,3 +399,98 @@ TEST_CASE("a commit that throws releases its load's locks, and the next check fi
     CHECK(r.device_holds(a, first));
     CHECK(r.broken().empty());
 }
+
+TEST_CASE("a split that moves the window's top node past part of a load in flight frees that part's SWA rows") {
+    // A [0,16) and B [16,20) written back: A splits at one window before its end, A1 [0,8) keeps FULL only on host,
+    // A2 [8,16) FULL and SWA. B's window is B and A2, so the load binds A2's SWA rows under its FULL destinations.
+    Rig<SwaSeparate> r(64, 16);
+    auto& alloc = r.cache.allocator();
+    const auto key = Rig<SwaSeparate>::key(100, 5);
+    const auto prefix = std::vector<TokenId>(key.begin(), key.begin() + 4 * page_size);
+    (void)r.insert(prefix);
+    const NodeRef b = r.insert(key);
+    REQUIRE(r.cache.evict(Component::full, 5 * page_size).dropped == 0);
+    const NodeInfo a2 = r.cache.tree().node_info(r.cache.tree().node_info(b).parent);
+    REQUIRE(a2.start == 2 * page_size);
+    REQUIRE(a2.length == 2 * page_size);
+    REQUIRE(a2.host[Component::swa].size() == 2);
+    const LoadBackStart start = r.cache.load_back(b);
+    REQUIRE(start);
+    CHECK(r.cache.start_loading() == 1);
+    // A match ending inside A2 splits it at 12: B and A2's lower part [12,16) make the window now, so the tree
+    // takes A2's upper part [8,12) as FULL only, and the SWA rows the load bound under its page must go.
+    const auto three = std::vector<TokenId>(key.begin(), key.begin() + 3 * page_size);
+    (void)r.cache.match(TokenKey{three});  // no hit (no SWA rows for [4,8)), but the walk splits A2
+    REQUIRE(r.cache.tree().node_info(r.cache.tree().node_info(b).parent).start == 3 * page_size);
+    (void)r.run_transfers();
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    const MatchResult m = r.cache.match(TokenKey{key});
+    REQUIRE(m.device_length == 5 * page_size);
+    const std::vector<VirtualPage> pages(m.device_pages.begin(), m.device_pages.end());
+    for (std::size_t k = 0; k < pages.size(); ++k) {
+        const auto first = static_cast<std::int32_t>(k) * page_size;
+        CHECK(r.rows().page_holds(Component::full, pages[k], key, first));
+        if (k >= 3) CHECK(r.rows().page_holds(Component::swa, pages[k], key, first));
+    }
+    CHECK(r.device_holds(b, key));
+    // Nothing but the tree holds pages: its device units are every live page, SWA included.
+    const auto tree_pages = [&](Component c) {
+        return (r.cache.tree().evictable_size(c) + r.cache.tree().protected_size(c)) / page_size;
+    };
+    CHECK(alloc.live_pages(Component::full) == tree_pages(Component::full));
+    CHECK(alloc.live_pages(Component::swa) == tree_pages(Component::swa));
+    CHECK(alloc.live_pages(Component::swa) == 2);
+    CHECK(r.broken().empty());
+    // The whole cache goes: a leaked SWA row would stay live.
+    (void)r.cache.evict(Component::full, 5 * page_size);
+    CHECK(alloc.live_pages(Component::full) == 0);
+    CHECK(alloc.live_pages(Component::swa) == 0);
+    CHECK(r.broken().empty());
+}
+
+TEST_CASE("an insert over a node whose SWA rows are loading leaves them to the load: its own pages go as duplicates") {
+    // A [0,8) keeps FULL on device and its SWA rows only on host (B, its child, locked meanwhile: A is no leaf).
+    Rig<SwaSeparate> r(64, 16);
+    auto& alloc = r.cache.allocator();
+    const auto key = Rig<SwaSeparate>::key(100, 4);
+    const auto a_key = std::vector<TokenId>(key.begin(), key.begin() + 2 * page_size);
+    const NodeRef a = r.insert(a_key);
+    const NodeRef b = r.insert(key);
+    LockReceipt b_lock = r.cache.lock(b);
+    REQUIRE(r.cache.evict(Component::swa, 2 * page_size).backed_up == 1);
+    REQUIRE_FALSE(r.cache.tree().node_info(a).device[Component::swa]);
+    REQUIRE(r.cache.tree().node_info(a).device[Component::full]);
+    const std::span<const LoadBackStep> plan = r.cache.load_back_plan(a);
+    REQUIRE(plan.size() == 1);
+    REQUIRE(plan[0].component == Component::swa);
+    REQUIRE(plan[0].full_pages.size() == 2);  // bound under A's resident pages
+    const LoadBackStart start = r.cache.load_back(a);
+    REQUIRE(start);
+    CHECK(r.cache.start_loading() == 1);
+    // A request that computed A's tokens into its own pages finishes while the load binds A's SWA rows.
+    std::vector<VirtualPage> own(2);
+    REQUIRE(alloc.alloc(own));
+    REQUIRE(drain(r.backend, r.stream));
+    for (std::size_t k = 0; k < own.size(); ++k) {
+        r.rows().write_page(Component::full, own[k], a_key, static_cast<std::int32_t>(k) * page_size);
+        r.rows().write_page(Component::swa, own[k], a_key, static_cast<std::int32_t>(k) * page_size);
+    }
+    CHECK(r.cache.insert(TokenKey{a_key}, {.pages = own}).node == a);
+    (void)r.run_transfers();
+    const std::span<const LoadDone> done = r.cache.loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    CHECK(r.device_holds(a, a_key));
+    CHECK(r.cache.tree().node_info(a).device[Component::swa]);
+    r.cache.unlock(std::move(b_lock));
+    CHECK(r.device_holds(b, key));
+    const auto tree_pages = [&](Component c) {
+        return (r.cache.tree().evictable_size(c) + r.cache.tree().protected_size(c)) / page_size;
+    };
+    CHECK(alloc.live_pages(Component::full) == tree_pages(Component::full));
+    CHECK(alloc.live_pages(Component::swa) == tree_pages(Component::swa));
+    CHECK(alloc.live_pages(Component::full) == 4);
+    CHECK(r.broken().empty());
+}

@@ -195,6 +195,39 @@ TEST_CASE_TEMPLATE("a failed write-through is dropped before its unlock: host pa
     CHECK(r.broken().empty());
 }
 
+TEST_CASE("tri-pool: a host eviction of the SWA copy leaves the Mamba copy whose write is in flight") {
+    Rig<TriThrough> r(64, 16);
+    const auto key = Rig<TriThrough>::key(600, 2);
+    const NodeRef node = r.insert(key);
+    REQUIRE(r.inserted.writes == 3);
+    CHECK(r.cache.start_writing() == 3);
+    std::vector<Component> acked;
+    bool raced = false;
+    (void)r.run_transfers([&] {
+        if (raced) return;
+        for (const WriteDone& d : r.cache.writing_check()) acked.push_back(d.component);
+        if (acked.size() < 2) return;
+        // FULL and SWA acknowledged, the Mamba copy next: its lock keeps FULL and the state on device, not SWA.
+        raced = true;
+        CHECK(r.cache.evict(Component::swa, 2 * page_size).freed[Component::swa] == 2 * page_size);
+        CHECK(r.cache.evict_host(Component::swa, 2 * page_size) == 2 * page_size);
+        CHECK_FALSE(r.cache.tree().node_info(node).host[Component::mamba].empty());
+        CHECK(r.cache.host_pools().used(Component::mamba) == 1);
+    });
+    REQUIRE(raced);
+    CHECK(acked == std::vector<Component>{Component::full, Component::swa});
+    const std::span<const WriteDone> done = r.cache.writing_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].component == Component::mamba);
+    CHECK(done[0].committed);
+    CHECK(r.host_holds(node, Component::mamba, key));  // the copy landed in pages the tree still holds
+    CHECK(r.host_holds(node, Component::full, key));
+    CHECK(r.cache.host_pools().used(Component::swa) == 0);
+    CHECK(r.cache.tree().node_info(node).device_locks[Component::full] == 0);
+    CHECK(r.device_holds(node, key));
+    CHECK(r.broken().empty());
+}
+
 TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host value on both parts", P, SwaThrough,
                    SwaReferenceThrough) {
     Rig<P> r(64, 16);

@@ -35,8 +35,8 @@
 ///   not evict host data and retry: the tree takes no call (`evict_host` included) while backups are pending,
 ///   so such a backup is made as "no copy".
 /// * One write lane: write-backs and write-throughs share the controller's write queue, told apart by their
-///   `HiCacheTag`. The write-back drain of `finish_evict` also acknowledges the write-throughs submitted
-///   before it; those acks are kept for the next `writing_check`.
+///   `HiCacheTag`. A policy does one or the other (`check_write_policy`), so the write-back drain of
+///   `finish_evict`, compiled under a write-back policy only, meets backups alone.
 ///
 /// Move safety: no member points at another (the controller, the executor and every pending load or write refer
 /// to the allocator and the host pools only through call arguments), so a `HiCache` moves with loads and writes
@@ -271,8 +271,8 @@ public:
     /// Submits every queued write (`TransferController::start_writing`); returns the number submitted. Rows a
     /// forward computed: make `controller().stream()` wait the forward's event first. Never blocks.
     std::size_t start_writing() { return ctl_.start_writing(alloc_, host_); }
-    /// Acknowledges finished write-throughs in queue order, never blocking (plus those the write-back drain of
-    /// `finish_evict` acknowledged since the last check): releases each one's device lock, after `drop_host`
+    /// Acknowledges finished write-throughs in queue order, never blocking (plus those a throw in the last
+    /// check left finished but unreported): releases each one's device lock, after `drop_host`
     /// for a failed copy. The span is valid until the next `writing_check`. Precondition (`logic_error`): no
     /// eviction run open (its backups' acks belong to `finish_evict`). O(acks + writes in flight). When a
     /// `drop_host` throws, that write keeps its lock (its host copy must not serve a row) and the next check
@@ -287,16 +287,14 @@ public:
     Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
     /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
     /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none
-    /// when the host is short: no copy) and submits the copies (with any queued write-through), without
-    /// waiting for them. The rows the copies read stay allocated until `finish_evict`. Nodes with a
+    /// when the host is short: no copy) and submits the copies, without waiting for them. The rows the
+    /// copies read stay allocated until `finish_evict`. Nodes with a
     /// write-through in flight are device-locked, so they are no candidates.
     WriteBackRun start_evict(Component component, std::int64_t amount);
     /// The second half of `evict`: drains the copies (blocks), records each backup with the tree (its host
     /// pages, or none for a failed copy, whose host pages are freed), executes what that frees, then frees the
-    /// device rows the backups read. Write-throughs the drain acknowledged are finished as `writing_check`
-    /// does and reported by the next one; they are marked first, so a throw while the backups are recorded
-    /// leaves them to the next `writing_check` (the backups not yet recorded stay pending in the tree: a
-    /// throw there is not recovered). Precondition: `run` is from the previous call on this cache.
+    /// device rows the backups read (a throw while they are recorded leaves the rest pending in the tree: it is
+    /// not recovered). Precondition: `run` is from the previous call on this cache.
     Eviction finish_evict(WriteBackRun&& run);
     /// Frees `amount` host units of `component` or all that can go (`evict_host` of the tree, executed);
     /// returns the host units freed.
@@ -396,7 +394,7 @@ private:
     std::uint64_t next_load_ = 1;
     std::vector<Writing> writes_;           // in queue order, which is ack order (one FIFO write lane)
     std::vector<WriteDone> write_done_;     // the acks of the last `writing_check`
-    std::vector<WriteDone> write_acked_;    // acked by a write-back drain since, reported by the next check
+    std::vector<WriteDone> write_acked_;    // finished by a check that threw, reported by the next one
     std::vector<HostPage> write_host_;      // scratch: a write-through's host pages
     std::uint64_t next_write_ = 1;
     std::size_t open_backups_ = 0;          // copies of the eviction run between `start_evict` and `finish_evict`

@@ -108,7 +108,9 @@ public:
     /// returned as `free_pages` actions. An existing node without FULL device data (host-only, or emptied)
     /// adopts the incoming pages. An existing node whose SWA is a tombstone is recovered when all of its
     /// incoming pages are the request's own and lie in the request's live SWA range (from
-    /// `values.swa_evicted`); a node straddling that position is split first. Recovery replaces the node's
+    /// `values.swa_evicted`), and its SWA host copy is not host-locked (a load-back may be copying it into
+    /// rows bound under the node's pages; they land at its commit); a node straddling that position is split
+    /// first. Recovery replaces the node's
     /// pages and frees the old ones, or, when the node's FULL is locked, keeps them and returns a
     /// `recover_swa_locked_full` action that moves the SWA binding to them. New nodes hold SWA only in the
     /// live range (a new leaf straddling it is created as two nodes). A Mamba state lands on the end node, or is
@@ -170,7 +172,8 @@ public:
     /// FULL takes host-only leaves with no locks and no pending backup and deletes them. SWA and Mamba take
     /// host copies whose device data is gone and whose host lock is 0: a candidate that is also a FULL host
     /// candidate is deleted whole; otherwise the host value is dropped (SWA also drops the node's Mamba host
-    /// copy). Then the same clean-up as `evict`. O(e log n).
+    /// copy when the state is off device: one beside its device state may be a write-through in flight). Then
+    /// the same clean-up as `evict`. O(e log n).
     EvictResult evict_host(Component component, std::int64_t amount);
 
     /// Records a host copy of `node`'s device data of `component` (a write-through commit, made when the copy

@@ -456,7 +456,7 @@ typename HiCache<P>::WriteBackRun HiCache<P>::start_evict(Component component, s
                          {.kind = HiCacheTag::Kind::write_back, .id = run.backups_.size() - 1});
         ++run.copies_;
     }
-    if (run.copies_ > 0) (void)ctl_.start_writing(alloc_, host_);  // queued write-throughs go too
+    if (run.copies_ > 0) (void)ctl_.start_writing(alloc_, host_);
     open_backups_ = run.copies_;
     return run;
 }
@@ -466,14 +466,16 @@ Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
     WriteBackRun done = std::move(run);
     Eviction out{.freed = done.freed_};
     open_backups_ = 0;
-    if (done.copies_ > 0) {
-        const auto acks = ctl_.drain_writes();
-        mark_writes(acks);  // first: a throw below must not lose the write-throughs it acknowledged
-        for (const auto& ack : acks) {
-            if (ack.tag.kind != HiCacheTag::Kind::write_back || ack.succeeded) continue;
-            typename WriteBackRun::Backup& b = done.backups_[static_cast<std::size_t>(ack.tag.id)];
-            host_.free(b.component, b.host);  // the copy failed: it must not become a host value
-            b.host.clear();
+    // Only a write-back policy asks for backups, and it queues no write-throughs: the drain meets backups alone.
+    if constexpr (backs_up_on_evict_v<write_policy>) {
+        if (done.copies_ > 0) {
+            for (const auto& ack : ctl_.drain_writes()) {
+                UNIKV_ASSERT(ack.tag.kind == HiCacheTag::Kind::write_back);
+                if (ack.succeeded) continue;
+                typename WriteBackRun::Backup& b = done.backups_[static_cast<std::size_t>(ack.tag.id)];
+                host_.free(b.component, b.host);  // the copy failed: it must not become a host value
+                b.host.clear();
+            }
         }
     }
     // The copies are done: the rows they read can go, and first, since what `finish_backup` frees may include
@@ -485,7 +487,6 @@ Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
         for (Component c : all_components) out.freed[c] += follow.device_freed[c];
         run_actions(follow);
     }
-    finish_writes();  // the tree takes other calls again: no backup is pending
     return out;
 }
 

@@ -141,7 +141,11 @@ void RadixTree<Cs...>::free_host_value(Id id, Component c, detail::ActionsBuilde
 template <class... Cs>
 void RadixTree<Cs...>::drop_host(Id id, Component c, detail::ActionsBuilder& out, EvictResult& result) {
     free_host_value(id, c, out, result);
-    if (c == Component::swa && has_host(nodes_[id], Component::mamba) && nodes_[id].host_locks[Component::mamba] == 0)
+    // The Mamba copy goes with the SWA copy only where it is host-only: beside its device state it may be a
+    // write-through still copying (the write's device lock keeps the state), and `drop_host` undoes that one.
+    const Node& n = nodes_[id];
+    if (c == Component::swa && has_host(n, Component::mamba) && !has_device(n, Component::mamba) &&
+        n.host_locks[Component::mamba] == 0)
         free_host_value(id, Component::mamba, out, result);
     sync(id);
 }

@@ -139,7 +139,8 @@ void ReferenceTree<Cs...>::drop_host(Id id, Component c, detail::ActionsBuilder&
     result.host_freed[c] += units(n, c);
     emit(EventKind::removed, c, Tier::host, id);
     forget_host(id, c);
-    if (c == Component::swa && has_host(n, Component::mamba) && n.host_locks[Component::mamba] == 0)
+    if (c == Component::swa && has_host(n, Component::mamba) && !has_device(n, Component::mamba) &&
+        n.host_locks[Component::mamba] == 0)  // host-only: see RadixTree
         drop_host(id, Component::mamba, out, result);
 }
 
