@@ -77,6 +77,19 @@ public:
                       " prompt tokens; the replay keeps ids from 2^30 on for generated tokens");
     }
 
+    engine(const engine&) = delete;
+    engine& operator=(const engine&) = delete;
+    // A replay that throws leaves requests holding locks and backups: give them back before the cache goes.
+    ~engine() {
+        for (live_request& r : requests_) {
+            try {
+                if (!r.lock.empty()) cache_.unlock(std::move(r.lock));
+                if constexpr (cache_type::can_retract) cache_.discard(r.backup);
+            } catch (...) {  // the replay is already failing with its own exception
+            }
+        }
+    }
+
     ReplayResult run() {
         const auto wall_start = std::chrono::steady_clock::now();
         const auto trace_requests = trace_.requests();
@@ -268,10 +281,11 @@ private:
         }
     }
 
-    // True when a refused request would be refused on any later step too: nothing runs, was admitted or
-    // loads, and no other request holds device memory.
+    // True when a refused request would be refused on any later step too: nothing runs, was admitted, loads
+    // or writes (a write-through holds its node until its ack), and no other request holds device memory.
     [[nodiscard]] bool cannot_ever_fit(bool from_chunk) const {
-        return running_.empty() && admitted_.empty() && cache_.loads_in_flight() == 0 && (from_chunk || !chunked_);
+        return running_.empty() && admitted_.empty() && cache_.loads_in_flight() == 0 &&
+               cache_.writes_in_flight() == 0 && (from_chunk || !chunked_);
     }
 
     void drop(live_request& r) {
@@ -664,6 +678,7 @@ private:
         StateId state{};
         if constexpr (has_mamba) {
             if (config_.check_rows) {
+                compute_.ref().synchronize();  // frees since the forward may have queued moves of the slot
                 const RowMarkers<typename cache_type::allocator_type> rows(cache_.allocator());
                 write_own_state(r, rows, whole * page_);  // the forward checkpoints its state at the last page
             }
@@ -687,6 +702,7 @@ private:
             StateId slot[1];
             if (!timed([&] { return cache_.alloc_state(slot); })) return;
             if (config_.check_rows) {
+                compute_.ref().synchronize();  // the slot may have moved: write after the queued moves
                 PhysicalPage physical[1];
                 timed([&] { cache_.translate_state(slot, physical); });
                 RowMarkers<typename cache_type::allocator_type>(cache_.allocator()).write_state(physical[0], state_of(r, whole));
