@@ -45,16 +45,30 @@ template <class P>
 template <class Alloc>
 AllocResult Cache<P>::relieved(Alloc&& alloc) {
     AllocResult r = alloc();
-    while (!r) {
-        // One round can free too little: the pools share the arena's bytes, so evicting the short pool's pages
-        // may leave another pool of the same allocation short (FULL pages whose SWA was already dropped).
-        const std::int64_t units = r.component == Component::mamba
-                                       ? r.pages_short
-                                       : r.pages_short * hc_.allocator().spec()[r.component].page_size;
-        if (hc_.evict(r.component, units).freed[r.component] == 0) break;
-        r = alloc();
-    }
+    while (!r && relieve(r)) r = alloc();
     return r;
+}
+
+template <class P>
+bool Cache<P>::relieve(const AllocResult& r) {
+    const ArenaSpec& spec = hc_.allocator().spec();
+    const auto freed = [&](Component c, std::int64_t pages) {
+        const Eviction ev = hc_.evict(c, c == Component::mamba ? pages : pages * spec[c].page_size);
+        for (const std::int64_t units : ev.freed) {
+            if (units > 0) return true;
+        }
+        return false;
+    };
+    if (freed(r.component, r.pages_short)) return true;
+    if (r.shortfall != Shortfall::room) return false;
+    // The short pool has nothing left to evict, but its bytes can come from another pool's pages: the pools
+    // share the arena, and the allocation's compaction hands freed bytes over.
+    const std::size_t bytes = static_cast<std::size_t>(r.pages_short) * spec[r.component].page_bytes;
+    for (const Component c : all_components) {
+        if (c == r.component || !spec[c].present) continue;
+        if (freed(c, static_cast<std::int64_t>((bytes + spec[c].page_bytes - 1) / spec[c].page_bytes))) return true;
+    }
+    return false;
 }
 
 // ---- a request's rows ------------------------------------------------------------------------------------
