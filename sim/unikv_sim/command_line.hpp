@@ -23,6 +23,8 @@ inline constexpr int exit_bad_input = 1;
 inline constexpr int exit_bad_command_line = 2;
 /// Exit status: an output could not be written (`--csv`, `--plot`; gnuplot missing or failing).
 inline constexpr int exit_output_failed = 3;
+/// Exit status: the replay found a broken invariant (a wrong row, a byte-accounting line): a bug, reported.
+inline constexpr int exit_replay_failed = 4;
 
 /// The result of `parse_command_line`: options to run with, or the status to exit with (0 after `--help`).
 struct CommandLine {
@@ -47,7 +49,9 @@ struct CommandLine {
         "gpt-oss-20b, synthetic-tri-hybrid) under the default write policy; FULL-only and FULL+Mamba models\n"
         "have no SWA to split.\n\n"
         "Exit status: 0 done, 1 bad trace or memory too small for a request, 2 bad command line, 3 an output\n"
-        "could not be written (--csv, --plot, gnuplot missing).\n");
+        "could not be written (--csv, --plot, gnuplot missing), 4 the replay found a broken invariant (a bug).\n");
+    // A flag given twice takes its last value, so a script's defaults can be overridden by arguments after them.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.failure_message([](const CLI::App*, const CLI::Error& e) {
         return "unikv-sim: " + std::string(e.what()) + "\nRun with --help for more information.\n";
     });

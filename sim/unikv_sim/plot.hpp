@@ -60,6 +60,8 @@ inline constexpr std::string_view gnuplot_missing =
     constexpr const char* colors[pool_count] = {"#1f77b4", "#ff7f0e", "#2ca02c"};
     std::string gp = message("set terminal pngcairo size 1100,820 font ',10'\nset output ", gnuplot_quote(png),
                              "\nset datafile separator ','\nset grid\nset key outside right top\n"
+                             // Fixed margins, so both panels share one time axis whatever their legends' widths.
+                             "set lmargin at screen 0.07\nset rmargin at screen 0.66\n"
                              "set multiplot layout 2,1 title ",
                              gnuplot_quote(title), "\nset xlabel 'simulated time (s)'\n");
     gp += "set ylabel 'occupancy (share of the pool)'\nset yrange [0:1.05]\nplot ";

@@ -167,13 +167,14 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
 inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> runs,
                                    std::span<const ReportedRun> sweep) {
     std::fprintf(out, "unikv-sim: unified arena against a static FULL/SWA split of the same memory\n");
-    std::fprintf(out, "  %-30s %8s %8s %8s %8s %9s %10s %11s\n", "run", "hit", "device", "host", "preempt",
-                 "running", "TTFT p50", "output/s");
+    std::fprintf(out, "  %-30s %8s %8s %8s %8s %8s %9s %10s %11s\n", "run", "hit", "device", "host", "dropped",
+                 "preempt", "running", "TTFT p50", "output/s");
     for (const ReportedRun& r : runs) {
         const ReplayFigures& f = r.figures;
-        std::fprintf(out, "  %-30s %7.1f%% %7.1f%% %7.1f%% %8s %9.1f %7.0f ms %11s\n", r.label.c_str(),
+        std::fprintf(out, "  %-30s %7.1f%% %7.1f%% %7.1f%% %8s %8s %9.1f %7.0f ms %11s\n", r.label.c_str(),
                      100 * f.hit_rate(), 100 * f.device_hit_rate, 100 * f.host_hit_rate,
-                     with_commas(f.preemptions).c_str(), f.mean_running, f.ttft_ms.p50,
+                     with_commas(static_cast<std::int64_t>(f.dropped)).c_str(), with_commas(f.preemptions).c_str(),
+                     f.mean_running, f.ttft_ms.p50,
                      round_commas(f.output_tokens_per_s).c_str());
     }
     std::string tried;
