@@ -23,7 +23,8 @@
 /// * one configuration (`CacheConfig`): the tree's page size and window are taken from the arena's, so the
 ///   two cannot disagree;
 /// * request allocation with relief: `alloc_extend` / `alloc_decode` that fall short evict the shortfall
-///   from the tree (write-back included) and retry once;
+///   from the tree (write-back included) and retry while an eviction frees something (room made for one
+///   pool can leave another short; a pool with nothing evictable takes its bytes from the others);
 /// * retraction (`backup` / `restore`) on the `HiCache`'s controller and host pools, whose host shortfall
 ///   evicts host data through the tree;
 /// * admission (`begin_step`, `try_admit`, `prepare_load_back`): the budget holds no pointer, so the cache
@@ -186,9 +187,11 @@ public:
 
     // ---- running requests (hot) --------------------------------------------------------------------------
     /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it evicts the
-    /// pool's shortfall from the tree (blocking on write-back copies under `WriteBack`) and retries once; the
-    /// retry's result is the answer (nothing allocated on failure). O(tokens) without a shortfall, no
-    /// allocation; a shortfall adds the eviction (cold).
+    /// pool's shortfall from the tree (blocking on write-back copies under `WriteBack`) and retries, as long as
+    /// each eviction frees something: in the one arena, room made for one pool can leave the next one short
+    /// (an SWA page is not a FULL page's size), and when the short pool has nothing evictable its missing bytes
+    /// are evicted from the other pools. Nothing is allocated on failure. O(tokens) without a shortfall, no
+    /// allocation; a shortfall adds the evictions (cold).
     AllocResult alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out);
     /// One decode token per request of `batch` (`UnifiedAllocator::alloc_decode`), with the same relief and
     /// cost (O(batch) without a shortfall).
@@ -305,8 +308,9 @@ public:
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return window_; }
 
 private:
-    // Evicts the shortfall `r` names (pages of its pool) from the tree.
-    void relieve(const AllocResult& r);
+    // Evicts the shortfall `r` names (pages of its pool) from the tree; when that pool has nothing to evict and
+    // bytes are missing, the same bytes from another pool. False when nothing could be evicted.
+    bool relieve(const AllocResult& r);
     // The retraction request of `rows` in this cache's geometry.
     RetractionRequest retraction_of(const RequestRows& rows) const;
     // Submits, waits for and acknowledges every write-through in flight, keeping the acks in `settled_`.

@@ -37,6 +37,7 @@ struct StepRecord {
     std::int32_t waiting = 0;  ///< arrived requests not yet admitted (or retracted and waiting), after the step
     std::int32_t admitted = 0;   ///< requests admitted this step
     std::int32_t refused = 0;    ///< admission refusals this step
+    std::int32_t chunked = 0;    ///< admissions cut to the chunk budget this step (their prefill goes on later)
     std::int32_t finished = 0;   ///< requests finished this step
     std::int32_t preempted = 0;  ///< running requests retracted this step
     std::int32_t restored = 0;   ///< retracted requests restored this step
@@ -71,6 +72,8 @@ struct ReplayResult {
     std::vector<RequestRecord> requests;  ///< in finishing order
     /// Requests that could never be admitted (too long for the memory) and were dropped, by trace index.
     std::vector<std::int32_t> dropped;
+    /// Requests neither finished nor dropped: the replay stopped at `EngineConfig::max_steps` first.
+    std::int64_t unfinished = 0;
     double wall_seconds = 0;  ///< wall time of the whole replay
 };
 

@@ -380,6 +380,9 @@ public:
     [[nodiscard]] std::pair<std::size_t, std::size_t> byte_span(Component c) const;
     /// The chain epoch (sum of the pools' capacity epochs).
     [[nodiscard]] std::uint64_t epoch() const noexcept;
+    /// Bytes every compaction (flushes, `make_room`, `compact_holes`, the moves an allocation makes) copied
+    /// since construction: the page envelopes queued for moves, counted when queued. O(1).
+    [[nodiscard]] std::uint64_t bytes_moved() const noexcept { return bytes_moved_; }
     /// Transfer events registered and not yet waited on.
     [[nodiscard]] std::size_t registered_transfer_events() const noexcept { return events_.size(); }
     /// Reservations dropped without being submitted or cancelled (each was detected and cancelled).
@@ -509,6 +512,7 @@ private:
     std::vector<std::int32_t> move_src_;
     std::vector<std::int32_t> move_dst_;
     std::vector<std::uint8_t> marks_;  // per FULL virtual page (or Mamba id): seen in the current call
+    std::uint64_t bytes_moved_ = 0;    // every move's envelopes so far (`bytes_moved()`)
     mutable std::array<std::array<memo_entry, component_count + 1>, 2> memo_{};
 };
 

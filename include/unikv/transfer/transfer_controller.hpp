@@ -194,6 +194,9 @@ public:
         const lane_state& l = lane(d);
         return l.running.size() - l.head;
     }
+    /// Bytes of the copies submitted so far in direction `d` (whole envelopes per page, counted at
+    /// submission): what the host link carried or will carry. O(1).
+    [[nodiscard]] std::uint64_t bytes_submitted(TransferDirection d) const noexcept { return lane(d).bytes; }
     /// The transfer stream every copy is queued on. A caller whose writes read rows that a forward computes
     /// makes this stream wait the forward's event before `start_writing`.
     [[nodiscard]] stream_ref stream() const noexcept { return stream_.ref(); }
@@ -223,6 +226,7 @@ private:
         std::size_t head = 0;
         std::vector<std::uint32_t> retired;
         std::vector<ack_type> acks;
+        std::uint64_t bytes = 0;  // bytes submitted so far (`bytes_submitted`)
     };
 
     [[nodiscard]] lane_state& lane(TransferDirection d) noexcept { return d == TransferDirection::write ? writes_ : loads_; }

@@ -25,35 +25,47 @@ Cache<P>::Cache(backend_type& backend, const CacheConfig& config, stream_ref str
 
 template <class P>
 AllocResult Cache<P>::alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out) {
-    const AllocResult r = hc_.allocator().alloc_extend(batch, out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_extend(batch, out);
+    AllocResult r = hc_.allocator().alloc_extend(batch, out);
+    while (!r && relieve(r)) r = hc_.allocator().alloc_extend(batch, out);
+    return r;
 }
 
 template <class P>
 AllocResult Cache<P>::alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out) {
-    const AllocResult r = hc_.allocator().alloc_decode(batch, out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_decode(batch, out);
+    AllocResult r = hc_.allocator().alloc_decode(batch, out);
+    while (!r && relieve(r)) r = hc_.allocator().alloc_decode(batch, out);
+    return r;
 }
 
 template <class P>
 AllocResult Cache<P>::alloc_state(std::span<StateId> out)
     requires has_mamba
 {
-    const AllocResult r = hc_.allocator().alloc_state(out);
-    if (r) [[likely]] return r;
-    relieve(r);
-    return hc_.allocator().alloc_state(out);
+    AllocResult r = hc_.allocator().alloc_state(out);
+    while (!r && relieve(r)) r = hc_.allocator().alloc_state(out);
+    return r;
 }
 
 template <class P>
-void Cache<P>::relieve(const AllocResult& r) {
-    const std::int64_t units =
-        r.component == Component::mamba ? r.pages_short : r.pages_short * hc_.allocator().spec()[r.component].page_size;
-    (void)hc_.evict(r.component, units);
+bool Cache<P>::relieve(const AllocResult& r) {
+    const ArenaSpec& spec = hc_.allocator().spec();
+    const auto freed = [&](Component c, std::int64_t pages) {
+        const Eviction ev = hc_.evict(c, c == Component::mamba ? pages : pages * spec[c].page_size);
+        for (const std::int64_t units : ev.freed) {
+            if (units > 0) return true;
+        }
+        return false;
+    };
+    if (freed(r.component, r.pages_short)) return true;
+    if (r.shortfall != Shortfall::room) return false;
+    // The short pool has nothing left to evict, but its bytes can come from another pool's pages: the pools
+    // share the arena, and the allocation's compaction hands freed bytes over.
+    const std::size_t bytes = static_cast<std::size_t>(r.pages_short) * spec[r.component].page_bytes;
+    for (const Component c : all_components) {
+        if (c == r.component || !spec[c].present) continue;
+        if (freed(c, static_cast<std::int64_t>((bytes + spec[c].page_bytes - 1) / spec[c].page_bytes))) return true;
+    }
+    return false;
 }
 
 // ---- write-through -------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ decltype(auto) UnifiedAllocator<L, B>::with_moves(F&& f) {
     // `device_tables()` publishes them again and reports the error to the caller that needs the tables.
     const auto publish_moves = [&]() noexcept {
         if (ctx.pages_moved == 0) return;
+        bytes_moved_ += ctx.bytes_moved;
         try {
             publish_tables();
         } catch (...) {

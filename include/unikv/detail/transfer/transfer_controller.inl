@@ -226,6 +226,7 @@ std::size_t TransferController<B, H, T>::start_writing(UnifiedAllocator<L, B>& a
             backend_.copy_pages_async(alloc.region(), std::span<const std::int32_t>(r.device[c]), lease.region(c),
                                       std::span<const std::int32_t>(r.host_physical[c]), alloc.spec()[c].page_bytes,
                                       stream());
+            l.bytes += r.device[c].size() * alloc.spec()[c].page_bytes;
         }
         last = done_event(r);
         last.record(stream());
@@ -243,6 +244,7 @@ std::size_t TransferController<B, H, T>::start_loading(UnifiedAllocator<L, B>& a
     auto lease = host.lease();
     prepare_submission(alloc, lease, l, TransferDirection::load);
     const ArenaSpec& spec = alloc.spec();
+    for (Component c : all_components) l.bytes += batch_device_[c].size() * spec[c].page_bytes;
     const auto copy = [&](Component c, EnvelopeSlice slice) {
         if (batch_device_[c].empty()) return;
         backend_.copy_page_slices_async(lease.region(c), std::span<const std::int32_t>(batch_host_[c]), alloc.region(),

@@ -1,0 +1,107 @@
+#pragma once
+/// \file
+/// The replay's engine loop: a trace driven through a real `unikv::Cache` step by step, as SGLang's scheduler
+/// drives its cache (reference §6, §7, §8), with simulated time from a cost model. `replay` returns the plain
+/// records of `replay_records.hpp`.
+///
+/// One step:
+/// 1. arrivals up to the simulated clock join the waiting queue (an idle engine jumps to the next arrival);
+///    finished loads and write-throughs are acknowledged (`loading_check`, `writing_check`);
+/// 2. `begin_step` with the decode demand (one token per running decode request) and the chunk budget;
+/// 3. admission in FIFO order until the first refusal (which ends admission for the step): the chunked
+///    request first, then retracted ones, then arrivals. An admitted request allocates its extension
+///    (`alloc_extend`) and, with Mamba, a state slot; a retracted one whose prefix is still cached gets fresh
+///    rows and its backup `restore`d into them, otherwise it recomputes;
+/// 4. decode: one token per running decode request (`alloc_decode`, which evicts for its shortfall). When it
+///    still falls short the newest decode request is preempted, by retraction (`backup`, free, requeue)
+///    where `Cache::can_retract`, else by abort-and-recompute (free everything, requeue), and the rest retry;
+/// 5. the forward: queued loads are submitted (`start_loading`) and the compute stream waits each layer
+///    (`wait_layer`); the host then waits the compute stream, as an engine waits its forward's sampled
+///    tokens, and the loads are acknowledged (they finished before the forward). The simulated forward
+///    reads and writes rows (`row_markers.hpp`) when `check_rows` is set;
+/// 6. after the forward: SWA pages that slid out of a request's window are freed (`free_swa`); a chunk is
+///    inserted into the tree (its whole pages, with its state) and the request locks it and waits for its
+///    next chunk; a finished request inserts its whole pages (and state), frees its partial tail, unlocks;
+///    write-throughs are submitted (`start_writing`);
+/// 7. `verify_byte_accounting()` every `verify_every` steps (a broken line throws), the step's record, and
+///    the clock advances by `cost(work)`.
+///
+/// Token ids: prompt tokens come from the trace (`Trace::prompt_tokens`); a generated token of request `r` at
+/// position `p` gets an id in `[2^30, 2^31)` from `(r, p)`, distinct for every request, so outputs are cached
+/// but never shared (the trace says nothing of their content). A trace must number its prompt tokens below
+/// 2^30.
+///
+/// Row checks (`check_rows`): every row a step computes gets its marker. At admission, after a load-back
+/// and after a restore every row the request attends to is read back (FULL: all of them; SWA: the window;
+/// Mamba: the prefix's checkpoint, then the request's own state each step). A decode step reads the rows of
+/// the newest token and one more rotating through the context; a step whose allocations moved pages
+/// (compaction) reads every running request's rows again.
+///
+/// A request that cannot be admitted while nothing else runs, holds memory or loads (too long for the memory,
+/// at its decode limit) is dropped (`ReplayResult::dropped`) rather than retried forever.
+///
+/// Bytes are reported at the model's scale (`ReplaySetup::byte_scale`, see `replay_scale.hpp`); `cache_ns`
+/// is the steady-clock time of the step's cache calls only.
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <unikv/cache.hpp>
+#include <unikv/error.hpp>
+
+#include <unikv_sim/replay_records.hpp>
+#include <unikv_sim/row_markers.hpp>
+#include <unikv_sim/trace.hpp>
+
+namespace unikv::sim {
+
+/// The engine's scheduling knobs.
+struct EngineConfig {
+    std::int32_t max_running = 256;    ///< requests running at once (decoding, prefilling or mid-chunk)
+    std::int32_t chunk_tokens = 8192;  ///< chunked-prefill budget: prompt tokens per step, all requests together
+    bool check_rows = false;           ///< write and read row markers (see the file comment)
+    std::int64_t verify_every = 0;     ///< run `verify_byte_accounting()` every this many steps (0: never)
+    std::int64_t max_steps = 0;        ///< stop after this many steps (0: run the trace to its end)
+    std::int64_t progress_every = 1000;  ///< steps between progress callbacks
+};
+
+/// What a replay runs on: the cache's configuration (usually `replay_cache_config`), its byte scale and the
+/// engine's knobs.
+struct ReplaySetup {
+    CacheConfig cache{};
+    /// The memory scale K the cache configuration runs at (`replay_byte_scale`): reported bytes are
+    /// multiplied by it. 1 for a configuration at the model's own bytes.
+    std::uint64_t byte_scale = 1;
+    EngineConfig engine{};
+};
+
+/// Where a replay stands, for a progress line.
+struct ReplayProgress {
+    std::int64_t finished = 0;  ///< requests finished or dropped
+    std::int64_t total = 0;     ///< requests in the trace
+    std::int64_t steps = 0;     ///< steps run
+    double simulated_ms = 0;    ///< the simulated clock
+};
+
+/// Replays `trace` through a `Cache<Policies>` on a backend of its own, pricing each step with `cost`
+/// (`double(const StepWork&)`, simulated ms, at least 0), calling `progress` every `progress_every` steps.
+/// Throws `WrongRow` for a row that does not hold its marker, `std::runtime_error` for a broken byte
+/// accounting line (with the step), `logic_error` for a configuration the cache refuses (a memory below the
+/// floor) and for a trace whose prompt tokens pass 2^30.
+template <class Policies, class Cost>
+ReplayResult replay(const Trace& trace, const ReplaySetup& setup, const Cost& cost,
+                    const std::function<void(const ReplayProgress&)>& progress = {});
+
+}  // namespace unikv::sim
+
+#include <unikv_sim/detail/engine.inl>
