@@ -269,9 +269,11 @@ private:
     }
 
     // True when a refused request would be refused on any later step too: nothing runs, was admitted or
-    // loads, and no other request holds device memory.
+    // loads or writes (a write-through holds its device pages locked until its ack), and no other request
+    // holds device memory.
     [[nodiscard]] bool cannot_ever_fit(bool from_chunk) const {
-        return running_.empty() && admitted_.empty() && cache_.loads_in_flight() == 0 && (from_chunk || !chunked_);
+        return running_.empty() && admitted_.empty() && cache_.loads_in_flight() == 0 && cache_.writes_in_flight() == 0 &&
+               (from_chunk || !chunked_);
     }
 
     void drop(live_request& r) {
