@@ -48,6 +48,8 @@ struct CommandLine {
         "(0.05, 0.1, 0.2, 0.4, 0.8). It is built for the presets with SWA (gemma-3-27b, gpt-oss-120b,\n"
         "gpt-oss-20b, synthetic-tri-hybrid) under the default write policy; FULL-only and FULL+Mamba models\n"
         "have no SWA to split.\n\n"
+        "Write policies: all three are built for gemma-3-27b; the other presets for through (the default) only.\n"
+        "Each preset, write policy and budget is one Cache instantiation to compile (docs/simulator.md).\n\n"
         "Exit status: 0 done, 1 bad trace or memory too small for a request, 2 bad command line, 3 an output\n"
         "could not be written (--csv, --plot, gnuplot missing), 4 the replay found a broken invariant (a bug).\n");
     // A flag given twice takes its last value, so a script's defaults can be overridden by arguments after them.

@@ -50,6 +50,7 @@ struct Percentiles {
 struct ReplayFigures {
     std::size_t finished = 0;           ///< requests finished
     std::size_t dropped = 0;            ///< requests too long for the memory, never admitted
+    std::int64_t unfinished = 0;        ///< requests still running or waiting when the replay hit its step limit
     std::int64_t steps = 0;             ///< engine steps
     double simulated_seconds = 0;       ///< first arrival to the end of the last step
     double wall_seconds = 0;            ///< the replay's own wall time
@@ -62,6 +63,7 @@ struct ReplayFigures {
     double admitted_tokens_per_step = 0;  ///< prompt tokens admitted per step, mean
     std::int64_t admitted_tokens_max = 0; ///< the most prompt tokens one step admitted
     std::int64_t refusals = 0;            ///< admission refusals, summed over steps
+    std::int64_t chunked = 0;             ///< admissions cut to the chunk budget (their prefill went on later)
     std::int64_t preemptions = 0;         ///< running requests retracted
     std::uint64_t bytes_compacted = 0;    ///< moved inside the arena by compaction
     std::uint64_t bytes_loaded = 0;       ///< host to device
@@ -86,6 +88,7 @@ struct ReplayFigures {
     ReplayFigures f;
     f.finished = r.requests.size();
     f.dropped = r.dropped.size();
+    f.unfinished = r.unfinished;
     f.steps = static_cast<std::int64_t>(r.steps.size());
     f.wall_seconds = r.wall_seconds;
     const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
@@ -97,6 +100,7 @@ struct ReplayFigures {
         admitted += s.admitted_prompt_tokens;
         f.admitted_tokens_max = std::max(f.admitted_tokens_max, s.admitted_prompt_tokens);
         f.refusals += s.refused;
+        f.chunked += s.chunked;
         f.preemptions += s.preempted;
         f.bytes_compacted += s.bytes_compacted;
         f.bytes_loaded += s.work.bytes_loaded;

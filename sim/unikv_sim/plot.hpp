@@ -6,6 +6,7 @@
 /// named in the error, when gnuplot fails). The top panel shows the first run's device occupancy per pool
 /// (solid) and host occupancy (dashed); the bottom panel the cumulative hit rate of every run.
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -58,12 +59,17 @@ inline constexpr std::string_view gnuplot_missing =
     constexpr const char* pools[pool_count] = {"full", "swa", "mamba"};
     constexpr const char* names[pool_count] = {"FULL", "SWA", "Mamba"};
     constexpr const char* colors[pool_count] = {"#1f77b4", "#ff7f0e", "#2ca02c"};
-    std::string gp = message("set terminal pngcairo size 1100,820 font ',10'\nset output ", gnuplot_quote(png),
+    double end_s = 0;  // one time axis for both panels: the longest run's
+    for (const PlotRun& r : runs)
+        if (!r.steps.empty()) end_s = std::max(end_s, (r.steps.back().start_ms + r.steps.back().duration_ms) / 1e3);
+    // noenhanced: a file name's underscores are text, not subscripts.
+    std::string gp = message("set terminal pngcairo noenhanced size 1100,820 font ',10'\nset output ", gnuplot_quote(png),
                              "\nset datafile separator ','\nset grid\nset key outside right top\n"
                              // Fixed margins, so both panels share one time axis whatever their legends' widths.
                              "set lmargin at screen 0.07\nset rmargin at screen 0.66\n"
                              "set multiplot layout 2,1 title ",
-                             gnuplot_quote(title), "\nset xlabel 'simulated time (s)'\n");
+                             gnuplot_quote(title), "\nset xlabel 'simulated time (s)'\nset xrange [0:", end_s > 0 ? end_s : 1,
+                  "]\n");
     gp += "set ylabel 'occupancy (share of the pool)'\nset yrange [0:1.05]\nplot ";
     bool first = true;
     for (const char* tier : {"device", "host"})

@@ -134,15 +134,16 @@ struct ReportedRun {
 inline void print_replay_table(std::FILE* out, const ReportedRun& run, const TraceSummary& s) {
     const ReplayFigures& f = run.figures;
     std::fprintf(out, "unikv-sim: replay, %s (%s)\n", run.label.c_str(), run.budget.c_str());
-    std::fprintf(out, "  %-22s %s finished, %s dropped (too long for the memory), %s steps\n", "requests",
-                 with_commas(static_cast<std::int64_t>(f.finished)).c_str(),
-                 with_commas(static_cast<std::int64_t>(f.dropped)).c_str(), with_commas(f.steps).c_str());
+    std::fprintf(out, "  %-22s %s finished, %s dropped (too long for the memory), %s unfinished; %s steps\n",
+                 "requests", with_commas(static_cast<std::int64_t>(f.finished)).c_str(),
+                 with_commas(static_cast<std::int64_t>(f.dropped)).c_str(), with_commas(f.unfinished).c_str(),
+                 with_commas(f.steps).c_str());
     std::fprintf(out, "  %-22s %.1f%% device + %.1f%% host = %.1f%% of prompt tokens (max %.1f%%)\n",
                  "token hit rate", 100 * f.device_hit_rate, 100 * f.host_hit_rate, 100 * f.hit_rate(),
                  100 * s.max_prefix_hit_rate());
-    std::fprintf(out, "  %-22s %s prompt tokens per step (max %s); %s refusals\n", "admitted",
+    std::fprintf(out, "  %-22s %s prompt tokens per step (max %s); %s refusals, %s chunked\n", "admitted",
                  round_commas(f.admitted_tokens_per_step).c_str(), with_commas(f.admitted_tokens_max).c_str(),
-                 with_commas(f.refusals).c_str());
+                 with_commas(f.refusals).c_str(), with_commas(f.chunked).c_str());
     std::fprintf(out, "  %-22s mean %.1f, max %d; %s preemptions\n", "running requests", f.mean_running,
                  f.max_running, with_commas(f.preemptions).c_str());
     std::fprintf(out, "  %-22s compaction %s; host link %s loaded, %s written\n", "bytes moved",
@@ -192,20 +193,20 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
     char buf[2048];
     std::snprintf(
         buf, sizeof buf,
-        "{\"finished\": %zu, \"dropped\": %zu, \"steps\": %lld, \"simulated_seconds\": %.6f, "
+        "{\"finished\": %zu, \"dropped\": %zu, \"unfinished\": %lld, \"steps\": %lld, \"simulated_seconds\": %.6f, "
         "\"wall_seconds\": %.6f, \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"device_hit_tokens\": %lld, "
         "\"host_hit_tokens\": %lld, \"device_hit_rate\": %.6f, \"host_hit_rate\": %.6f, \"hit_rate\": %.6f, "
-        "\"admitted_tokens_per_step\": %.3f, \"admitted_tokens_max\": %lld, \"refusals\": %lld, "
+        "\"admitted_tokens_per_step\": %.3f, \"admitted_tokens_max\": %lld, \"refusals\": %lld, \"chunked\": %lld, "
         "\"preemptions\": %lld, \"bytes_compacted\": %llu, \"bytes_loaded\": %llu, \"bytes_written\": %llu, "
         "\"cache_us_per_step_mean\": %.3f, \"cache_us_per_step_p99\": %.3f, \"output_tokens_per_s\": %.3f, "
         "\"total_tokens_per_s\": %.3f, \"ttft_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
         "\"itl_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f}, \"mean_running\": %.3f, \"max_running\": %d, "
         "\"requests_per_wall_s\": %.3f, \"tokens_per_wall_s\": %.3f}",
-        f.finished, f.dropped, static_cast<long long>(f.steps), f.simulated_seconds, f.wall_seconds,
+        f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps), f.simulated_seconds, f.wall_seconds,
         static_cast<long long>(f.prompt_tokens), static_cast<long long>(f.output_tokens),
         static_cast<long long>(f.device_hit_tokens), static_cast<long long>(f.host_hit_tokens), f.device_hit_rate,
         f.host_hit_rate, f.hit_rate(), f.admitted_tokens_per_step, static_cast<long long>(f.admitted_tokens_max),
-        static_cast<long long>(f.refusals), static_cast<long long>(f.preemptions),
+        static_cast<long long>(f.refusals), static_cast<long long>(f.chunked), static_cast<long long>(f.preemptions),
         static_cast<unsigned long long>(f.bytes_compacted), static_cast<unsigned long long>(f.bytes_loaded),
         static_cast<unsigned long long>(f.bytes_written), f.cache_us_mean, f.cache_us_p99, f.output_tokens_per_s,
         f.total_tokens_per_s, f.ttft_ms.p50, f.ttft_ms.p90, f.ttft_ms.p99, f.itl_ms.p50, f.itl_ms.p90,

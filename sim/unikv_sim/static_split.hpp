@@ -30,8 +30,8 @@ namespace unikv::sim {
 /// SGLang's default `swa_full_tokens_ratio` (server_args.py).
 inline constexpr double sglang_swa_full_tokens_ratio = 0.8;
 
-/// The ratios `--compare-static` tries; the best by hit rate is reported beside the default (which is one of
-/// them).
+/// The ratios `--compare-static` tries; the best (fewest dropped requests, then the highest hit rate) is
+/// reported beside the default (which is one of them).
 inline constexpr std::array<double, 5> static_ratio_sweep{0.05, 0.1, 0.2, 0.4, sglang_swa_full_tokens_ratio};
 
 /// SGLang's Mamba state pool: states per running request.

@@ -57,6 +57,7 @@ ReplayResult hand_made_replay() {
     ReplayResult r;
     r.steps = {step(0, 0, 100, 2, 1000, 0, 0), step(1, 100, 50, 3, 600, 300, 100), step(2, 400, 100, 1, 0, 0, 0)};
     r.steps[0].refused = 1;
+    r.steps[0].chunked = 1;
     r.steps[1].preempted = 2;
     r.steps[1].bytes_compacted = 4096;
     r.steps[1].work.bytes_loaded = 1 << 20;
@@ -71,6 +72,7 @@ ReplayResult hand_made_replay() {
                   {2, 90, 150, 500, 400, 11, 300, 100, 1},
                   {3, 95, 150, 160, 200, 2, 0, 0, 0}};
     r.dropped = {7};
+    r.unfinished = 2;
     r.wall_seconds = 0.5;
     return r;
 }
@@ -149,6 +151,8 @@ TEST_CASE("the figures of hand-made records") {
     CHECK(f.admitted_tokens_per_step == doctest::Approx(1600.0 / 3));
     CHECK(f.admitted_tokens_max == 1000);
     CHECK(f.refusals == 1);
+    CHECK(f.chunked == 1);
+    CHECK(f.unfinished == 2);
     CHECK(f.preemptions == 2);
     CHECK(f.bytes_compacted == 4096);
     CHECK(f.bytes_loaded == 1u << 20);
@@ -183,6 +187,8 @@ TEST_CASE("the JSON of a run parses back to its figures") {
     CHECK(std::string_view(doc["label"]) == "static 0.2 \"best\"");
     CHECK(double(doc["swa_full_ratio"]) == 0.2);
     CHECK(std::int64_t(doc["figures"]["finished"]) == 4);
+    CHECK(std::int64_t(doc["figures"]["unfinished"]) == 2);
+    CHECK(std::int64_t(doc["figures"]["chunked"]) == 1);
     CHECK(double(doc["figures"]["hit_rate"]) == doctest::Approx(0.25));
     CHECK(double(doc["figures"]["ttft_ms"]["p50"]) == 60);
     CHECK(std::uint64_t(doc["figures"]["bytes_written"]) == 3u << 20);
