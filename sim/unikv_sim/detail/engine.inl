@@ -355,18 +355,18 @@ private:
         rec_.chunked += a.chunked ? 1 : 0;
         r.pages.assign(static_cast<std::size_t>(prefix / page_), VirtualPage{});
         r.pages.insert(r.pages.end(), scratch_pages_.begin(), scratch_pages_.end());
-        if (a.load_id == 0) prefix_pages(r);
+        if (a.load_id == 0) prefix_pages(r, prefix);
         work_.prefill_tokens += a.extend_length;
         return true;
     }
 
-    // Fills `r.pages` for the tree's prefix from a match (the prefix is locked, so it is all on device).
-    void prefix_pages(live_request& r) {
+    // Fills `r.pages` for the tree's prefix from a match of the `locked` tokens its lock holds on device.
+    void prefix_pages(live_request& r, std::int32_t locked) {
         if (r.prefix == 0) return;
-        const MatchResult m = timed([&] { return cache_.match(key(r, r.prefix)); });
-        if (m.device_length < r.prefix)
+        const MatchResult m = timed([&] { return cache_.match(key(r, locked)); });
+        if (m.device_length < locked)
             throw std::logic_error("unikv-sim: request " + std::to_string(r.index) + ": its locked prefix of " +
-                                   std::to_string(r.prefix) + " tokens matches only " +
+                                   std::to_string(locked) + " tokens matches only " +
                                    std::to_string(m.device_length) + " on device");
         std::size_t p = 0;
         for (const VirtualPage v : m.device_pages) {
@@ -377,13 +377,15 @@ private:
 
     enum class restore_outcome : std::uint8_t { restored, recompute, short_of_rows };
 
-    // A retracted request admitted with exactly the prefix it had (so the tree holds that prefix's window on
-    // device, under the admission's lock): fresh rows after it, its backup copied into them. Otherwise, and
-    // for a request without a backup, it recomputes (`extend`); `short_of_rows` when the fresh rows fell short
+    // A retracted request admitted with at least the prefix it had, on device: fresh rows after that prefix,
+    // its backup copied into them (the admission's lock holds the prefix's FULL rows and the SWA window before
+    // its end, which covers the part of the request's window before its own rows; tree pages beyond the old
+    // prefix go unused and its own copies are freed as duplicates when it finishes). Otherwise, and for a
+    // request without a backup, it recomputes (`extend`); `short_of_rows` when the fresh rows fell short
     // (nothing changed).
     restore_outcome restore(live_request& r, Admission& a) {
         if constexpr (cache_type::can_retract) {
-            if (!r.backup || a.chunked || a.load_id != 0 || a.prefix_length != r.backup_prefix) {
+            if (!r.backup || a.chunked || a.load_id != 0 || a.prefix_length < r.backup_prefix) {
                 return restore_outcome::recompute;
             }
             const std::int32_t prefix = r.backup_prefix;
@@ -406,7 +408,7 @@ private:
             r.computed_from = r.len;
             r.pages.assign(static_cast<std::size_t>(prefix / page_), VirtualPage{});
             r.pages.insert(r.pages.end(), scratch_pages_.begin(), scratch_pages_.end());
-            prefix_pages(r);
+            prefix_pages(r, a.prefix_length);
             r.check_all = true;
             ++rec_.restored;
             return restore_outcome::restored;
@@ -496,7 +498,7 @@ private:
             for (const std::int32_t i : admitted_) {
                 live_request& r = requests_[static_cast<std::size_t>(i)];
                 if (r.load_id == 0) continue;
-                prefix_pages(r);
+                prefix_pages(r, r.prefix);
                 r.load_id = 0;
             }
         }
@@ -618,6 +620,7 @@ private:
             live_request& r = requests_[static_cast<std::size_t>(i)];
             if (r.at == phase::prefill && !r.chunked) {
                 r.at = phase::decode;
+                if constexpr (has_mamba) checkpoint(r);
                 if (!r.first_token) {
                     r.first_token = true;
                     first_tokens_.push_back(i);
@@ -676,12 +679,43 @@ private:
         return ins.node;
     }
 
-    void cache_chunk(live_request& r) {
-        const NodeRef node = insert_pages(r);
+    // Mamba: a finished prefill caches its whole pages with a copy of its state at their end (the forward
+    // checkpoints it there), so later requests sharing the prompt find a state to start from; the request
+    // goes on from the cached prefix, as after a chunk. Skipped when no state slot is free.
+    void checkpoint(live_request& r) {
+        if constexpr (has_mamba) {
+            const std::int32_t whole = r.len / page_ * page_;
+            if (whole <= r.prefix) return;
+            StateId slot[1];
+            if (!timed([&] { return cache_.alloc_state(slot); })) return;
+            if (config_.check_rows) {
+                PhysicalPage physical[1];
+                timed([&] { cache_.translate_state(slot, physical); });
+                RowMarkers<typename cache_type::allocator_type>(cache_.allocator()).write_state(physical[0], state_of(r, whole));
+            }
+            const CacheInsert ins = timed([&] {
+                return cache_.insert(key(r, whole),
+                                     {.pages = std::span<const VirtualPage>(r.pages).first(static_cast<std::size_t>(whole / page_)),
+                                      .swa_evicted = has_swa ? r.swa_cursor : 0,
+                                      .state = slot[0]});
+            });
+            relock(r, ins.node);
+            r.prefix = whole;
+            r.swa_cursor = std::max(r.swa_cursor, whole);
+            prefix_pages(r, whole);  // the tree keeps its own pages where the request's duplicated them
+        }
+    }
+
+    // Moves the request's lock to `node` (the end of what it just cached).
+    void relock(live_request& r, NodeRef node) {
         LockReceipt held = timed([&] { return cache_.lock(node); });
         timed([&] { cache_.unlock(std::move(r.lock)); });
         r.lock = std::move(held);
         r.node = node;
+    }
+
+    void cache_chunk(live_request& r) {
+        relock(r, insert_pages(r));
         r.prefix = r.len;
         r.pages.clear();
         r.at = phase::chunked;
