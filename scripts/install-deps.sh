@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the host build needs, only those that are missing. The CUDA toolkit (nvcc and
 # CCCL under /usr/local/cuda) is optional: without it the Thrust comparison benchmark and the CUDA preset
-# are skipped. libsimdjson-dev reads the simulator's traces, libcli11-dev parses its command line.
+# are skipped. libsimdjson-dev reads the simulator's traces, libcli11-dev parses its command line, gnuplot-nox
+# draws its --plot.
 set -euo pipefail
-packages=(cmake ninja-build g++ doctest-dev libbenchmark-dev libsimdjson-dev libcli11-dev)
+packages=(cmake ninja-build g++ doctest-dev libbenchmark-dev libsimdjson-dev libcli11-dev gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,12 +1,24 @@
-// unikv-sim: reads a Mooncake trace or generates a workload, checks it and prints its summary. The replay through
-// the composed cache plugs in where `main` says so; see docs/simulator.md.
+// unikv-sim: reads a Mooncake trace or generates a workload, replays it through unikv::Cache with an engine loop
+// and a cost model, and reports hit rates, admission, bytes moved, cache time, throughput and latency; with
+// --compare-static, beside static FULL/SWA splits of the same memory. See docs/simulator.md.
+#include <algorithm>
 #include <cstdio>
+#include <exception>
+#include <string>
+#include <type_traits>
 #include <variant>
+#include <vector>
+
+#include <unikv/error.hpp>
 
 #include <unikv_sim/command_line.hpp>
 #include <unikv_sim/generators.hpp>
+#include <unikv_sim/metrics.hpp>
 #include <unikv_sim/mooncake_reader.hpp>
+#include <unikv_sim/plot.hpp>
+#include <unikv_sim/replay_run.hpp>
 #include <unikv_sim/report.hpp>
+#include <unikv_sim/static_split.hpp>
 #include <unikv_sim/trace_summary.hpp>
 
 namespace {
@@ -21,6 +33,31 @@ Trace load_trace(const SimOptions& o) {
     return generate(g);
 }
 
+// One run: its replay, reported figures and steps (for the CSV and the plot).
+struct Run {
+    ReportedRun report;
+    std::vector<StepRecord> steps;
+};
+
+Run run(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
+    RunOutput out = with_preset(o.model, "--model", [&]<class P>(std::type_identity<P>) {
+        return run_preset<P>(trace, o, spec);
+    });
+    return {.report = {.label = spec.label,
+                       .budget = std::move(out.budget),
+                       .swa_full_ratio = spec.swa_full_ratio,
+                       .figures = compute_figures(out.result)},
+            .steps = std::move(out.result.steps)};
+}
+
+// The better static split: the one that drops fewer requests (a hit rate over fewer requests is no gain),
+// then the higher hit rate.
+bool better_split(const ReplayFigures& a, const ReplayFigures& b) {
+    return a.dropped != b.dropped ? a.dropped < b.dropped : a.hit_rate() > b.hit_rate();
+}
+
+std::string ratio_label(double ratio, const char* what) { return message("static ", ratio, what); }
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -28,29 +65,93 @@ int main(int argc, char** argv) {
     if (!command_line.options) return command_line.exit_code;
     const SimOptions& o = *command_line.options;
     try {
+        with_preset(o.model, "--model", [&]<class P>(std::type_identity<P>) { return check_built<P>(o), 0; });
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "unikv-sim: %s\n", e.what());
+        return exit_bad_command_line;
+    }
+    if (!o.plot_path.empty() && !gnuplot_available()) {
+        std::fprintf(stderr, "unikv-sim: %s\n", std::string(gnuplot_missing).c_str());
+        return exit_output_failed;
+    }
+
+    std::vector<Run> runs;  // the unified run, then the sweep in order
+    std::size_t best = 0, engine_default = 0;  // indexes into `runs`
+    TraceSummary summary;
+    std::int32_t block_tokens = 0;
+    try {
         const Trace trace = load_trace(o);
-        const TraceSummary summary = summarize(trace);
-        if (o.json) {
-            print_summary_json(stdout, o, summary, trace.block_tokens());
-        } else {
-            print_summary_table(stdout, o, summary, trace.block_tokens());
+        summary = summarize(trace);
+        block_tokens = trace.block_tokens();
+        if (!o.json) print_summary_table(stdout, o, summary, block_tokens);
+        std::fflush(stdout);
+        runs.push_back(run(trace, o, {.budget = BudgetChoice::unified, .label = "unified"}));
+        if (o.compare_static) {
+            for (const double ratio : static_ratio_sweep) {
+                runs.push_back(run(trace, o,
+                                   {.budget = BudgetChoice::static_split,
+                                    .swa_full_ratio = ratio,
+                                    .label = ratio_label(ratio, "")}));
+                const std::size_t i = runs.size() - 1;
+                if (ratio == sglang_swa_full_tokens_ratio) engine_default = i;
+                if (best == 0 || better_split(runs[i].report.figures, runs[best].report.figures)) best = i;
+            }
         }
-        // The replay plugs in here: it builds the cache for preset `o.model` (`with_preset`) over
-        // `o.device_memory_bytes` and `o.host_memory_bytes`, whose arena refuses a memory that cannot hold one
-        // request of `summary.longest_request` tokens (make_arena_spec names the floor), then runs the engine
-        // loop over `trace` and adds its figures, --csv and --plot to the report.
     } catch (const InputError& e) {
         std::fprintf(stderr, "unikv-sim: %s\n", e.what());
         return exit_bad_input;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "unikv-sim: the replay failed: %s\n", e.what());
+        return exit_replay_failed;
     }
-    bool replay_only = false;
-    const auto refuse = [&](bool asked, const char* what) {
-        if (!asked) return;
-        std::fprintf(stderr, "unikv-sim: %s comes with the replay through the composed cache; not done\n", what);
-        replay_only = true;
-    };
-    refuse(o.compare_static, "--compare-static");
-    refuse(!o.csv_path.empty(), "--csv");
-    refuse(!o.plot_path.empty(), "--plot");
-    return replay_only ? exit_replay_only : 0;
+
+    std::vector<ReportedRun> compared;
+    if (o.compare_static) {
+        compared = {runs[0].report, runs[engine_default].report, runs[best].report};
+        compared[1].label = ratio_label(runs[engine_default].report.swa_full_ratio, " (SGLang default)");
+        compared[2].label = ratio_label(runs[best].report.swa_full_ratio, " (best of the sweep)");
+    }
+    std::vector<ReportedRun> sweep;
+    for (std::size_t i = 1; i < runs.size(); ++i) sweep.push_back(runs[i].report);
+
+    if (o.json) {
+        std::string out = "{" + summary_json_members(o, summary, block_tokens) + ", \"replay\": " + run_json(runs[0].report);
+        if (o.compare_static) {
+            out += ", \"compare_static\": {\"engine\": \"SGLang\", \"default\": " + run_json(compared[1]) +
+                   ", \"best\": " + run_json(compared[2]) + ", \"sweep\": [";
+            for (std::size_t i = 0; i < sweep.size(); ++i) out += (i ? ", " : "") + run_json(sweep[i]);
+            out += message("], \"hit_rate_gap_default\": ",
+                           runs[0].report.figures.hit_rate() - compared[1].figures.hit_rate(),
+                           ", \"hit_rate_gap_best\": ", runs[0].report.figures.hit_rate() - compared[2].figures.hit_rate(),
+                           "}");
+        }
+        std::printf("%s}\n", out.c_str());
+    } else {
+        std::printf("\n");
+        print_replay_table(stdout, runs[0].report, summary);
+        if (o.compare_static) {
+            std::printf("\n");
+            print_comparison_table(stdout, compared, sweep);
+        }
+    }
+    std::fflush(stdout);
+
+    try {
+        if (!o.csv_path.empty()) write_steps_csv_file(o.csv_path, runs[0].steps, "--csv");
+        if (!o.plot_path.empty()) {
+            std::vector<PlotRun> plotted{{"unified", runs[0].steps}};
+            if (o.compare_static) {
+                plotted.push_back({compared[1].label, runs[engine_default].steps});
+                if (best != engine_default) plotted.push_back({compared[2].label, runs[best].steps});
+            }
+            plot_replay(o.plot_path, message("unikv-sim: ", o.model, ", ", describe_input(o), ", device ",
+                                             format_bytes(o.device_memory_bytes), ", host ",
+                                             format_bytes(o.host_memory_bytes)),
+                        plotted);
+        }
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "unikv-sim: %s\n", e.what());
+        return exit_output_failed;
+    }
+    return 0;
 }

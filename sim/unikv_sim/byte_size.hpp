@@ -8,6 +8,7 @@
 /// greater than zero and below 2^64.
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -84,6 +85,22 @@ namespace unikv::sim {
         return out + " " + std::string(names[u]);
     }
     return std::to_string(bytes) + " B";
+}
+
+/// `bytes` rounded to one decimal of the largest binary unit below it, for reports: `1.2 GiB`, `512.0 KiB`,
+/// `0 B`.
+[[nodiscard]] inline std::string format_bytes_rounded(std::uint64_t bytes) {
+    constexpr std::string_view names[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (bytes < 1024) return std::to_string(bytes) + " B";
+    int u = 0;
+    double v = static_cast<double>(bytes) / 1024;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, names[u].data());
+    return buf;
 }
 
 }  // namespace unikv::sim

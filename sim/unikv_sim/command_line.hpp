@@ -21,8 +21,10 @@ namespace unikv::sim {
 inline constexpr int exit_bad_input = 1;
 /// Exit status: the command line is wrong.
 inline constexpr int exit_bad_command_line = 2;
-/// Exit status: an output only the replay writes was asked for (`--compare-static`, `--csv`, `--plot`).
-inline constexpr int exit_replay_only = 3;
+/// Exit status: an output could not be written (`--csv`, `--plot`; gnuplot missing or failing).
+inline constexpr int exit_output_failed = 3;
+/// Exit status: the replay found a broken invariant (a wrong row, a byte-accounting line): a bug, reported.
+inline constexpr int exit_replay_failed = 4;
 
 /// The result of `parse_command_line`: options to run with, or the status to exit with (0 after `--help`).
 struct CommandLine {
@@ -36,10 +38,22 @@ struct CommandLine {
                  "host tier) on the CPU backend.",
                  "unikv-sim"};
     app.footer(
-        "Today unikv-sim reads or generates the trace, checks it and prints its summary (requests, tokens, unique\n"
-        "blocks, the prefix-hit rate an infinite cache reaches, duration). The replay, and with it --compare-static,\n"
-        "--csv and --plot, comes with the composed cache (unikv::Cache).\n\n"
-        "Exit status: 0 done, 1 bad trace, 2 bad command line, 3 a replay-only output was asked for.\n");
+        "unikv-sim reads or generates the trace, prints its summary (with the prefix-hit rate an infinite cache\n"
+        "reaches), replays it through unikv::Cache (the preset's layout, its unified budget: SharedSWABudget for\n"
+        "FULL+SWA, SharedHybridBudget for FULL+SWA+Mamba, BaseBudget otherwise) with an engine loop, and prints\n"
+        "hit rates, admission, preemptions, bytes moved, cache time, simulated throughput and latency. Simulated\n"
+        "time comes from a roofline cost model of one H200-class accelerator (sim/unikv_sim/cost_model.hpp).\n\n"
+        "--compare-static replays the same trace and memory with a static FULL/SWA split (PartitionedSWABudget)\n"
+        "sized as SGLang sizes it (--swa-full-tokens-ratio, default 0.8) and at the best ratio of a sweep\n"
+        "(0.05, 0.1, 0.2, 0.4, 0.8). It is built for the presets with SWA (gemma-3-27b, gpt-oss-120b,\n"
+        "gpt-oss-20b, synthetic-tri-hybrid) under the default write policy; FULL-only and FULL+Mamba models\n"
+        "have no SWA to split.\n\n"
+        "Write policies: all three are built for gemma-3-27b; the other presets for through (the default) only.\n"
+        "Each preset, write policy and budget is one Cache instantiation to compile (docs/simulator.md).\n\n"
+        "Exit status: 0 done, 1 bad trace or memory too small for a request, 2 bad command line, 3 an output\n"
+        "could not be written (--csv, --plot, gnuplot missing), 4 the replay found a broken invariant (a bug).\n");
+    // A flag given twice takes its last value, so a script's defaults can be overridden by arguments after them.
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.failure_message([](const CLI::App*, const CLI::Error& e) {
         return "unikv-sim: " + std::string(e.what()) + "\nRun with --help for more information.\n";
     });
@@ -71,11 +85,15 @@ struct CommandLine {
         ->check(CLI::IsMember(policies))
         ->capture_default_str();
     app.add_flag("--compare-static", o.compare_static, "Also replay a static split of the same memory");
-    app.add_flag("--json", o.json, "Print one JSON object instead of the table");
+    app.add_flag("--json", o.json, "Print one JSON object instead of the tables (and no progress line)");
     app.add_option("--csv", o.csv_path, "Write per-step occupancy and hit rate to this CSV file");
     app.add_option("--plot", o.plot_path, "Draw occupancy and hit rate over time into this PNG file");
     app.add_option("--max-requests", o.max_requests, "Replay at most this many requests of the trace")
         ->check(CLI::PositiveNumber);
+    app.add_option("--host-link-gbps", o.host_link_gbps,
+                   "Host <-> device link of the cost model, GB/s per direction (PCIe 5.0 x16: 64 raw)")
+        ->check(CLI::Range(0.001, 1e6))
+        ->capture_default_str();
 
     try {
         app.parse(argc, argv);

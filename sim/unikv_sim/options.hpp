@@ -92,6 +92,7 @@ struct SimOptions {
     std::string csv_path;         ///< per-step CSV; empty for none
     std::string plot_path;        ///< PNG plot; empty for none
     std::size_t max_requests = std::numeric_limits<std::size_t>::max();  ///< replay at most this many
+    double host_link_gbps = 55;   ///< host <-> device link of the cost model, GB/s per direction
 };
 
 }  // namespace unikv::sim

@@ -1,15 +1,22 @@
 #pragma once
 /// \file
-/// What the simulator prints: the settings and the trace summary, as an aligned table for people or as one
-/// JSON object for scripts (`--json`). The replay's figures join both when the replay lands.
+/// What the simulator prints: the settings and the trace summary, the replay's figures and the comparison with
+/// static splits, as aligned tables for people or as one JSON object for scripts (`--json`); and the per-step
+/// CSV (`--csv`), which the plot reads too.
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include <unikv_sim/byte_size.hpp>
+#include <unikv_sim/metrics.hpp>
 #include <unikv_sim/options.hpp>
+#include <unikv_sim/replay_records.hpp>
 #include <unikv_sim/trace_summary.hpp>
 
 namespace unikv::sim {
@@ -65,7 +72,7 @@ namespace unikv::sim {
 /// Prints the settings and `s` as a table.
 inline void print_summary_table(std::FILE* out, const SimOptions& o, const TraceSummary& s, std::int32_t block_tokens) {
     const double seconds = s.duration_ms / 1000;
-    std::fprintf(out, "unikv-sim: trace summary (the replay through the composed cache is not built yet)\n");
+    std::fprintf(out, "unikv-sim: trace summary\n");
     std::fprintf(out, "  %-22s %s (%d-token blocks)\n", "trace", describe_input(o).c_str(), block_tokens);
     std::fprintf(out, "  %-22s %s over %.1f s (%.2f per s)\n", "requests",
                  with_commas(static_cast<std::int64_t>(s.requests)).c_str(), seconds,
@@ -86,22 +93,184 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
                  std::string(write_policy_name(o.write_policy)).c_str());
 }
 
+/// The settings and `s` as the members of a JSON object (no braces), for `print_summary_json` and the replay's
+/// object.
+[[nodiscard]] inline std::string summary_json_members(const SimOptions& o, const TraceSummary& s,
+                                                      std::int32_t block_tokens) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  "\"block_tokens\": %d, \"requests\": %zu, \"duration_ms\": %.3f, "
+                  "\"prompt_tokens\": %lld, \"output_tokens\": %lld, \"mean_prompt_tokens\": %.3f, "
+                  "\"mean_output_tokens\": %.3f, \"longest_prompt_tokens\": %d, \"longest_output_tokens\": %d, "
+                  "\"longest_request_tokens\": %lld, \"unique_blocks\": %u, \"reusable_prompt_tokens\": %lld, "
+                  "\"max_prefix_hit_rate\": %.6f, ",
+                  block_tokens, s.requests, s.duration_ms, static_cast<long long>(s.prompt_tokens),
+                  static_cast<long long>(s.output_tokens), s.mean_prompt(), s.mean_output(), s.longest_prompt,
+                  s.longest_output, static_cast<long long>(s.longest_request), s.distinct_blocks,
+                  static_cast<long long>(s.reusable_tokens), s.max_prefix_hit_rate());
+    return message("\"trace\": ", json_string(describe_input(o)), ", ", std::string(buf),
+                   "\"model\": ", json_string(o.model), ", \"device_memory_bytes\": ", o.device_memory_bytes,
+                   ", \"host_memory_bytes\": ", o.host_memory_bytes,
+                   ", \"write_policy\": ", json_string(write_policy_name(o.write_policy)));
+}
+
 /// Prints the settings and `s` as one JSON object on one line.
 inline void print_summary_json(std::FILE* out, const SimOptions& o, const TraceSummary& s, std::int32_t block_tokens) {
-    std::fprintf(out,
-                 "{\"trace\": %s, \"block_tokens\": %d, \"requests\": %zu, \"duration_ms\": %.3f, "
-                 "\"prompt_tokens\": %lld, \"output_tokens\": %lld, \"mean_prompt_tokens\": %.3f, "
-                 "\"mean_output_tokens\": %.3f, \"longest_prompt_tokens\": %d, \"longest_output_tokens\": %d, "
-                 "\"longest_request_tokens\": %lld, \"unique_blocks\": %u, \"reusable_prompt_tokens\": %lld, "
-                 "\"max_prefix_hit_rate\": %.6f, \"model\": %s, \"device_memory_bytes\": %llu, "
-                 "\"host_memory_bytes\": %llu, \"write_policy\": %s}\n",
-                 json_string(describe_input(o)).c_str(), block_tokens, s.requests, s.duration_ms,
-                 static_cast<long long>(s.prompt_tokens), static_cast<long long>(s.output_tokens), s.mean_prompt(),
-                 s.mean_output(), s.longest_prompt, s.longest_output, static_cast<long long>(s.longest_request),
-                 s.distinct_blocks, static_cast<long long>(s.reusable_tokens), s.max_prefix_hit_rate(),
-                 json_string(o.model).c_str(), static_cast<unsigned long long>(o.device_memory_bytes),
-                 static_cast<unsigned long long>(o.host_memory_bytes),
-                 json_string(write_policy_name(o.write_policy)).c_str());
+    std::fprintf(out, "{%s}\n", summary_json_members(o, s, block_tokens).c_str());
+}
+
+/// One replay to report: what it was and its figures.
+struct ReportedRun {
+    std::string label;    ///< for example `unified` or `static 0.8 (SGLang default)`
+    std::string budget;   ///< the budget and its split, in words
+    double swa_full_ratio = 0;  ///< the static split's SWA/FULL token ratio; 0 for the unified run
+    ReplayFigures figures;
+};
+
+/// `v` rounded to a whole number, with commas.
+[[nodiscard]] inline std::string round_commas(double v) { return with_commas(std::llround(v)); }
+
+/// Prints one replay's figures as a table.
+inline void print_replay_table(std::FILE* out, const ReportedRun& run, const TraceSummary& s) {
+    const ReplayFigures& f = run.figures;
+    std::fprintf(out, "unikv-sim: replay, %s (%s)\n", run.label.c_str(), run.budget.c_str());
+    std::fprintf(out, "  %-22s %s finished, %s dropped (too long for the memory), %s unfinished; %s steps\n",
+                 "requests", with_commas(static_cast<std::int64_t>(f.finished)).c_str(),
+                 with_commas(static_cast<std::int64_t>(f.dropped)).c_str(), with_commas(f.unfinished).c_str(),
+                 with_commas(f.steps).c_str());
+    std::fprintf(out, "  %-22s %.1f%% device + %.1f%% host = %.1f%% of prompt tokens (max %.1f%%)\n",
+                 "token hit rate", 100 * f.device_hit_rate, 100 * f.host_hit_rate, 100 * f.hit_rate(),
+                 100 * s.max_prefix_hit_rate());
+    std::fprintf(out, "  %-22s %s prompt tokens per step (max %s); %s refusals, %s chunked\n", "admitted",
+                 round_commas(f.admitted_tokens_per_step).c_str(), with_commas(f.admitted_tokens_max).c_str(),
+                 with_commas(f.refusals).c_str(), with_commas(f.chunked).c_str());
+    std::fprintf(out, "  %-22s mean %.1f, max %d; %s preemptions\n", "running requests", f.mean_running,
+                 f.max_running, with_commas(f.preemptions).c_str());
+    std::fprintf(out, "  %-22s compaction %s; host link %s loaded, %s written\n", "bytes moved",
+                 format_bytes_rounded(f.bytes_compacted).c_str(), format_bytes_rounded(f.bytes_loaded).c_str(),
+                 format_bytes_rounded(f.bytes_written).c_str());
+    std::fprintf(out, "  %-22s mean %.1f us, p99 %.1f us (wall time in cache calls)\n", "cache time per step",
+                 f.cache_us_mean, f.cache_us_p99);
+    std::fprintf(out, "  %-22s %s output tokens/s, %s total tokens/s over %.1f simulated s\n", "throughput",
+                 round_commas(f.output_tokens_per_s).c_str(), round_commas(f.total_tokens_per_s).c_str(),
+                 f.simulated_seconds);
+    std::fprintf(out, "  %-22s p50 %.1f, p90 %.1f, p99 %.1f ms\n", "TTFT", f.ttft_ms.p50, f.ttft_ms.p90,
+                 f.ttft_ms.p99);
+    std::fprintf(out, "  %-22s p50 %.2f, p90 %.2f, p99 %.2f ms\n", "inter-token latency", f.itl_ms.p50,
+                 f.itl_ms.p90, f.itl_ms.p99);
+    std::fprintf(out, "  %-22s %.1f s wall: %s requests/s, %s simulated tokens/s\n", "replay speed",
+                 f.wall_seconds, round_commas(f.requests_per_wall_s).c_str(),
+                 round_commas(f.tokens_per_wall_s).c_str());
+}
+
+/// Prints the unified run beside static splits: `runs[0]` is the unified run, `runs[1]` the engine-default
+/// split, `runs[2]` the best of the sweep; `sweep` lists every split tried, in order.
+inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> runs,
+                                   std::span<const ReportedRun> sweep) {
+    std::fprintf(out, "unikv-sim: unified arena against a static FULL/SWA split of the same memory\n");
+    std::fprintf(out, "  %-30s %8s %8s %8s %8s %8s %9s %10s %11s\n", "run", "hit", "device", "host", "dropped",
+                 "preempt", "running", "TTFT p50", "output/s");
+    for (const ReportedRun& r : runs) {
+        const ReplayFigures& f = r.figures;
+        std::fprintf(out, "  %-30s %7.1f%% %7.1f%% %7.1f%% %8s %8s %9.1f %7.0f ms %11s\n", r.label.c_str(),
+                     100 * f.hit_rate(), 100 * f.device_hit_rate, 100 * f.host_hit_rate,
+                     with_commas(static_cast<std::int64_t>(f.dropped)).c_str(), with_commas(f.preemptions).c_str(),
+                     f.mean_running, f.ttft_ms.p50,
+                     round_commas(f.output_tokens_per_s).c_str());
+    }
+    std::string tried;
+    for (const ReportedRun& r : sweep)
+        tried += message(tried.empty() ? "" : ", ", r.swa_full_ratio, " -> ", std::llround(1000 * r.figures.hit_rate()) / 10.0, "%");
+    std::fprintf(out, "  %-30s %s\n", "sweep (SWA/FULL ratio)", tried.c_str());
+    const double unified = runs[0].figures.hit_rate();
+    std::fprintf(out, "  %-30s %+.1f points against the default, %+.1f against the best split\n",
+                 "hit-rate gap (unified - static)", 100 * (unified - runs[1].figures.hit_rate()),
+                 100 * (unified - runs[2].figures.hit_rate()));
+}
+
+/// One replay's figures as a JSON object.
+[[nodiscard]] inline std::string figures_json(const ReplayFigures& f) {
+    char buf[2048];
+    std::snprintf(
+        buf, sizeof buf,
+        "{\"finished\": %zu, \"dropped\": %zu, \"unfinished\": %lld, \"steps\": %lld, \"simulated_seconds\": %.6f, "
+        "\"wall_seconds\": %.6f, \"prompt_tokens\": %lld, \"output_tokens\": %lld, \"device_hit_tokens\": %lld, "
+        "\"host_hit_tokens\": %lld, \"device_hit_rate\": %.6f, \"host_hit_rate\": %.6f, \"hit_rate\": %.6f, "
+        "\"admitted_tokens_per_step\": %.3f, \"admitted_tokens_max\": %lld, \"refusals\": %lld, \"chunked\": %lld, "
+        "\"preemptions\": %lld, \"bytes_compacted\": %llu, \"bytes_loaded\": %llu, \"bytes_written\": %llu, "
+        "\"cache_us_per_step_mean\": %.3f, \"cache_us_per_step_p99\": %.3f, \"output_tokens_per_s\": %.3f, "
+        "\"total_tokens_per_s\": %.3f, \"ttft_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
+        "\"itl_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f}, \"mean_running\": %.3f, \"max_running\": %d, "
+        "\"requests_per_wall_s\": %.3f, \"tokens_per_wall_s\": %.3f}",
+        f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps), f.simulated_seconds, f.wall_seconds,
+        static_cast<long long>(f.prompt_tokens), static_cast<long long>(f.output_tokens),
+        static_cast<long long>(f.device_hit_tokens), static_cast<long long>(f.host_hit_tokens), f.device_hit_rate,
+        f.host_hit_rate, f.hit_rate(), f.admitted_tokens_per_step, static_cast<long long>(f.admitted_tokens_max),
+        static_cast<long long>(f.refusals), static_cast<long long>(f.chunked), static_cast<long long>(f.preemptions),
+        static_cast<unsigned long long>(f.bytes_compacted), static_cast<unsigned long long>(f.bytes_loaded),
+        static_cast<unsigned long long>(f.bytes_written), f.cache_us_mean, f.cache_us_p99, f.output_tokens_per_s,
+        f.total_tokens_per_s, f.ttft_ms.p50, f.ttft_ms.p90, f.ttft_ms.p99, f.itl_ms.p50, f.itl_ms.p90,
+        f.itl_ms.p99, f.mean_running, f.max_running, f.requests_per_wall_s, f.tokens_per_wall_s);
+    return buf;
+}
+
+/// A reported run as a JSON object: its label, budget, ratio and figures.
+[[nodiscard]] inline std::string run_json(const ReportedRun& r) {
+    return message("{\"label\": ", json_string(r.label), ", \"budget\": ", json_string(r.budget),
+                   ", \"swa_full_ratio\": ", r.swa_full_ratio, ", \"figures\": ", figures_json(r.figures), "}");
+}
+
+/// The CSV columns of the pools `steps` has (a pool with occupancy -1 in the first step is absent).
+[[nodiscard]] inline std::array<bool, pool_count> pools_present(std::span<const StepRecord> steps) {
+    std::array<bool, pool_count> present{};
+    if (!steps.empty())
+        for (std::size_t c = 0; c < pool_count; ++c) present[c] = steps.front().device_occupancy[c] >= 0;
+    return present;
+}
+
+/// Writes one CSV row per step of `steps` to `out`: time (simulated s, the step's end), running and waiting
+/// requests, device and host occupancy per pool the layout has (shares of the pool), the cumulative device,
+/// host and total hit rates of the prompt tokens admitted so far, the step's admitted prompt tokens,
+/// preemptions, bytes loaded and written, and its cache time (µs). Every `stride`-th step is written (the
+/// last one always), so a plot of a long replay stays small. Returns false when writing fails.
+inline bool write_steps_csv(std::FILE* out, std::span<const StepRecord> steps, std::size_t stride = 1) {
+    constexpr const char* pool_names[pool_count] = {"full", "swa", "mamba"};
+    const auto present = pools_present(steps);
+    std::fprintf(out, "step,time_s,running,waiting");
+    for (const char* tier : {"device", "host"})
+        for (std::size_t c = 0; c < pool_count; ++c)
+            if (present[c]) std::fprintf(out, ",%s_%s", tier, pool_names[c]);
+    std::fprintf(out, ",device_hit_rate,host_hit_rate,hit_rate,admitted_tokens,preempted,bytes_loaded,"
+                      "bytes_written,cache_us\n");
+    std::int64_t admitted = 0, device = 0, host = 0;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+        const StepRecord& s = steps[i];
+        admitted += s.admitted_prompt_tokens;
+        device += s.device_hit_tokens;
+        host += s.host_hit_tokens;
+        if (i % stride != 0 && i + 1 != steps.size()) continue;
+        const double a = admitted > 0 ? static_cast<double>(admitted) : 1;
+        std::fprintf(out, "%lld,%.6f,%d,%d", static_cast<long long>(s.step), (s.start_ms + s.duration_ms) / 1e3,
+                     s.running, s.waiting);
+        for (const auto* occupancy : {&s.device_occupancy, &s.host_occupancy})
+            for (std::size_t c = 0; c < pool_count; ++c)
+                if (present[c]) std::fprintf(out, ",%.6f", std::max(0.0, (*occupancy)[c]));
+        std::fprintf(out, ",%.6f,%.6f,%.6f,%lld,%d,%llu,%llu,%.3f\n", double(device) / a, double(host) / a,
+                     double(device + host) / a, static_cast<long long>(s.admitted_prompt_tokens), s.preempted,
+                     static_cast<unsigned long long>(s.work.bytes_loaded),
+                     static_cast<unsigned long long>(s.work.bytes_written), static_cast<double>(s.cache_ns) / 1e3);
+    }
+    return std::ferror(out) == 0;
+}
+
+/// Writes the CSV of `steps` to the file `path`. Throws `InputError` naming `flag` when the file cannot be
+/// written.
+inline void write_steps_csv_file(const std::string& path, std::span<const StepRecord> steps, std::string_view flag,
+                                 std::size_t stride = 1) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) throw InputError(message(flag, ": cannot write '", path, "'"));
+    const bool written = write_steps_csv(f, steps, stride);
+    if (std::fclose(f) != 0 || !written) throw InputError(message(flag, ": writing '", path, "' failed"));
 }
 
 }  // namespace unikv::sim

@@ -1,0 +1,106 @@
+#pragma once
+/// \file
+/// The definition of `run_preset<P>` (`replay_run.hpp`), included by the per-preset translation units only.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include <unikv/budget/partitioned_swa_budget.hpp>
+#include <unikv/budget/shared_hybrid_budget.hpp>
+#include <unikv/budget/shared_swa_budget.hpp>
+#include <unikv/cache.hpp>
+#include <unikv/error.hpp>
+#include <unikv/pools/layout.hpp>
+#include <unikv/transfer/write_policies.hpp>
+
+#include <unikv_sim/byte_size.hpp>
+#include <unikv_sim/cost_model.hpp>
+#include <unikv_sim/engine.hpp>
+#include <unikv_sim/input_error.hpp>
+#include <unikv_sim/progress.hpp>
+#include <unikv_sim/replay_run.hpp>
+#include <unikv_sim/replay_scale.hpp>
+#include <unikv_sim/report.hpp>
+#include <unikv_sim/static_split.hpp>
+
+namespace unikv::sim {
+namespace detail {
+
+/// The unified budget of layout `L`: FULL and SWA jointly, the tri-pool's three jointly, else the one pool.
+template <class L>
+using unified_budget_t = std::conditional_t<
+    layout_has_v<L, Component::swa>,
+    std::conditional_t<layout_has_v<L, Component::mamba>, SharedHybridBudget, SharedSWABudget>, BaseBudget>;
+
+/// A budget's name, for the report.
+template <class B>
+inline constexpr std::string_view budget_name = "?";
+template <>
+inline constexpr std::string_view budget_name<BaseBudget> = "BaseBudget";
+template <>
+inline constexpr std::string_view budget_name<SharedSWABudget> = "SharedSWABudget";
+template <>
+inline constexpr std::string_view budget_name<SharedHybridBudget> = "SharedHybridBudget";
+
+/// The simulator's cache bundle: the defaults with the preset's layout, a budget and a write policy.
+template <class P, class Budget, class WritePolicy>
+struct SimPolicies : DefaultCachePolicies {
+    using layout = typename P::layout;
+    using budget = Budget;
+    using write_policy = WritePolicy;
+};
+
+template <class P, class Budget, class WritePolicy>
+ReplayResult replay_with(const Trace& trace, const ReplaySetup& setup, const CostModel& cost, const SimOptions& o,
+                         const RunSpec& spec) {
+    std::optional<ProgressLine> line;
+    if (!o.json) line.emplace(stderr, spec.label, static_cast<std::int64_t>(trace.requests().size()));
+    const auto progress = [&](const ReplayProgress& p) {
+        if (line) line->update(p.finished, p.steps, p.simulated_ms);
+    };
+    return replay<SimPolicies<P, Budget, WritePolicy>>(trace, setup, cost, progress);
+}
+
+}  // namespace detail
+
+template <class P>
+RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
+    using L = typename P::layout;
+    check_built<P>(o);
+    ReplaySetup setup;
+    try {
+        setup.cache = replay_cache_config<P>(o.device_memory_bytes, o.host_memory_bytes);
+        setup.byte_scale = replay_byte_scale<P>(o.device_memory_bytes);
+    } catch (const logic_error& e) {
+        throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes),
+                                 " cannot hold one request of ", P::name, ": ", e.what()));
+    }
+    const CostModel cost = CostModel::of<P>({.host_link_bytes_per_s = o.host_link_gbps * 1e9});
+    if (spec.budget == BudgetChoice::unified) {
+        using B = detail::unified_budget_t<L>;
+        const std::string words(detail::budget_name<B>);
+        if constexpr (all_write_policies_built<P>) {
+            if (o.write_policy == WritePolicyChoice::selective)
+                return {detail::replay_with<P, B, WriteThroughSelective<>>(trace, setup, cost, o, spec), words};
+            if (o.write_policy == WritePolicyChoice::back)
+                return {detail::replay_with<P, B, WriteBack>(trace, setup, cost, o, spec), words};
+        }
+        return {detail::replay_with<P, B, WriteThrough>(trace, setup, cost, o, spec), words};
+    }
+    if constexpr (static_split_built<P>) {
+        // SGLang's Mamba pool (3 states per running request) comes off the top; see static_split.hpp.
+        const std::int64_t states = sglang_mamba_states_per_running_request * setup.engine.max_running;
+        setup.cache.budget = static_split(setup.cache.arena, layout_components_v<L>, spec.swa_full_ratio, states);
+        std::string words = message("PartitionedSWABudget: FULL ", with_commas(setup.cache.budget.full_partition_pages),
+                                    " pages, SWA ", with_commas(setup.cache.budget.swa_partition_pages),
+                                    " pages (SGLang swa_full_tokens_ratio ", spec.swa_full_ratio, ")");
+        return {detail::replay_with<P, PartitionedSWABudget, WriteThrough>(trace, setup, cost, o, spec),
+                std::move(words)};
+    } else {
+        throw logic_error(message("unikv-sim: run_preset: no static split for ", P::name, "; check_built refuses it"));
+    }
+}
+
+}  // namespace unikv::sim

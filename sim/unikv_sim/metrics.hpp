@@ -1,0 +1,142 @@
+#pragma once
+/// \file
+/// The figures of one replay (`ReplayFigures`), computed from its records alone (`compute_figures`).
+///
+/// Conventions:
+/// * hit rates are shares of the prompt tokens of the finished requests, counted at each request's admission
+///   (device: served from the device tree; host: loaded back from the host tier);
+/// * percentiles are **nearest-rank**: the p-th percentile of n samples is the `ceil(p / 100 * n)`-th smallest
+///   (so p99 of 50 samples is the largest), 0 for no samples;
+/// * TTFT is `first_token_ms - arrival_ms`; the inter-token latency of a request is its mean gap between output
+///   tokens, `(finish_ms - first_token_ms) / (output_tokens - 1)` (requests with one output token have none),
+///   and its percentiles are over requests;
+/// * throughput divides the finished requests' tokens by the simulated span, from the first arrival (0) to the
+///   end of the last step, idle gaps between arrivals included (a trace replayed at its own arrival rate
+///   cannot run faster than it arrives);
+/// * per-step figures (admitted tokens, running requests, cache time) are over steps, every step weighing the
+///   same.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <unikv_sim/replay_records.hpp>
+
+namespace unikv::sim {
+
+/// p50, p90 and p99 of one quantity.
+struct Percentiles {
+    double p50 = 0;
+    double p90 = 0;
+    double p99 = 0;
+};
+
+/// The nearest-rank `p`-th percentile of `sorted` (ascending), 0 when it is empty. Precondition: `0 < p <= 100`.
+/// O(1).
+[[nodiscard]] inline double nearest_rank(const std::vector<double>& sorted, double p) noexcept {
+    if (sorted.empty()) return 0;
+    const auto rank = static_cast<std::size_t>(std::ceil(p / 100 * static_cast<double>(sorted.size())));
+    return sorted[std::clamp<std::size_t>(rank, 1, sorted.size()) - 1];
+}
+
+/// p50/p90/p99 of `samples` (sorted in place). O(n log n).
+[[nodiscard]] inline Percentiles percentiles(std::vector<double>& samples) {
+    std::sort(samples.begin(), samples.end());
+    return {nearest_rank(samples, 50), nearest_rank(samples, 90), nearest_rank(samples, 99)};
+}
+
+/// Every figure of one replay (see the file comment for the conventions).
+struct ReplayFigures {
+    std::size_t finished = 0;           ///< requests finished
+    std::size_t dropped = 0;            ///< requests too long for the memory, never admitted
+    std::int64_t unfinished = 0;        ///< requests still running or waiting when the replay hit its step limit
+    std::int64_t steps = 0;             ///< engine steps
+    double simulated_seconds = 0;       ///< first arrival to the end of the last step
+    double wall_seconds = 0;            ///< the replay's own wall time
+    std::int64_t prompt_tokens = 0;     ///< of the finished requests
+    std::int64_t output_tokens = 0;     ///< of the finished requests
+    std::int64_t device_hit_tokens = 0; ///< prompt tokens served from the device tree
+    std::int64_t host_hit_tokens = 0;   ///< prompt tokens loaded back from the host tier
+    double device_hit_rate = 0;         ///< `device_hit_tokens / prompt_tokens`
+    double host_hit_rate = 0;           ///< `host_hit_tokens / prompt_tokens`
+    double admitted_tokens_per_step = 0;  ///< prompt tokens admitted per step, mean
+    std::int64_t admitted_tokens_max = 0; ///< the most prompt tokens one step admitted
+    std::int64_t refusals = 0;            ///< admission refusals, summed over steps
+    std::int64_t chunked = 0;             ///< admissions cut to the chunk budget (their prefill went on later)
+    std::int64_t preemptions = 0;         ///< running requests retracted
+    std::uint64_t bytes_compacted = 0;    ///< moved inside the arena by compaction
+    std::uint64_t bytes_loaded = 0;       ///< host to device
+    std::uint64_t bytes_written = 0;      ///< device to host
+    double cache_us_mean = 0;             ///< wall time in cache calls per step, mean (µs)
+    double cache_us_p99 = 0;              ///< the same, p99 (µs)
+    double output_tokens_per_s = 0;       ///< simulated throughput, output tokens
+    double total_tokens_per_s = 0;        ///< simulated throughput, prompt + output tokens
+    Percentiles ttft_ms;                  ///< time to first token
+    Percentiles itl_ms;                   ///< inter-token latency (per-request mean gap)
+    double mean_running = 0;              ///< running requests after a step, mean
+    std::int32_t max_running = 0;         ///< the most running requests after a step
+    double requests_per_wall_s = 0;       ///< replay speed: finished requests per wall second
+    double tokens_per_wall_s = 0;         ///< replay speed: simulated prompt + output tokens per wall second
+
+    /// Hit rate on either tier.
+    [[nodiscard]] double hit_rate() const noexcept { return device_hit_rate + host_hit_rate; }
+};
+
+/// The figures of `r`. O(steps log steps + requests log requests); allocates the sample vectors.
+[[nodiscard]] inline ReplayFigures compute_figures(const ReplayResult& r) {
+    ReplayFigures f;
+    f.finished = r.requests.size();
+    f.dropped = r.dropped.size();
+    f.unfinished = r.unfinished;
+    f.steps = static_cast<std::int64_t>(r.steps.size());
+    f.wall_seconds = r.wall_seconds;
+    const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+
+    std::vector<double> cache_us, ttft, itl;
+    cache_us.reserve(r.steps.size());
+    std::int64_t admitted = 0, running = 0;
+    for (const StepRecord& s : r.steps) {
+        admitted += s.admitted_prompt_tokens;
+        f.admitted_tokens_max = std::max(f.admitted_tokens_max, s.admitted_prompt_tokens);
+        f.refusals += s.refused;
+        f.chunked += s.chunked;
+        f.preemptions += s.preempted;
+        f.bytes_compacted += s.bytes_compacted;
+        f.bytes_loaded += s.work.bytes_loaded;
+        f.bytes_written += s.work.bytes_written;
+        running += s.running;
+        f.max_running = std::max(f.max_running, s.running);
+        cache_us.push_back(static_cast<double>(s.cache_ns) / 1e3);
+    }
+    if (!r.steps.empty()) f.simulated_seconds = (r.steps.back().start_ms + r.steps.back().duration_ms) / 1e3;
+    const double steps = static_cast<double>(r.steps.size());
+    f.admitted_tokens_per_step = ratio(static_cast<double>(admitted), steps);
+    f.mean_running = ratio(static_cast<double>(running), steps);
+    for (const double c : cache_us) f.cache_us_mean += c;
+    f.cache_us_mean = ratio(f.cache_us_mean, steps);
+    f.cache_us_p99 = percentiles(cache_us).p99;
+
+    ttft.reserve(r.requests.size());
+    itl.reserve(r.requests.size());
+    for (const RequestRecord& q : r.requests) {
+        f.prompt_tokens += q.prompt_tokens;
+        f.output_tokens += q.output_tokens;
+        f.device_hit_tokens += q.device_hit_tokens;
+        f.host_hit_tokens += q.host_hit_tokens;
+        ttft.push_back(q.first_token_ms - q.arrival_ms);
+        if (q.output_tokens > 1) itl.push_back((q.finish_ms - q.first_token_ms) / (q.output_tokens - 1));
+    }
+    f.device_hit_rate = ratio(static_cast<double>(f.device_hit_tokens), static_cast<double>(f.prompt_tokens));
+    f.host_hit_rate = ratio(static_cast<double>(f.host_hit_tokens), static_cast<double>(f.prompt_tokens));
+    f.ttft_ms = percentiles(ttft);
+    f.itl_ms = percentiles(itl);
+    const auto total = static_cast<double>(f.prompt_tokens + f.output_tokens);
+    f.output_tokens_per_s = ratio(static_cast<double>(f.output_tokens), f.simulated_seconds);
+    f.total_tokens_per_s = ratio(total, f.simulated_seconds);
+    f.requests_per_wall_s = ratio(static_cast<double>(f.finished), f.wall_seconds);
+    f.tokens_per_wall_s = ratio(total, f.wall_seconds);
+    return f;
+}
+
+}  // namespace unikv::sim

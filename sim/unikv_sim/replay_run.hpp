@@ -1,0 +1,83 @@
+#pragma once
+/// \file
+/// One replay of the simulator: preset `P`, the write policy and budget the options and the run ask for, the
+/// memory at the replay's scale, the cost model (`run_preset<P>`). This header only declares it: every preset's
+/// instantiation is compiled once, in `sim/replays.cpp` (which includes `detail/replay_run.inl`), so `main.cpp`
+/// stays light and compiles beside it. Each instantiation holds one `Cache` type per write policy and budget it
+/// dispatches to: 13 in all (`all_write_policies_built`, `static_split_built`).
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <unikv/presets.hpp>
+
+#include <unikv_sim/options.hpp>
+#include <unikv_sim/replay_records.hpp>
+#include <unikv_sim/trace.hpp>
+
+namespace unikv::sim {
+
+/// The budget of one run.
+enum class BudgetChoice : std::uint8_t {
+    unified,  ///< the preset's unified budget: SharedSWABudget (FULL+SWA), SharedHybridBudget (tri-pool), else BaseBudget
+    static_split,  ///< PartitionedSWABudget at `RunSpec::swa_full_ratio` (SWA presets only)
+};
+
+/// What one run replays with.
+struct RunSpec {
+    BudgetChoice budget = BudgetChoice::unified;
+    double swa_full_ratio = 0;  ///< SGLang's swa_full_tokens_ratio of the static split
+    std::string label;          ///< for the progress line
+};
+
+/// A run's result and its budget in words (`SharedSWABudget`, `PartitionedSWABudget: FULL 1,234 pages, SWA 567
+/// pages (ratio 0.8)`).
+struct RunOutput {
+    ReplayResult result;
+    std::string budget;
+};
+
+/// Replays `trace` for preset `P` with the options `o` (memory, write policy, host link, progress) and the
+/// budget of `spec`. Throws `InputError` for a combination that is not built (`check_built`), naming
+/// `--device-memory` for a memory below one request, and what `replay` throws for a broken run.
+template <class P>
+RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spec);
+
+/// True when `run_preset<P>` has a static split (the preset has SWA).
+template <class P>
+inline constexpr bool static_split_built = P::model.swa.layers > 0;
+
+/// True when `run_preset<P>` is built for every write policy: gemma-3-27b, the README's preset. The others are
+/// built for `through`, the default, only: each preset, write policy and budget is one `Cache` instantiation
+/// (about 12 CPU-s of -O2 compile), and the whole matrix would triple the simulator's build.
+template <class P>
+inline constexpr bool all_write_policies_built = P::name == presets::Gemma3_27B::name;
+
+/// Throws `InputError` naming the flag when `run_preset<P>` is not built for `o`'s write policy, or, with
+/// `--compare-static`, has no static split (`static_split_built`) or is asked for a write policy other than
+/// `through`. O(1).
+template <class P>
+void check_built(const SimOptions& o) {
+    if (o.write_policy != WritePolicyChoice::through && !all_write_policies_built<P>)
+        throw InputError(message("--write-policy ", write_policy_name(o.write_policy), ": the simulator is built for ",
+                                 P::name, " with --write-policy through only; every policy is built for ",
+                                 presets::Gemma3_27B::name, " (see --help)"));
+    if (!o.compare_static) return;
+    if (!static_split_built<P>)
+        throw InputError(message("--compare-static: ", P::name,
+                                 " has no SWA layers, so there is no FULL/SWA split to compare; it is built for the "
+                                 "presets with SWA (see --help)"));
+    if (o.write_policy != WritePolicyChoice::through)
+        throw InputError("--compare-static is built for --write-policy through only (see --help)");
+}
+
+extern template RunOutput run_preset<presets::Llama31_8B>(const Trace&, const SimOptions&, const RunSpec&);
+extern template RunOutput run_preset<presets::Gemma3_27B>(const Trace&, const SimOptions&, const RunSpec&);
+extern template RunOutput run_preset<presets::GptOss120B>(const Trace&, const SimOptions&, const RunSpec&);
+extern template RunOutput run_preset<presets::GptOss20B>(const Trace&, const SimOptions&, const RunSpec&);
+extern template RunOutput run_preset<presets::Qwen3Next80B>(const Trace&, const SimOptions&, const RunSpec&);
+extern template RunOutput run_preset<presets::JambaV01>(const Trace&, const SimOptions&, const RunSpec&);
+extern template RunOutput run_preset<presets::SyntheticTriHybrid>(const Trace&, const SimOptions&, const RunSpec&);
+
+}  // namespace unikv::sim

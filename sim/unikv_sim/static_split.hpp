@@ -1,0 +1,60 @@
+#pragma once
+/// \file
+/// `--compare-static`: the static FULL/SWA split an engine would give the same memory, as the partitions of
+/// `PartitionedSWABudget` (`BudgetConfig`).
+///
+/// The engine is SGLang. Its `--swa-full-tokens-ratio` (server_args.py, default 0.8) is the ratio of SWA to
+/// FULL token slots, and `ModelRunner` sizes the two pools by solving (model_runner.py,
+/// `set_num_token_hybrid`): `swa_tokens * swa_layers + full_tokens * full_layers = total layer-tokens`,
+/// `swa_tokens = ratio * full_tokens`, each rounded down to whole pages. In bytes per token (which is what its
+/// layer count stands for, every layer's row being equal in the models it serves) that is
+/// `full_tokens = usable_bytes / (full_bytes_per_token + ratio * swa_bytes_per_token)`. Here the bytes per
+/// token are the arena's entries, so the split covers exactly the arena a unified run gets.
+///
+/// Mamba: SGLang gives hybrid-state models a separate state pool of 3 states per running request
+/// (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`, model_runner_kv_cache_mixin.py), taken off the top before
+/// the KV split. Our budgets cannot cap Mamba (`PartitionedSWABudget` partitions FULL and SWA only), so the
+/// tri-pool's static run sizes its FULL/SWA partitions from the memory left after those states, and its states
+/// still come from the shared arena. FULL+Mamba models have no SWA to split and get no static comparison.
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+
+#include <unikv/arena/model.hpp>
+#include <unikv/budget/asks.hpp>
+#include <unikv/component.hpp>
+
+namespace unikv::sim {
+
+/// SGLang's default `swa_full_tokens_ratio` (server_args.py).
+inline constexpr double sglang_swa_full_tokens_ratio = 0.8;
+
+/// The ratios `--compare-static` tries; the best (fewest dropped requests, then the highest hit rate) is
+/// reported beside the default (which is one of them).
+inline constexpr std::array<double, 5> static_ratio_sweep{0.05, 0.1, 0.2, 0.4, sglang_swa_full_tokens_ratio};
+
+/// SGLang's Mamba state pool: states per running request.
+inline constexpr std::int64_t sglang_mamba_states_per_running_request = 3;
+
+/// The FULL and SWA partitions (pages) SGLang's sizing gives the arena `arena` of a layout with pools
+/// `present` at SWA/FULL token ratio `ratio`, after `mamba_states` state slots (see the file comment). Each
+/// partition is at least one page. Throws what `make_arena_spec` throws for a bad arena. O(1).
+[[nodiscard]] inline BudgetConfig static_split(const ArenaConfig& arena, ComponentMask present, double ratio,
+                                               std::int64_t mamba_states = 0) {
+    const ArenaSpec spec = make_arena_spec(arena, present);
+    const SubPoolSpec& full = spec[Component::full];
+    const SubPoolSpec& swa = spec[Component::swa];
+    const SubPoolSpec& mamba = spec[Component::mamba];
+    double usable = static_cast<double>(spec.arena_bytes - spec.sink_floor_bytes);
+    if (mamba.present) usable -= static_cast<double>(mamba_states) * static_cast<double>(mamba.page_bytes);
+    const double full_tokens =
+        std::max(0.0, usable) / (static_cast<double>(full.entry_bytes) + ratio * static_cast<double>(swa.entry_bytes));
+    const auto pages = [](double tokens, std::int32_t page) {
+        return std::max<std::int64_t>(1, static_cast<std::int64_t>(tokens) / page);
+    };
+    return {.full_partition_pages = pages(full_tokens, full.page_size),
+            .swa_partition_pages = pages(ratio * full_tokens, swa.page_size)};
+}
+
+}  // namespace unikv::sim
