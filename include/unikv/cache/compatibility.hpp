@@ -16,13 +16,14 @@
 /// | the storage is a storage policy                                     | `check_storage_policy`          |
 /// | storage that needs separate pools gets no shared host arena         | here                            |
 /// | the write policy and the host mode are ones                         | `check_write_policy`, `check_host_mode` |
+/// | buffer-only host mode has no Mamba pool (states are not staged)     | here                            |
+/// | buffer-only host mode has a storage tier to stage for               | here                            |
 /// | the budget serves the layout (e.g. `SharedSWABudget` needs Full+Swa)| `check_budget`                  |
 /// | a policy that writes to the host has a host tier (not `NoHostTier`) | here                            |
 ///
 /// Use-site rules: retraction (`Cache::backup` / `restore`) needs a host tier and a layout without Mamba
 /// (`check_cache_retraction`, the second routed to `check_retraction`); a cache that never retracts may have
-/// either. Not here yet: buffer-only host mode (it comes with the storage tier, so "buffer-only with Mamba"
-/// has nothing to check).
+/// either.
 
 #include <cstdint>
 #include <type_traits>
@@ -31,6 +32,7 @@
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/host/no_host_tier.hpp>
 #include <unikv/pools/layout.hpp>
+#include <unikv/storage/no_storage.hpp>
 #include <unikv/storage/storage_concept.hpp>
 #include <unikv/transfer/host_mode.hpp>
 #include <unikv/transfer/retraction.hpp>
@@ -52,6 +54,8 @@ enum class cache_rule : std::uint8_t {
     storage_host_pools,  ///< storage that needs separate pools gets them
     write_policy,        ///< the write policy is one (`check_write_policy`)
     host_mode,           ///< the host mode is one (`check_host_mode`)
+    buffer_only_mamba,   ///< buffer-only host mode over a layout with Mamba
+    buffer_only_storage, ///< buffer-only host mode with no storage tier
     budget,              ///< the budget serves the layout (`check_budget`)
     writes_need_host,    ///< a write policy that copies to the host has a host tier
 };
@@ -85,6 +89,7 @@ consteval cache_rule first_broken_rule() {
         using T = typename P::tree_core;
         using H = typename P::host_pools;
         using S = typename P::storage;
+        constexpr bool buffer_only = std::is_same_v<typename P::host_mode, BufferOnly>;
         if constexpr (!is_valid_layout_v<L, B>) {
             return cache_rule::layout;
         } else if constexpr (!is_tree_core_policy_v<T> && !is_explicit_tree_v<T>) {
@@ -103,6 +108,10 @@ consteval cache_rule first_broken_rule() {
             return cache_rule::write_policy;
         } else if constexpr (!is_host_mode_v<typename P::host_mode>) {
             return cache_rule::host_mode;
+        } else if constexpr (buffer_only && layout_components_v<L>.has(Component::mamba)) {
+            return cache_rule::buffer_only_mamba;
+        } else if constexpr (buffer_only && std::is_same_v<S, NoStorage>) {
+            return cache_rule::buffer_only_storage;
         } else if constexpr (!is_budget_policy_v<typename P::budget, L>) {
             return cache_rule::budget;
         } else if constexpr (writes_host_v<typename P::write_policy> && is_no_host_tier_v<H>) {
@@ -157,6 +166,15 @@ consteval bool check_cache_policies() {
         return check_write_policy<typename P::write_policy>();
     } else if constexpr (broken == cache_rule::host_mode) {
         return check_host_mode<typename P::host_mode>();
+    } else if constexpr (broken == cache_rule::buffer_only_mamba) {
+        static_assert(broken != cache_rule::buffer_only_mamba,
+                      "unikv: buffer-only host mode stages FULL and SWA pages for the storage tier, but the layout "
+                      "has a Mamba pool, whose running states are not staged; use host_mode = CacheMode");
+    } else if constexpr (broken == cache_rule::buffer_only_storage) {
+        static_assert(broken != cache_rule::buffer_only_storage,
+                      "unikv: buffer-only host mode stages host copies for a storage tier, but the bundle's storage "
+                      "is NoStorage, so its host copies would never be served; use host_mode = CacheMode, or name "
+                      "a storage policy");
     } else if constexpr (broken == cache_rule::budget) {
         return check_budget<typename P::budget, typename P::layout>();
     } else if constexpr (broken == cache_rule::writes_need_host) {

@@ -1,8 +1,9 @@
 #pragma once
 /// \file
-/// Host modes, as tag types: what the host tier is for. `CacheMode` is the only one today: host pages are a
-/// second cache tier, matched (host hits) and loaded back. `BufferOnly` (host memory as staging on the way to
-/// the storage tier, never matched) comes with the storage tier, which is what it stages for.
+/// Host modes, as tag types: what the host tier is for. Under `CacheMode` host pages are a second cache tier,
+/// matched (host hits) and loaded back. Under `BufferOnly` host memory only stages copies on their way to the
+/// storage tier and is never matched; a cache bundle in that mode needs a storage tier and a layout without
+/// Mamba (`cache/compatibility.hpp`).
 
 #include <concepts>
 
@@ -12,6 +13,12 @@ namespace unikv {
 struct CacheMode {
     /// Host copies count as matches (`HostHits::include`).
     static constexpr bool matches_host = true;
+};
+
+/// The host tier stages copies for the storage tier: host copies are not matched (`HostHits::exclude`), so
+/// every hit is a device hit or a storage hit.
+struct BufferOnly {
+    static constexpr bool matches_host = false;
 };
 
 /// Rule: `M` is a host mode (it says whether host copies are matched).
@@ -25,10 +32,11 @@ template <class M>
 consteval bool check_host_mode() {
     static_assert(is_host_mode_v<M>,
                   "unikv: a host mode says whether host copies are matched (static constexpr bool matches_host); use "
-                  "CacheMode");
+                  "CacheMode or BufferOnly");
     return true;
 }
 
 static_assert(check_host_mode<CacheMode>());
+static_assert(check_host_mode<BufferOnly>());
 
 }  // namespace unikv
