@@ -52,10 +52,6 @@ Run run(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
 
 // The better static split: the one that drops fewer requests (a hit rate over fewer requests is no gain),
 // then the higher hit rate.
-bool better_split(const ReplayFigures& a, const ReplayFigures& b) {
-    return a.dropped != b.dropped ? a.dropped < b.dropped : a.hit_rate() > b.hit_rate();
-}
-
 std::string ratio_label(double ratio, const char* what) { return message("static ", ratio, what); }
 
 }  // namespace
@@ -94,8 +90,10 @@ int main(int argc, char** argv) {
                                     .label = ratio_label(ratio, "")}));
                 const std::size_t i = runs.size() - 1;
                 if (ratio == sglang_swa_full_tokens_ratio) engine_default = i;
-                if (best == 0 || better_split(runs[i].report.figures, runs[best].report.figures)) best = i;
             }
+            std::vector<ReplayFigures> swept;
+            for (std::size_t i = 1; i < runs.size(); ++i) swept.push_back(runs[i].report.figures);
+            best = 1 + best_split(swept);
         }
     } catch (const InputError& e) {
         std::fprintf(stderr, "unikv-sim: %s\n", e.what());

@@ -22,7 +22,12 @@
 /// 6. after the forward: SWA pages that slid out of a request's window are freed (`free_swa`); a chunk is
 ///    inserted into the tree (its whole pages, with its state) and the request locks it and waits for its
 ///    next chunk; a finished request inserts its whole pages (and state), frees its partial tail, unlocks;
-///    write-throughs are submitted (`start_writing`);
+///    write-throughs are submitted (`start_writing`), then everything queued on the backend executes: the
+///    engine runs `HostBackend` in `ExecutionMode::manual` and calls `run_all()` here, so a step's copies
+///    complete within the step (whose cost already prices their bytes over the link) and the next step
+///    acknowledges them. Copy timing never follows the wall clock, so a replay is repeatable: the same trace
+///    and setup give the same records, `cache_ns` and wall time aside. A backend without a manual mode runs
+///    as it is;
 /// 7. `verify_byte_accounting()` every `verify_every` steps (a broken line throws), the step's record, and
 ///    the clock advances by `cost(work)`.
 ///
@@ -53,9 +58,12 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include <unikv/backend/execution_mode.hpp>
+#include <unikv/backend/host_backend.hpp>
 #include <unikv/cache.hpp>
 #include <unikv/error.hpp>
 

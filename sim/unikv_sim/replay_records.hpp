@@ -22,6 +22,7 @@ struct StepWork {
     std::int64_t context_tokens = 0;  ///< cached tokens the step's attention reads (every running request's)
     std::uint64_t bytes_loaded = 0;   ///< host-to-device bytes of the load-backs submitted this step
     std::uint64_t bytes_written = 0;  ///< device-to-host bytes (write-through, write-back, retraction)
+    friend bool operator==(const StepWork&, const StepWork&) = default;
 };
 
 /// Pool index of the per-pool arrays: FULL, SWA, Mamba (the order of `unikv::Component`).
@@ -51,6 +52,8 @@ struct StepRecord {
     /// Host pages in use per pool, as a fraction of the host pool; -1 for a pool without host pages.
     std::array<double, pool_count> host_occupancy{-1, -1, -1};
     std::int64_t cache_ns = 0;  ///< wall time spent in cache calls this step
+    /// Field by field, `cache_ns` included (a repeatability check zeroes it first).
+    friend bool operator==(const StepRecord&, const StepRecord&) = default;
 };
 
 /// One finished request.
@@ -64,6 +67,7 @@ struct RequestRecord {
     std::int32_t device_hit_tokens = 0;  ///< prompt tokens served from the device tree at admission
     std::int32_t host_hit_tokens = 0;    ///< prompt tokens loaded back from the host tier at admission
     std::int32_t preemptions = 0;        ///< times it was retracted
+    friend bool operator==(const RequestRecord&, const RequestRecord&) = default;
 };
 
 /// A whole replay.

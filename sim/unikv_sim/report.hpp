@@ -180,7 +180,8 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
     }
     std::string tried;
     for (const ReportedRun& r : sweep)
-        tried += message(tried.empty() ? "" : ", ", r.swa_full_ratio, " -> ", std::llround(1000 * r.figures.hit_rate()) / 10.0, "%");
+        tried += message(tried.empty() ? "" : ", ", r.swa_full_ratio, " -> ", std::llround(1000 * r.figures.hit_rate()) / 10.0, "%",
+                         r.figures.dropped > 0 ? message(" (", r.figures.dropped, " dropped)") : std::string());
     std::fprintf(out, "  %-30s %s\n", "sweep (SWA/FULL ratio)", tried.c_str());
     const double unified = runs[0].figures.hit_rate();
     std::fprintf(out, "  %-30s %+.1f points against the default, %+.1f against the best split\n",

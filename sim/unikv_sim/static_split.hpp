@@ -19,11 +19,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include <unikv/arena/model.hpp>
 #include <unikv/budget/asks.hpp>
 #include <unikv/component.hpp>
+#include <unikv/error.hpp>
+
+#include <unikv_sim/metrics.hpp>
 
 namespace unikv::sim {
 
@@ -55,6 +60,20 @@ inline constexpr std::int64_t sglang_mamba_states_per_running_request = 3;
     };
     return {.full_partition_pages = pages(full_tokens, full.page_size),
             .swa_partition_pages = pages(ratio * full_tokens, swa.page_size)};
+}
+
+/// The index in `sweep` of the best split: the fewest dropped requests (a split that drops requests drops their
+/// misses from its hit rate too), then the highest hit rate; the first of equals. `sweep` must not be empty.
+/// O(n).
+[[nodiscard]] inline std::size_t best_split(std::span<const ReplayFigures> sweep) {
+    UNIKV_EXPECTS(!sweep.empty(), "best_split of an empty sweep");
+    std::size_t best = 0;
+    for (std::size_t i = 1; i < sweep.size(); ++i) {
+        const ReplayFigures& a = sweep[i];
+        const ReplayFigures& b = sweep[best];
+        if (a.dropped < b.dropped || (a.dropped == b.dropped && a.hit_rate() > b.hit_rate())) best = i;
+    }
+    return best;
 }
 
 }  // namespace unikv::sim

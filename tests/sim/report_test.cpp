@@ -236,6 +236,26 @@ TEST_CASE("the static split solves SGLang's sizing over the arena's entries") {
     CHECK(static_split(arena, mask, 0.8).swa_partition_pages == 126);
 }
 
+TEST_CASE("the best split drops the fewest requests, then hits the most") {
+    const auto figures = [](std::size_t dropped, double device, double host) {
+        ReplayFigures f;
+        f.dropped = dropped;
+        f.device_hit_rate = device;
+        f.host_hit_rate = host;
+        return f;
+    };
+    // A sweep like the README's at 80 GiB: the highest hit rate (index 2) drops more than index 4.
+    const std::vector<ReplayFigures> sweep{figures(3, 0.010, 0.010), figures(2, 0.010, 0.012),
+                                           figures(5, 0.010, 0.015), figures(2, 0.005, 0.010),
+                                           figures(1, 0.005, 0.010)};
+    CHECK(best_split(sweep) == 4);
+    // Equal drops: the higher hit rate, the first of equals.
+    CHECK(best_split(std::vector<ReplayFigures>{figures(0, 0.01, 0.0), figures(0, 0.02, 0.005),
+                                                figures(0, 0.015, 0.01)}) == 1);
+    CHECK(best_split(std::vector<ReplayFigures>{figures(0, 0.01, 0.0), figures(0, 0.01, 0.0)}) == 0);
+    CHECK_THROWS_AS((void)best_split(std::vector<ReplayFigures>{}), unikv::logic_error);
+}
+
 TEST_CASE("the progress line is silent for 3 s, then reports rate and ETA") {
     using namespace std::chrono_literals;
     const auto t0 = ProgressLine::clock::time_point{} + 1h;

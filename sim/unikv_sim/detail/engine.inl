@@ -64,6 +64,7 @@ public:
           config_(setup.engine),
           cost_(cost),
           progress_(progress),
+          backend_(make_backend()),
           compute_(backend_.make_stream()),
           cache_(backend_, setup.cache, compute_),
           page_(cache_.allocator().spec()[Component::full].page_size),
@@ -110,6 +111,25 @@ public:
     }
 
 private:
+    // ---- the backend ---------------------------------------------------------------------------------------------
+
+    // A backend with a manual execution mode (`HostBackend`) runs in it, so copies finish where `run_queued`
+    // says and not at the workers' wall-clock pace: a replay is repeatable. Any other backend runs as it is.
+    [[nodiscard]] static backend_type make_backend() {
+        if constexpr (std::is_constructible_v<backend_type, HostBackendOptions>) {
+            return backend_type(HostBackendOptions{.mode = ExecutionMode::manual});
+        } else {
+            return backend_type{};
+        }
+    }
+
+    // Executes everything queued: the step's write-throughs (and any copy still queued) complete within the
+    // step, whose cost already prices their bytes over the link; the next step's `writing_check` acknowledges
+    // them.
+    void run_queued() {
+        if constexpr (requires(backend_type& b) { b.run_all(); }) timed([&] { (void)backend_.run_all(); });
+    }
+
     // ---- timing and bookkeeping ------------------------------------------------------------------------------
 
     // Runs `f` (cache calls) and adds its steady-clock time to the step's `cache_ns`.
@@ -196,6 +216,7 @@ private:
         forward(cache_.allocator().bytes_moved() != moved0);
         after_forward();
         timed([&] { (void)cache_.start_writing(); });
+        run_queued();
 
         if (config_.verify_every > 0 && step_ % config_.verify_every == 0) verify();
         const std::uint64_t k = setup_.byte_scale;
