@@ -4,16 +4,19 @@
 // UNIKV_SIM_ENGINE_STEPS=N replays about N steps per preset.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include <unikv/budget/shared_hybrid_budget.hpp>
 #include <unikv/budget/shared_swa_budget.hpp>
 #include <unikv/presets.hpp>
+#include <unikv/tree/reference_tree.hpp>
 #include <unikv_sim/engine.hpp>
 #include <unikv_sim/generators.hpp>
 #include <unikv_sim/replay_scale.hpp>
@@ -55,8 +58,10 @@ struct slice {
     std::uint64_t device_tokens;  // device memory: this many tokens of FULL and SWA rows...
     std::uint64_t device_states;  // ...plus this many Mamba states
     double host_ratio;            // host memory over device memory
-    bool preempts = true;         // the slice is tight enough to preempt (not yet tuned for every preset)
+    bool preempts = true;         // the slice preempts (gpt-oss and qwen3-next slices: not yet found; see their cases)
+    std::int32_t max_running = 8;  // the engine's max_running: more running requests press the decode harder
 };
+
 
 struct totals {
     std::int64_t steps = 0, host_hits = 0, preempted = 0, chunked = 0, restored = 0;
@@ -75,7 +80,7 @@ totals replay_slice(const slice& s) {
     const unikv::sim::ReplaySetup setup{
         .cache = unikv::sim::replay_cache_config<P>(device, host),
         .byte_scale = unikv::sim::replay_byte_scale<P>(device),
-        .engine = {.max_running = 8, .chunk_tokens = 512, .check_rows = true, .verify_every = 1}};
+        .engine = {.max_running = s.max_running, .chunk_tokens = 512, .check_rows = true, .verify_every = 1}};
     ReplayResult r;
     try {
         r = unikv::sim::replay<policies<P, Write>>(trace, setup, cost);
@@ -109,7 +114,97 @@ totals replay_slice(const slice& s) {
     return t;
 }
 
+// ---- the golden test -------------------------------------------------------------------------------------------
+
+// The device-hit tokens the engine should have found for each request, from an independent replay of the same
+// trace through `ReferenceTree<Full>` (memory large enough that nothing is evicted, no chunking, no preemption).
+// The engine's rule, from `detail/engine.inl`:
+// * admission (`try_admit`) matches the prompt but its last token (always computed) and serves the match's
+//   device length, which the tree keeps page aligned;
+// * a finished request inserts the whole pages of its rows (prompt + output - 1 tokens). Its output tokens are
+//   its own (never in another prompt), so of those pages only the prompt's whole pages can ever match:
+//   the reference inserts `prompt[0, floor(prompt / page) * page)`;
+// * a chunked prefill also inserts its whole pages at each chunk boundary; the records do not say when a chunk
+//   ran, so the golden replay runs without chunking (a chunk budget above any step's prompts);
+// * within a step admissions come before the forward and finishes after it, so a request admitted in the step
+//   another finishes does not see it. Without chunking a request is admitted in the step that gives its first
+//   token, so request B sees A's insert exactly when `A.finish_ms < B.first_token_ms` (steps cost > 0).
+// The order of events comes from the engine's records; which tokens hit comes from the reference tree only.
+std::vector<std::int32_t> reference_device_hits(const unikv::sim::Trace& trace, const ReplayResult& r,
+                                                std::int32_t page) {
+    struct event {
+        double at;
+        bool insert;  // false: the admission (before any insert at the same time)
+        std::int32_t index;
+    };
+    std::vector<event> events;
+    for (const unikv::sim::RequestRecord& q : r.requests) {
+        events.push_back({q.first_token_ms, false, q.index});
+        events.push_back({q.finish_ms, true, q.index});
+    }
+    std::sort(events.begin(), events.end(), [](const event& a, const event& b) {
+        return a.at != b.at ? a.at < b.at : a.insert < b.insert;
+    });
+    unikv::ReferenceTree<unikv::Full> tree({.page_size = {page}});
+    std::vector<std::int32_t> hits(trace.requests().size(), -1);
+    std::vector<unikv::TokenId> tokens;
+    std::vector<unikv::VirtualPage> pages;
+    for (const event& e : events) {
+        const unikv::sim::Request& q = trace.requests()[static_cast<std::size_t>(e.index)];
+        tokens.resize(static_cast<std::size_t>(q.prompt_tokens));
+        trace.prompt_tokens(q, tokens);
+        if (!e.insert) {
+            const unikv::MatchResult m = tree.match_prefix({std::span<const unikv::TokenId>(tokens).first(tokens.size() - 1)});
+            hits[static_cast<std::size_t>(e.index)] = m.device_length;
+            continue;
+        }
+        const std::size_t whole = tokens.size() / static_cast<std::size_t>(page);
+        pages.clear();
+        for (std::size_t p = 0; p < whole; ++p) pages.push_back(unikv::VirtualPage{e.index * 4096 + static_cast<std::int32_t>(p)});
+        tree.insert({std::span<const unikv::TokenId>(tokens).first(whole * static_cast<std::size_t>(page))}, {.pages = pages})
+            .actions.mark_drained();  // its duplicate pages are the engine's business, not the reference's
+    }
+    return hits;
+}
+
 }  // namespace engine_test
+
+TEST_CASE("engine: golden device hits per request against a ReferenceTree replay of the same trace") {
+    using P = unikv::presets::Llama31_8B;
+    const unikv::sim::Trace trace = unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 11, .requests = 24});
+    // Nothing is evicted: the device holds every row of the trace at once, the host as much again.
+    std::uint64_t rows = 0;
+    for (const unikv::sim::Request& q : trace.requests()) rows += static_cast<std::uint64_t>(q.prompt_tokens + q.output_tokens + 16);
+    const std::uint64_t device = rows * unikv::make_arena_spec(unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
+                                                               unikv::layout_components_v<typename P::layout>)[unikv::Component::full].entry_bytes;
+    const std::uint64_t host = device;
+    const unikv::sim::ReplaySetup setup{
+        .cache = unikv::sim::replay_cache_config<P>(device, host),
+        .byte_scale = unikv::sim::replay_byte_scale<P>(device),
+        .engine = {.max_running = 6, .chunk_tokens = 1 << 24, .check_rows = true, .verify_every = 1}};
+    const engine_test::ReplayResult r = unikv::sim::replay<engine_test::policies<P>>(trace, setup, engine_test::cost);
+    REQUIRE(r.requests.size() == trace.requests().size());
+    std::int64_t preempted = 0, chunked = 0, host_hits = 0;
+    for (const engine_test::StepRecord& st : r.steps) {
+        preempted += st.preempted;
+        chunked += st.chunked;
+        host_hits += st.host_hit_tokens;
+    }
+    REQUIRE(preempted == 0);
+    REQUIRE(chunked == 0);
+    REQUIRE(host_hits == 0);
+    const std::vector<std::int32_t> expected = engine_test::reference_device_hits(trace, r, 16);
+    std::int64_t total = 0, hit_requests = 0;
+    for (const unikv::sim::RequestRecord& q : r.requests) {
+        INFO("request ", q.index, " (prompt ", q.prompt_tokens, ")");
+        CHECK(q.device_hit_tokens == expected[static_cast<std::size_t>(q.index)]);
+        total += q.device_hit_tokens;
+        hit_requests += q.device_hit_tokens > 0 ? 1 : 0;
+    }
+    MESSAGE("golden: ", r.requests.size(), " requests, ", hit_requests, " with device hits, ", total, " hit tokens, ",
+            r.steps.size(), " steps");
+    CHECK(hit_requests >= 10);  // the trace shares enough for the comparison to mean something
+}
 
 // One case per preset (each a `Cache` instantiation); at least 20k steps in all in the CI size.
 using W = unikv::sim::Workload;
@@ -124,6 +219,8 @@ TEST_CASE("engine: gemma-3-27b replays a tight chat workload, rows and accountin
 TEST_CASE("engine: gemma-3-27b under write-through") {
     CHECK(engine_test::replay_slice<up::Gemma3_27B, unikv::WriteThrough>({W::chat, 24, 2048, 0, 1.0}).steps >= 2000);
 }
+// gpt-oss and qwen3-next: slices of 48 chat requests over 2,000-4,000 tokens with max_running 32 preempted at
+// most once and never restored (gpt-oss can retract), and qwen3-next not at all; not tuned yet.
 TEST_CASE("engine: gpt-oss-120b replays a tight chat workload, rows and accounting checked every step") {
     CHECK(engine_test::replay_slice<up::GptOss120B>({W::chat, 32, 1024, 0, 1.0, false}).steps >= 2500);
 }
@@ -134,10 +231,10 @@ TEST_CASE("engine: qwen3-next-80b replays a tight chat workload, rows and accoun
     CHECK(engine_test::replay_slice<up::Qwen3Next80B>({W::chat, 32, 1024, 12, 1.0, false}).steps >= 2000);
 }
 TEST_CASE("engine: jamba-v0.1 replays a tight chat workload, rows and accounting checked every step") {
-    CHECK(engine_test::replay_slice<up::JambaV01>({W::chat, 32, 1024, 12, 1.0, false}).steps >= 2000);
+    CHECK(engine_test::replay_slice<up::JambaV01>({W::chat, 48, 2500, 8, 1.0, true, 32}).steps >= 4000);
 }
 TEST_CASE("engine: synthetic-tri-hybrid replays a tight chat workload, rows and accounting checked every step") {
-    CHECK(engine_test::replay_slice<up::SyntheticTriHybrid>({W::chat, 32, 1024, 12, 1.0, false}).steps >= 2000);
+    CHECK(engine_test::replay_slice<up::SyntheticTriHybrid>({W::chat, 48, 2500, 8, 1.0, true, 32}).steps >= 4000);
 }
 
 namespace engine_repeat_test {
