@@ -10,9 +10,9 @@
 // After every step: the allocator's live pages equal the tree's device pages plus the running requests' own,
 // the host pools' pages equal the tree's host pages plus the retracted requests', and the rows the step touched
 // read back the markers of the tokens they encode (a committed load, a restored request, an inserted key, a
-// served match). Every `every_verify` steps `verify()` is empty; every `every_sweep` steps every node's device
-// and host rows and every running request's rows are read. UNIKV_HICACHE_FUZZ_OPS (operations per
-// configuration) and UNIKV_HICACHE_FUZZ_SEED run it longer or differently off CI.
+// served match), and `verify()` (the cache's and the tree's invariants) is empty; every `every_sweep` steps
+// every node's device and host rows and every running request's rows are read. UNIKV_HICACHE_FUZZ_OPS
+// (operations per configuration) and UNIKV_HICACHE_FUZZ_SEED run it longer or differently off CI.
 
 #include <algorithm>
 #include <cstdint>
@@ -32,11 +32,10 @@ using namespace hicache_test;
 
 namespace {
 
-// Per configuration, 9 of them (see the test cases): 108k operations in all under ASan+UBSan on CI. The counts
-// and the rows each step touched are checked after every step; the walks of the whole cache (`verify()`, every
-// node's rows) less often: a broken invariant or row stays broken, so a later walk still finds it.
-constexpr std::uint64_t default_ops = 12'000;
-constexpr std::size_t every_verify = 64;
+// Per configuration, 12 of them (4 layouts x 3 write policies): 100.8k operations in all under ASan+UBSan on CI.
+// The counts, `verify()` and the rows each step touched are checked after every step; the walk of every node's
+// rows less often: a broken row stays broken, so a later walk still finds it.
+constexpr std::uint64_t default_ops = 8'400;
 constexpr std::size_t every_sweep = 256;
 constexpr std::size_t max_retracted = 2;
 constexpr std::size_t max_loads = 3;
@@ -92,7 +91,7 @@ public:
             one_operation();
             for (std::size_t k = pick(4); k > 0; --k) (void)backend_.run_one(pick(8));
             settle();
-            check_step(i % every_verify == 0);
+            check_step();
             if (i % every_sweep == 0) sweep();
         }
         while (!retracted_.empty()) drop_retracted(retracted_.size() - 1);
@@ -107,7 +106,7 @@ public:
             acknowledge_writes();
         }
         settle();
-        check_step(true);
+        check_step();
         sweep();
     }
 
@@ -515,10 +514,10 @@ private:
         }
     }
 
-    // `full`: the tree's and the cache's own `verify()` too (a walk of every node, the costliest check).
-    void check_step(bool full) {
+    // The cache's and the tree's `verify()` (a walk of every node), then the counts.
+    void check_step() {
         INFO("step ", step_);
-        if (full) REQUIRE(c().verify().empty());
+        REQUIRE(c().verify().empty());
         const Cache& cc = c();
         const auto units = [&](Component comp) { return cc.tree().evictable_size(comp) + cc.tree().protected_size(comp); };
         std::int64_t own = 0, own_swa = 0, states = 0;
@@ -640,15 +639,9 @@ void drive(std::uint64_t salt, std::size_t envelopes, std::int32_t host_pages) {
 }  // namespace
 
 TEST_CASE_TEMPLATE("HiCache keeps every served row right under random requests, loads, evictions and retractions", W,
-                   WriteBack, WriteThrough) {
+                   WriteBack, WriteThrough, WriteThroughSelective<2>) {
     SUBCASE("FullLayout, envelope host") { drive<Policies<FullLayout, PageEnvelopeHost<>, W>>(1, 64, 40); }
     SUBCASE("SwaFullLayout, separate host pools") { drive<Policies<SwaFullLayout, SeparateHostPools, W>>(2, 128, 40); }
     SUBCASE("MambaFullLayout") { drive<Policies<MambaFullLayout, SeparateHostPools, W>>(4, 96, 40); }
     SUBCASE("TriPoolLayout") { drive<Policies<TriPoolLayout, SeparateHostPools, W>>(5, 160, 40); }
-}
-
-// The selective policy differs from WriteThrough only in which inserts the tree backs up (the tree's own tests
-// count the hits), so one layout runs it: SWA, whose window copies and tombstones meet unbacked nodes the most.
-TEST_CASE("HiCache keeps every served row right under random requests, with WriteThroughSelective<2>") {
-    drive<Policies<SwaFullLayout, SeparateHostPools, WriteThroughSelective<2>>>(3, 128, 40);
 }
