@@ -558,3 +558,115 @@ TEST_CASE("finish hands a page-aligned request's Mamba state to the tree and fre
     CHECK(rows.holds(Component::mamba, a_state.value(), marker(Component::mamba, prompt[7], 7)));
     CHECK(cache.verify_byte_accounting().empty());
 }
+
+namespace cache_relief_test {
+
+// Gemma-3-like shapes: an SWA entry of 5 layers to FULL's 1, so an SWA page takes the bytes of 5 FULL pages.
+CacheConfig gemma_like(std::size_t arena_bytes) {
+    const AttentionShape one{.layers = 1, .kv_heads = 1, .head_dim = 8, .dtype_bytes = 2};
+    AttentionShape five = one;
+    five.layers = 5;
+    return CacheConfig{.arena = {.model = {.full = one, .swa = five, .swa_window_tokens = window},
+                                 .page_sizes = {.full = {page_size}, .swa = {page_size}},
+                                 .arena_bytes = arena_bytes}};
+}
+
+struct Filled {
+    std::vector<TokenId> tokens;
+    std::vector<VirtualToken> rows;
+};
+
+// Caches 16-token requests, their FULL rows marked and their SWA rows before `swa_kept_from(i)` dropped, until
+// the next one no longer fits without eviction (the allocator's own call: no relief).
+template <class C, class Kept>
+std::vector<Filled> fill(C& cache, HostBackend& backend, HostBackend::stream_ref stream, Kept swa_kept_from) {
+    const Rows<typename C::allocator_type> rows{&cache.allocator()};
+    std::vector<Filled> out;
+    for (TokenId first = 1000;; first += 100) {
+        Filled f{.tokens = tokens(first, 16), .rows = std::vector<VirtualToken>(16)};
+        const std::int32_t prefix_lens[] = {0};
+        const std::int32_t seq_lens[] = {16};
+        const VirtualToken last_locs[] = {VirtualToken{}};
+        if (!cache.allocator().alloc_extend({.prefix_lens = prefix_lens, .seq_lens = seq_lens, .last_locs = last_locs},
+                                            f.rows)) {
+            return out;
+        }
+        REQUIRE(drain(backend, stream));
+        for (std::int32_t pos = 0; pos < 16; ++pos) {
+            const auto at = static_cast<std::size_t>(pos);
+            rows.write(Component::full, f.rows[at].value(), marker(Component::full, f.tokens[at], pos));
+            rows.write(Component::swa, f.rows[at].value(), marker(Component::swa, f.tokens[at], pos));
+        }
+        const std::int32_t kept = swa_kept_from(out.size());
+        std::vector<VirtualPage> slid;
+        for (std::int32_t pos = 0; pos < kept; pos += page_size) {
+            slid.push_back(page_of(f.rows[static_cast<std::size_t>(pos)], {page_size}));
+        }
+        cache.free_swa(slid);
+        (void)cache.finish({f.tokens}, f.rows, LockReceipt{}, {.swa_evicted = kept});
+        out.push_back(std::move(f));
+    }
+}
+
+// A 32-token request over a tree that `fill` left: the relief must evict until it fits. Then every cached
+// prefix that survived reads back its FULL markers (and SWA ones where it kept SWA), so do the request's rows.
+template <class Kept>
+void relieve_and_check(Kept swa_kept_from) {
+    Engine<DeviceOnlyPolicies> e(gemma_like(640 + 30 * 768));
+    auto& cache = *e.cache;
+    REQUIRE(cache.allocator().spec()[Component::swa].page_bytes == 5 * cache.allocator().spec()[Component::full].page_bytes);
+    const std::vector<Filled> cached = fill(cache, e.backend, e.stream, swa_kept_from);
+    REQUIRE(cached.size() >= 8);
+    const Rows<Engine<DeviceOnlyPolicies>::TestCache::allocator_type> rows{&cache.allocator()};
+
+    const std::vector<TokenId> big = tokens(5000, 32);
+    std::vector<VirtualToken> own(32);
+    const std::int32_t prefix_lens[] = {0};
+    const std::int32_t seq_lens[] = {32};
+    const VirtualToken last_locs[] = {VirtualToken{}};
+    const AllocResult unrelieved =
+        cache.allocator().alloc_extend({.prefix_lens = prefix_lens, .seq_lens = seq_lens, .last_locs = last_locs}, own);
+    REQUIRE_FALSE(unrelieved);  // without eviction it does not fit: SWA is short by more than the tree's SWA
+    CHECK(unrelieved.component == Component::swa);
+    CHECK(unrelieved.shortfall == Shortfall::room);
+    CHECK(unrelieved.pages_short > 2);
+    REQUIRE(cache.alloc_rows(own, 0));
+    REQUIRE(drain(e.backend, e.stream));
+    for (std::int32_t pos = 0; pos < 32; ++pos) {
+        const auto at = static_cast<std::size_t>(pos);
+        rows.write(Component::full, own[at].value(), marker(Component::full, big[at], pos));
+        rows.write(Component::swa, own[at].value(), marker(Component::swa, big[at], pos));
+    }
+    std::size_t survivors = 0;
+    for (std::size_t i = 0; i < cached.size(); ++i) {
+        const Filled& f = cached[i];
+        const MatchResult m = cache.match({f.tokens});
+        if (m.full_length == 0) continue;  // evicted (without live SWA no prefix is a device hit: count FULL)
+        ++survivors;
+        REQUIRE(m.full_length == 16);
+        for (std::int32_t pos = 0; pos < 16; ++pos) {
+            const auto at = static_cast<std::size_t>(pos);
+            CHECK(rows.holds(Component::full, f.rows[at].value(), marker(Component::full, f.tokens[at], pos)));
+        }
+    }
+    CHECK(survivors > 0);
+    CHECK(survivors < cached.size());
+    for (std::int32_t pos = 0; pos < 32; ++pos) {
+        const auto at = static_cast<std::size_t>(pos);
+        CHECK(rows.holds(Component::full, own[at].value(), marker(Component::full, big[at], pos)));
+        CHECK(rows.holds(Component::swa, own[at].value(), marker(Component::swa, big[at], pos)));
+    }
+    CHECK(e.broken() == "");
+}
+
+}  // namespace cache_relief_test
+
+TEST_CASE("allocation relief with SWA pages of 5 FULL pages evicts round after round until the request fits") {
+    using namespace cache_relief_test;
+    SUBCASE("the first prefix keeps its SWA window: evicting it is one round, not enough") {
+        relieve_and_check([](std::size_t i) { return i == 0 ? 8 : 16; });
+    }
+    SUBCASE("no prefix keeps SWA: the SWA shortfall's bytes come from FULL pages") {
+        relieve_and_check([](std::size_t) { return 16; });
+    }
+}
