@@ -19,5 +19,5 @@ struct Policies : unikv::DefaultCachePolicies {
     using storage = StagingStorage;
 };
 
-unikv::MatchResult lookup(unikv::Cache<Policies>& cache, unikv::TokenKey key) { return cache.match(key); }
+static_assert(sizeof(unikv::Cache<Policies>) > 0);
 int main() {}
