@@ -13,9 +13,12 @@
 ///
 /// Mamba: SGLang gives hybrid-state models a separate state pool of 3 states per running request
 /// (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`, model_runner_kv_cache_mixin.py), taken off the top before
-/// the KV split. Our budgets cannot cap Mamba (`PartitionedSWABudget` partitions FULL and SWA only), so the
-/// tri-pool's static run sizes its FULL/SWA partitions from the memory left after those states, and its states
-/// still come from the shared arena. FULL+Mamba models have no SWA to split and get no static comparison.
+/// the KV split. The tri-pool's static run sizes its FULL/SWA partitions from the memory left after those
+/// states, and bounds Mamba to them (`mamba_partition_pages`), as its own pool. FULL+Mamba models have no SWA to
+/// split and get no static comparison.
+///
+/// The partitions bound the arena's pools (`UnifiedAllocator::bound_pages`), so each behaves as a pool of its
+/// own: its cached pages never hold another's memory, and a pool at its bound evicts its own pages.
 
 #include <algorithm>
 #include <array>
@@ -43,8 +46,9 @@ inline constexpr std::array<double, 5> static_ratio_sweep{0.05, 0.1, 0.2, 0.4, s
 inline constexpr std::int64_t sglang_mamba_states_per_running_request = 3;
 
 /// The FULL and SWA partitions (pages) SGLang's sizing gives the arena `arena` of a layout with pools
-/// `present` at SWA/FULL token ratio `ratio`, after `mamba_states` state slots (see the file comment). Each
-/// partition is at least one page. Throws what `make_arena_spec` throws for a bad arena. O(1).
+/// `present` at SWA/FULL token ratio `ratio`, after `mamba_states` state slots (the Mamba partition where the
+/// layout has Mamba; see the file comment). Each KV partition is at least one page. Throws what
+/// `make_arena_spec` throws for a bad arena. O(1).
 [[nodiscard]] inline BudgetConfig static_split(const ArenaConfig& arena, ComponentMask present, double ratio,
                                                std::int64_t mamba_states = 0) {
     const ArenaSpec spec = make_arena_spec(arena, present);
@@ -59,7 +63,8 @@ inline constexpr std::int64_t sglang_mamba_states_per_running_request = 3;
         return std::max<std::int64_t>(1, static_cast<std::int64_t>(tokens) / page);
     };
     return {.full_partition_pages = pages(full_tokens, full.page_size),
-            .swa_partition_pages = pages(ratio * full_tokens, swa.page_size)};
+            .swa_partition_pages = pages(ratio * full_tokens, swa.page_size),
+            .mamba_partition_pages = mamba.present ? mamba_states : 0};
 }
 
 /// The index in `sweep` of the best split: the fewest dropped requests (a split that drops requests drops their

@@ -185,3 +185,34 @@ TEST_CASE("a demand that is negative or names a pool the layout lacks is refused
     CHECK(f.alloc.can_reserve({.full = 2, .mamba = 1}));
     CHECK(f.broken().empty());
 }
+
+TEST_CASE("page bounds cap a pool whatever the arena has free; a shortfall past one names the pool's excess") {
+    Fixture<TriPoolLayout> f(small_config(64 * 128));
+    CHECK_THROWS_AS(f.alloc.bound_pages({.full = -1}), logic_error);
+    auto pages = f.alloc_kv(6);
+    CHECK_THROWS_AS(f.alloc.bound_pages({.full = 5}), logic_error);  // below the 6 it holds
+    f.alloc.bound_pages({.full = 8, .swa = 0, .mamba = 2});            // SWA unbounded
+    CHECK(f.alloc.available_size(Component::full) == 2);
+    CHECK(f.alloc.available_size(Component::mamba) == 2);
+    CHECK(f.alloc.available_size(Component::swa) > 8);
+    CHECK(f.alloc.can_reserve({.full = 2}));
+    CHECK_FALSE(f.alloc.can_reserve({.full = 3}));
+    std::vector<VirtualPage> three(3);
+    const AllocResult r = f.alloc.alloc(three);
+    CHECK(r.shortfall == Shortfall::partition);
+    CHECK(r.component == Component::full);
+    CHECK(r.pages_short == 1);
+    CHECK(f.alloc.live_pages(Component::full) == 6);  // nothing allocated on failure
+    auto states = f.alloc_states(2);
+    std::vector<StateId> one(1);
+    const AllocResult s = f.alloc.alloc_state(one);
+    CHECK(s.shortfall == Shortfall::partition);
+    CHECK(s.component == Component::mamba);
+    f.alloc.free_state(std::span(states).first(1));
+    REQUIRE(f.alloc.alloc_state(one));  // a free under the bound gives the room back
+    f.alloc.bound_pages({});            // unbounded again
+    CHECK(f.alloc.can_reserve({.full = 3}));
+    REQUIRE(f.drain());
+    CHECK(f.kv_holds(pages));
+    CHECK(f.broken().empty());
+}

@@ -209,6 +209,7 @@ TEST_CASE("a request beyond the chunk budget is cut to whole pages of it, and an
 TEST_CASE("a static SWA partition refuses what the shared arena admits, naming the SWA pages it lacks") {
     Rig<SwaProbed> r(40, 16);
     BudgetOf<PartitionedSWABudget, SwaProbed> split({.full_partition_pages = 30, .swa_partition_pages = 4});
+    r.cache.allocator().bound_pages(split.partitions());  // what `Cache` does with a partitioned budget
     BudgetOf<SharedSWABudget, SwaProbed> shared;
     split.begin_step({});
     shared.begin_step({});
@@ -222,6 +223,7 @@ TEST_CASE("a static SWA partition refuses what the shared arena admits, naming t
                                               .pages_reclaimable = 0,
                                               .pages_in_flight = 0,
                                               .pages_locked = 0});
+    r.cache.allocator().bound_pages({});  // the shared arena: unbounded
     CHECK(shared.check_prefill(r.cache, ask));
     using Split = BudgetOf<PartitionedSWABudget, SwaProbed>;
     CHECK_THROWS_AS(Split(BudgetConfig{}), logic_error);

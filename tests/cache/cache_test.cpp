@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <unikv/backend/host_backend.hpp>
+#include <unikv/budget/partitioned_swa_budget.hpp>
 #include <unikv/cache.hpp>
 
 #include "cache/cache_support.hpp"
@@ -669,4 +670,88 @@ TEST_CASE("allocation relief with SWA pages of 5 FULL pages evicts round after r
     SUBCASE("no prefix keeps SWA: the SWA shortfall's bytes come from FULL pages") {
         relieve_and_check([](std::size_t) { return 16; });
     }
+}
+
+namespace {
+namespace cache_partition_test {
+
+using namespace cache_relief_test;
+
+struct PartitionedPolicies : DeviceOnlyPolicies {
+    using budget = PartitionedSWABudget;
+};
+
+// The relief test's Gemma-like arena (180 FULL pages or 36 SWA pages of room) split 60 FULL : 24 SWA pages.
+CacheConfig split_config() {
+    CacheConfig c = gemma_like(640 + 30 * 768);
+    c.budget = {.full_partition_pages = 60, .swa_partition_pages = 24};
+    return c;
+}
+
+}  // namespace cache_partition_test
+}  // namespace
+
+// The static split over the one arena must behave as two pools: before the pools were bounded, cached FULL
+// pages spread over the SWA partition's memory (only admission counted the partitions), and a request needing
+// SWA was then refused with nothing to evict; the simulator dropped a quarter of a trace that way.
+TEST_CASE("a static partition bounds its pool: cached FULL pages stay in theirs, and SWA admission evicts FULL") {
+    using namespace cache_partition_test;
+    Engine<PartitionedPolicies> e(split_config());
+    auto& cache = *e.cache;
+    REQUIRE(cache.allocator().page_bound(Component::full) == 60);
+    REQUIRE(cache.allocator().page_bound(Component::swa) == 24);
+    const std::vector<Filled> cached = fill(cache, e.backend, e.stream, [](std::size_t) { return 16; });
+    CHECK(cached.size() == 15);  // 15 x 4 FULL pages: the partition, where the arena has room for 45
+    CHECK(cache.allocator().live_pages(Component::full) == 60);
+    CHECK(cache.allocator().live_pages(Component::swa) == 0);
+    std::vector<VirtualToken> probe(4);
+    const VirtualToken no_last[] = {VirtualToken{}};
+    const std::int32_t zero[] = {0}, four[] = {4};
+    const AllocResult past =
+        cache.allocator().alloc_extend({.prefix_lens = zero, .seq_lens = four, .last_locs = no_last}, probe);
+    CHECK(past.shortfall == Shortfall::partition);
+    CHECK(past.component == Component::full);
+    CHECK(past.pages_short == 1);
+    CHECK(cache.allocator().available_size(Component::full) == 0);
+    CHECK(cache.allocator().available_size(Component::swa) == 24);
+
+    // 32 tokens: 8 FULL pages (evicted from the tree's FULL), and 8 SWA pages of the untouched SWA partition.
+    const std::vector<TokenId> big = tokens(5000, 32);
+    cache.begin_step({});
+    Admission a = cache.try_admit({.prompt = {big}, .max_new_tokens = 4});
+    REQUIRE(a);
+    CHECK(a.prefix_length == 0);
+    std::vector<VirtualToken> own(32);
+    REQUIRE(cache.alloc_rows(own, 0));
+    CHECK(cache.allocator().live_pages(Component::full) == 60);
+    CHECK(cache.allocator().live_pages(Component::swa) == 8);
+    REQUIRE(drain(e.backend, e.stream));
+    const Rows<Engine<PartitionedPolicies>::TestCache::allocator_type> rows{&cache.allocator()};
+    for (std::int32_t pos = 0; pos < 32; ++pos) {
+        const auto at = static_cast<std::size_t>(pos);
+        rows.write(Component::full, own[at].value(), marker(Component::full, big[at], pos));
+        rows.write(Component::swa, own[at].value(), marker(Component::swa, big[at], pos));
+    }
+    std::size_t survivors = 0;
+    for (const Filled& f : cached) {
+        if (cache.match({f.tokens}).full_length == 0) continue;
+        ++survivors;
+        for (std::int32_t pos = 0; pos < 16; ++pos) {
+            const auto at = static_cast<std::size_t>(pos);
+            CHECK(rows.holds(Component::full, f.rows[at].value(), marker(Component::full, f.tokens[at], pos)));
+        }
+    }
+    CHECK(survivors == 13);  // two 4-page prefixes made the request's 8 FULL pages
+    for (std::int32_t pos = 0; pos < 32; ++pos) {
+        const auto at = static_cast<std::size_t>(pos);
+        CHECK(rows.holds(Component::full, own[at].value(), marker(Component::full, big[at], pos)));
+        CHECK(rows.holds(Component::swa, own[at].value(), marker(Component::swa, big[at], pos)));
+    }
+    (void)cache.finish({big}, own, std::move(a.lock));
+    CHECK(cache.allocator().live_pages(Component::full) == 60);
+    CHECK(e.broken() == "");
+
+    CacheConfig too_big = split_config();
+    too_big.budget.swa_partition_pages = 25;  // 60 x 128 + 25 x 640 bytes: more than the arena
+    CHECK_THROWS_AS(Cache<PartitionedPolicies>(e.backend, too_big, e.stream), logic_error);
 }

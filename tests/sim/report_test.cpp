@@ -234,6 +234,27 @@ TEST_CASE("the static split solves SGLang's sizing over the arena's entries") {
     CHECK(spec.sink_floor_bytes == 16 * 425984);
     CHECK(static_split(arena, mask, 0.8).full_partition_pages == 157);
     CHECK(static_split(arena, mask, 0.8).swa_partition_pages == 126);
+    CHECK(static_split(arena, mask, 0.8, 96).mamba_partition_pages == 0);  // no Mamba pool: no states
+}
+
+TEST_CASE("the tri-pool's static split takes SGLang's state pool off the top and bounds Mamba to it") {
+    using unikv::presets::SyntheticTriHybrid;
+    const unikv::ArenaConfig arena =
+        unikv::arena_config<SyntheticTriHybrid>({.arena_bytes = 16ull << 30, .page_size = {16}});  // 96 states: 1.3 GB
+    const auto mask = unikv::layout_components_v<SyntheticTriHybrid::layout>;
+    const unikv::ArenaSpec spec = unikv::make_arena_spec(arena, mask);
+    const unikv::BudgetConfig b = static_split(arena, mask, 0.8, 96);
+    CHECK(b.mamba_partition_pages == 96);
+    const auto bytes = [&](unikv::Component c, std::int64_t n) { return double(n) * double(spec[c].page_bytes); };
+    const double states = bytes(unikv::Component::mamba, 96);
+    const double kv =
+        bytes(unikv::Component::full, b.full_partition_pages) + bytes(unikv::Component::swa, b.swa_partition_pages);
+    const double usable = double(spec.arena_bytes - spec.sink_floor_bytes);
+    CHECK(states + kv <= usable);
+    const double two_pages =
+        2.0 * double(spec[unikv::Component::full].page_bytes + spec[unikv::Component::swa].page_bytes);
+    CHECK(states + kv > usable - two_pages);
+    CHECK(static_split(arena, mask, 0.8).full_partition_pages > b.full_partition_pages);  // the states' bytes came off
 }
 
 TEST_CASE("the best split drops the fewest requests, then hits the most") {

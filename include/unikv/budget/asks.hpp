@@ -65,6 +65,9 @@ struct BudgetConfig {
     std::int64_t full_partition_pages = 0;
     /// `PartitionedSWABudget`: the static SWA partition, in pages.
     std::int64_t swa_partition_pages = 0;
+    /// `PartitionedSWABudget` over a layout with Mamba: the static state pool, in states (0: the states share
+    /// the arena unbounded).
+    std::int64_t mamba_partition_pages = 0;
 };
 
 }  // namespace unikv

@@ -3,14 +3,17 @@
 /// `PartitionedSWABudget`: FULL and SWA budgeted as static partitions (reference §6.1 `SWAPrefillBudget`), the
 /// baseline engines use today, here over the unified arena so that the two can be compared on the same
 /// memory. Each pool may hold at most its partition (`BudgetConfig::full_partition_pages`,
-/// `swa_partition_pages`), however the arena's split moves: what a prefill may take from pool `c` is the room
-/// its partition has left (never more than the arena has), plus its evictable pages, minus its offset (FULL
-/// `total_offset`, SWA `swa_offset`, both starting at the pending decode tokens). SWA demand is the §6.1 SWA
-/// estimate. `prepare_load_back` reclaims nothing: it checks the ask again once the host match is pinned,
-/// because pinning the match's window protects device SWA that selection counted as evictable. It does not ask
-/// for the FULL rows a load adds (`load_back_needs_full_tokens` is false).
+/// `swa_partition_pages`, and `mamba_partition_pages` where the layout has Mamba): the cache bounds the
+/// allocator's pools by them (`UnifiedAllocator::bound_pages`), so no pool's cached pages ever take another's
+/// memory, and a pool at its bound evicts its own pages, as in an engine with one pool per component. What a
+/// prefill may take from pool `c` is the room its partition has left (with the compaction an allocation may
+/// run), plus its evictable pages, minus its offset (FULL `total_offset`, SWA `swa_offset`, both starting at
+/// the pending decode tokens). SWA demand is the §6.1 SWA estimate; Mamba states are not budgeted (an
+/// allocation past the state partition evicts states, or falls short). `prepare_load_back` reclaims nothing:
+/// it checks the ask again once the host match is pinned, because pinning the match's window protects device
+/// SWA that selection counted as evictable. It does not ask for the FULL rows a load adds
+/// (`load_back_needs_full_tokens` is false).
 
-#include <algorithm>
 #include <cstdint>
 
 #include <unikv/budget/asks.hpp>
@@ -40,13 +43,17 @@ struct PartitionedSWABudget {
 
         /// Takes the partitions. Throws `logic_error` unless both are at least one page.
         explicit impl(const BudgetConfig& config)
-            : partition_{.full = config.full_partition_pages, .swa = config.swa_partition_pages, .mamba = 0} {
-            UNIKV_EXPECTS(partition_.full > 0 && partition_.swa > 0, "PartitionedSWABudget: full_partition_pages (",
-                          partition_.full, ") and swa_partition_pages (", partition_.swa,
-                          ") must both be at least one page; give the static split in BudgetConfig");
+            : partition_{.full = config.full_partition_pages,
+                         .swa = config.swa_partition_pages,
+                         .mamba = layout_has_v<Layout, Component::mamba> ? config.mamba_partition_pages : 0} {
+            UNIKV_EXPECTS(partition_.full > 0 && partition_.swa > 0 && partition_.mamba >= 0,
+                          "PartitionedSWABudget: full_partition_pages (", partition_.full,
+                          ") and swa_partition_pages (", partition_.swa,
+                          ") must both be at least one page, and mamba_partition_pages (",
+                          config.mamba_partition_pages, ") not negative; give the static split in BudgetConfig");
         }
 
-        /// The partitions, in pages.
+        /// The partitions, in pages (Mamba: states; 0 is unbounded); the cache bounds its pools by them.
         [[nodiscard]] const CapacityDemand& partitions() const noexcept { return partition_; }
 
         /// Selects `ask`: cut to the chunk budget, then FULL (extension, one page, decode) and SWA (the §6.1
@@ -79,15 +86,12 @@ struct PartitionedSWABudget {
             return detail::swa_estimate_tokens(extend, max_new, cache.tree().config().swa_window,
                                                detail::page_tokens(cache));
         }
-        // Tokens pool `c` can still give: its partition's room (capped by the arena's), its evictable tokens,
-        // minus its offset.
+        // Tokens pool `c` can still give: its partition's room (the allocator counts the bound, and the holes
+        // an allocation's compaction may drain), its evictable tokens, minus its offset.
         template <class Cache>
-        [[nodiscard]] std::int64_t left(const Cache& cache, Component c, std::int64_t offset) const {
-            const auto& alloc = cache.allocator();
-            const std::int64_t used = alloc.live_pages(c) + alloc.reserved_pages(c);
-            const std::int64_t room = std::min(partition_[c] - used, alloc.available_size(c));
-            return std::max<std::int64_t>(room, 0) * detail::page_tokens(cache) + cache.tree().evictable_size(c) -
-                   offset;
+        [[nodiscard]] static std::int64_t left(const Cache& cache, Component c, std::int64_t offset) {
+            return cache.allocator().schedulable_available_size(c) * detail::page_tokens(cache) +
+                   cache.tree().evictable_size(c) - offset;
         }
         template <class Cache>
         [[nodiscard]] BudgetCheck fits(const Cache& cache, std::int64_t full, std::int64_t swa) const {

@@ -24,6 +24,7 @@ enum class Shortfall : std::uint8_t {
     virtual_ids,    ///< the id-owning pool ran out of virtual ids
     room,           ///< not enough bytes, even with every allowed compaction
     moves_blocked,  ///< it would fit after compaction, but a reservation or a closed move gate blocks moves
+    partition,      ///< the pool would pass its page bound (`UnifiedAllocator::bound_pages`), whatever is free
 };
 
 /// The outcome of an allocation. Converts to true on success. On failure it says which pool fell short and by
@@ -33,7 +34,8 @@ struct [[nodiscard]] AllocResult {
     Component component = Component::full;  ///< the pool that fell short (meaningful on failure)
     /// Pages of `component` missing (0 on success): with `virtual_ids`, the ids beyond the free ones; with
     /// `room`, the pages that do not fit even after every compaction; with `moves_blocked`, the pages that do
-    /// not fit without moving any page. The other components' demands stay as asked when it is computed.
+    /// not fit without moving any page; with `partition`, the pages past the pool's bound. The other
+    /// components' demands stay as asked when it is computed.
     std::int64_t pages_short = 0;
     explicit constexpr operator bool() const noexcept { return shortfall == Shortfall::none; }
 };

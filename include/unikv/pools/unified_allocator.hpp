@@ -345,6 +345,17 @@ public:
     /// Float: packs its live pages away from `retreat_side`; returns the pages moved (0 when blocked).
     std::size_t compact_holes(Side retreat_side);
 
+    // ---- partitions ----------------------------------------------------------------------------------------
+    /// Bounds the pages each pool may hold, bound and reserved together (`bounds[c]`; 0 leaves `c` unbounded):
+    /// a static partition of the one arena, as engines with one pool per component have. An allocation past a
+    /// bound falls short with `Shortfall::partition` of that pool however much the arena has free, so the
+    /// caller evicts that pool's own pages, and every capacity query below counts the bound. Throws
+    /// `logic_error` for a negative bound, a bound on a pool the layout lacks, or one below what the pool holds
+    /// now. O(pools).
+    void bound_pages(const CapacityDemand& bounds);
+    /// The page bound of pool `c` (0: unbounded). O(1).
+    [[nodiscard]] std::int64_t page_bound(Component c) const noexcept { return bounds_[c]; }
+
     // ---- capacity (memoized on the chain epoch and the move-permission bits; O(1) on a hit) -----------------
     /// Pages a composite `alloc` can take now without any move (FULL + SWA jointly with SWA).
     [[nodiscard]] std::int64_t available_size() const;
@@ -467,6 +478,8 @@ private:
     [[nodiscard]] std::int64_t memoized(memo_kind kind, std::size_t shape) const;
     // Throws `logic_error` naming `call` for a negative demand or one on a pool the layout lacks.
     void check_demand(const CapacityDemand& d, const char* call) const;
+    // The first pool whose bound `d` would pass, and by how many pages; {full, 0} when none. O(pools).
+    [[nodiscard]] std::pair<Component, std::int64_t> past_bound(const CapacityDemand& d) const noexcept;
     // The fast path of `relieve`: holes and free ids cover the whole demand, so nothing else can matter. O(1).
     [[nodiscard]] bool covered_by_holes(const CapacityDemand& d) const noexcept;
     [[nodiscard]] AllocResult relieve(const CapacityDemand& d);
@@ -514,6 +527,7 @@ private:
     std::vector<std::uint8_t> marks_;  // per FULL virtual page (or Mamba id): seen in the current call
     std::uint64_t bytes_moved_ = 0;    // every move's envelopes so far (`bytes_moved()`)
     mutable std::array<std::array<memo_entry, component_count + 1>, 2> memo_{};
+    CapacityDemand bounds_{};  // `bound_pages`: 0 is unbounded
 };
 
 /// A layout that breaks a layout rule gets this empty stand-in, whose only member is the failing

@@ -93,9 +93,13 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
         // SGLang's Mamba pool (3 states per running request) comes off the top; see static_split.hpp.
         const std::int64_t states = sglang_mamba_states_per_running_request * setup.engine.max_running;
         setup.cache.budget = static_split(setup.cache.arena, layout_components_v<L>, spec.swa_full_ratio, states);
-        std::string words = message("PartitionedSWABudget: FULL ", with_commas(setup.cache.budget.full_partition_pages),
-                                    " pages, SWA ", with_commas(setup.cache.budget.swa_partition_pages),
-                                    " pages (SGLang swa_full_tokens_ratio ", spec.swa_full_ratio, ")");
+        const BudgetConfig& split = setup.cache.budget;
+        std::string words = message("PartitionedSWABudget: FULL ", with_commas(split.full_partition_pages),
+                                    " pages, SWA ", with_commas(split.swa_partition_pages), " pages",
+                                    split.mamba_partition_pages > 0
+                                        ? message(", Mamba ", with_commas(split.mamba_partition_pages), " states")
+                                        : std::string{},
+                                    " (SGLang swa_full_tokens_ratio ", spec.swa_full_ratio, ")");
         return {detail::replay_with<P, PartitionedSWABudget, WriteThrough>(trace, setup, cost, o, spec),
                 std::move(words)};
     } else {

@@ -46,7 +46,35 @@ auto UnifiedAllocator<L, B>::movable() const -> member_roles {
 }
 
 template <class L, class B>
+void UnifiedAllocator<L, B>::bound_pages(const CapacityDemand& bounds) {
+    for (const Component c : all_components) {
+        if (bounds[c] < 0 || (bounds[c] > 0 && !layout_components_v<L>.has(c))) {
+            detail::misuse("bound_pages", to_string(c), " bound ", bounds[c],
+                           bounds[c] < 0 ? " pages is negative" : " pages is on a pool the layout lacks");
+        }
+        if (bounds[c] > 0 && live_pages(c) + reserved_pages(c) > bounds[c]) {
+            detail::misuse("bound_pages", to_string(c), " bound ", bounds[c], " pages is below the ",
+                           live_pages(c) + reserved_pages(c), " it holds; bound the pools before allocating");
+        }
+    }
+    bounds_ = bounds;
+    memo_ = {};  // the bounds change every answer, not the epoch
+}
+
+template <class L, class B>
+std::pair<Component, std::int64_t> UnifiedAllocator<L, B>::past_bound(const CapacityDemand& d) const noexcept {
+    for (const Component c : all_components) {
+        if (bounds_[c] == 0 || d[c] == 0) continue;
+        const detail::pool_core& core = core_of(c, "bound");
+        const std::int64_t past = core.live_pages() + core.reserved_pages() + d[c] - bounds_[c];
+        if (past > 0) return {c, past};
+    }
+    return {Component::full, 0};
+}
+
+template <class L, class B>
 bool UnifiedAllocator<L, B>::fits(const CapacityDemand& d, relief_plan plan, Blockers b) const {
+    if (past_bound(d).second > 0) return false;
     if (d[Component::full] > pool<down_index>().core().free_ids()) return false;
     if constexpr (has_mamba) {
         if (d[Component::mamba] > pool<mamba_index>().core().free_ids()) return false;
@@ -197,6 +225,7 @@ bool UnifiedAllocator<L, B>::covered_by_holes(const CapacityDemand& d) const noe
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
+    if (const auto [c, past] = past_bound(d); past > 0) return {Shortfall::partition, c, past};
     if (covered_by_holes(d)) return {};
     if (fits(d, {}, Blockers::honoured)) return {};
     return with_moves([&](auto& ctx) -> AllocResult {
@@ -230,6 +259,7 @@ AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const {
+    if (const auto [c, past] = past_bound(d); past > 0) return {Shortfall::partition, c, past};
     // The first component asked for that does not fit alone, else the first one asked for.
     const auto asked = std::find_if(all_components.begin(), all_components.end(), [&](Component c) { return d[c] > 0; });
     Component short_pool = asked != all_components.end() ? *asked : Component::mamba;
