@@ -10,6 +10,7 @@
 #include <unikv/backend/default_backend.hpp>
 #include <unikv/budget/admission.hpp>
 #include <unikv/budget/base_budget.hpp>
+#include <unikv/budget/partitioned_mamba_budget.hpp>
 #include <unikv/budget/partitioned_swa_budget.hpp>
 #include <unikv/budget/shared_hybrid_budget.hpp>
 #include <unikv/budget/shared_swa_budget.hpp>

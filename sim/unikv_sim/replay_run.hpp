@@ -4,16 +4,18 @@
 /// memory at the replay's scale, the cost model (`run_preset<P>`). This header only declares it: every preset's
 /// instantiation is compiled once, in `sim/replays.cpp` (which includes `detail/replay_run.inl`), so `main.cpp`
 /// stays light and compiles beside it. Each instantiation holds one `Cache` type per write policy and budget it
-/// dispatches to: 13 in all (`all_write_policies_built`, `static_split_built`).
+/// dispatches to: 15 in all (`all_write_policies_built`, `static_split_built`).
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 
 #include <unikv/presets.hpp>
 
 #include <unikv_sim/options.hpp>
 #include <unikv_sim/replay_records.hpp>
+#include <unikv_sim/static_split.hpp>
 #include <unikv_sim/trace.hpp>
 
 namespace unikv::sim {
@@ -44,9 +46,18 @@ struct RunOutput {
 template <class P>
 RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spec);
 
-/// True when `run_preset<P>` has a static split (the preset has SWA).
+/// True when `run_preset<P>` has a static split: the preset has SWA (`PartitionedSWABudget`) or Mamba
+/// (`PartitionedMambaBudget`), a second pool to split the memory with.
 template <class P>
-inline constexpr bool static_split_built = P::model.swa.layers > 0;
+inline constexpr bool static_split_built = P::model.swa.layers > 0 || P::model.mamba.layers > 0;
+
+/// The SWA/FULL ratios `--compare-static` sweeps for `P`: `static_ratio_sweep` with SWA; without, only
+/// SGLang's default, which then splits nothing (the FULL+Mamba split is its state pool). O(1).
+template <class P>
+[[nodiscard]] constexpr std::span<const double> static_ratios() noexcept {
+    if constexpr (P::model.swa.layers > 0) return static_ratio_sweep;
+    else return std::span(static_ratio_sweep).last(1);
+}
 
 /// True when `run_preset<P>` is built for every write policy: gemma-3-27b, the README's preset. The others are
 /// built for `through`, the default, only: each preset, write policy and budget is one `Cache` instantiation
@@ -66,8 +77,8 @@ void check_built(const SimOptions& o) {
     if (!o.compare_static) return;
     if (!static_split_built<P>)
         throw InputError(message("--compare-static: ", P::name,
-                                 " has no SWA layers, so there is no FULL/SWA split to compare; it is built for the "
-                                 "presets with SWA (see --help)"));
+                                 " has no SWA or Mamba layers, so there is no static split to compare; it is built "
+                                 "for the presets with SWA or Mamba (see --help)"));
     if (o.write_policy != WritePolicyChoice::through)
         throw InputError("--compare-static is built for --write-policy through only (see --help)");
 }

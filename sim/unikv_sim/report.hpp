@@ -167,7 +167,7 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
 /// split, `runs[2]` the best of the sweep; `sweep` lists every split tried, in order.
 inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> runs,
                                    std::span<const ReportedRun> sweep) {
-    std::fprintf(out, "unikv-sim: unified arena against a static FULL/SWA split of the same memory\n");
+    std::fprintf(out, "unikv-sim: unified arena against a static split of the same memory (one pool per component)\n");
     std::fprintf(out, "  %-30s %8s %8s %8s %8s %8s %9s %10s %11s\n", "run", "hit", "device", "host", "dropped",
                  "preempt", "running", "TTFT p50", "output/s");
     for (const ReportedRun& r : runs) {

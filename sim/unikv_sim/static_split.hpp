@@ -14,8 +14,8 @@
 /// Mamba: SGLang gives hybrid-state models a separate state pool of 3 states per running request
 /// (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`, model_runner_kv_cache_mixin.py), taken off the top before
 /// the KV split. The tri-pool's static run sizes its FULL/SWA partitions from the memory left after those
-/// states, and bounds Mamba to them (`mamba_partition_pages`), as its own pool. FULL+Mamba models have no SWA to
-/// split and get no static comparison.
+/// states, and bounds Mamba to them (`mamba_partition_pages`), as its own pool. FULL+Mamba models split the same
+/// way, FULL taking all the memory left after the states (`PartitionedMambaBudget`; the ratio splits nothing).
 ///
 /// The partitions bound the arena's pools (`UnifiedAllocator::bound_pages`), so each behaves as a pool of its
 /// own: its cached pages never hold another's memory, and a pool at its bound evicts its own pages.
@@ -31,6 +31,7 @@
 #include <unikv/component.hpp>
 #include <unikv/error.hpp>
 
+#include <unikv_sim/input_error.hpp>
 #include <unikv_sim/metrics.hpp>
 
 namespace unikv::sim {
@@ -47,8 +48,9 @@ inline constexpr std::int64_t sglang_mamba_states_per_running_request = 3;
 
 /// The FULL and SWA partitions (pages) SGLang's sizing gives the arena `arena` of a layout with pools
 /// `present` at SWA/FULL token ratio `ratio`, after `mamba_states` state slots (the Mamba partition where the
-/// layout has Mamba; see the file comment). Each KV partition is at least one page. Throws what
-/// `make_arena_spec` throws for a bad arena. O(1).
+/// layout has Mamba; see the file comment). Each KV partition present is at least one page. Throws what
+/// `make_arena_spec` throws for a bad arena, and `InputError` naming `--device-memory` when the states leave
+/// less than a page of each KV pool. O(1).
 [[nodiscard]] inline BudgetConfig static_split(const ArenaConfig& arena, ComponentMask present, double ratio,
                                                std::int64_t mamba_states = 0) {
     const ArenaSpec spec = make_arena_spec(arena, present);
@@ -56,14 +58,25 @@ inline constexpr std::int64_t sglang_mamba_states_per_running_request = 3;
     const SubPoolSpec& swa = spec[Component::swa];
     const SubPoolSpec& mamba = spec[Component::mamba];
     double usable = static_cast<double>(spec.arena_bytes - spec.sink_floor_bytes);
-    if (mamba.present) usable -= static_cast<double>(mamba_states) * static_cast<double>(mamba.page_bytes);
+    if (mamba.present) {
+        // SGLang refuses to start when its state pool leaves no memory for the KV pools; so does the comparison.
+        const double states = static_cast<double>(mamba_states) * static_cast<double>(mamba.page_bytes);
+        const double kv_floor = static_cast<double>(full.page_bytes + (swa.present ? swa.page_bytes : 0));
+        if (usable - states < kv_floor) {
+            throw InputError(message("--device-memory: the static split's state pool (", mamba_states,
+                                     " states: 3 per running request) takes ", states, " of the ", usable,
+                                     " bytes the arena has (at the replay's scale), leaving no KV pages; give "
+                                     "more device memory"));
+        }
+        usable -= states;
+    }
     const double full_tokens =
         std::max(0.0, usable) / (static_cast<double>(full.entry_bytes) + ratio * static_cast<double>(swa.entry_bytes));
     const auto pages = [](double tokens, std::int32_t page) {
         return std::max<std::int64_t>(1, static_cast<std::int64_t>(tokens) / page);
     };
     return {.full_partition_pages = pages(full_tokens, full.page_size),
-            .swa_partition_pages = pages(ratio * full_tokens, swa.page_size),
+            .swa_partition_pages = swa.present ? pages(ratio * full_tokens, swa.page_size) : 0,
             .mamba_partition_pages = mamba.present ? mamba_states : 0};
 }
 

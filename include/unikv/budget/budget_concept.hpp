@@ -35,6 +35,7 @@ enum class budget_layout_rule : std::uint8_t {
     none,                  ///< the budget serves the layout
     shared_swa_pools,      ///< SharedSWABudget without both Full and Swa pools
     partitioned_swa_pools, ///< PartitionedSWABudget without both Full and Swa pools
+    partitioned_mamba_pools, ///< PartitionedMambaBudget without Full and Mamba pools, or with Swa
     shared_hybrid_pools,   ///< SharedHybridBudget without Full, Swa and Mamba pools
 };
 
@@ -107,7 +108,7 @@ consteval bool check_budget() {
     } else if constexpr (!has_budget_impl_v<B, L>) {
         static_assert(has_budget_impl_v<B, L>,
                       "unikv: a budget policy needs a nested template <class Layout> impl; use BaseBudget, "
-                      "PartitionedSWABudget, SharedSWABudget or SharedHybridBudget");
+                      "PartitionedSWABudget, PartitionedMambaBudget, SharedSWABudget or SharedHybridBudget");
         return true;
     } else {
         using rule = budget_layout_rule;
@@ -117,7 +118,11 @@ consteval bool check_budget() {
                       "over the unified arena); use BaseBudget for models without Swa");
         static_assert(broken != rule::partitioned_swa_pools,
                       "unikv: PartitionedSWABudget splits Full and Swa statically, so it needs a layout with both "
-                      "pools; use BaseBudget for models without Swa");
+                      "pools; use PartitionedMambaBudget for Full+Mamba models and BaseBudget otherwise");
+        static_assert(broken != rule::partitioned_mamba_pools,
+                      "unikv: PartitionedMambaBudget splits Full and Mamba statically, so it needs a layout with "
+                      "both pools and no Swa; use PartitionedSWABudget where the layout has Swa (it bounds Mamba "
+                      "too) and BaseBudget otherwise");
         static_assert(broken != rule::shared_hybrid_pools,
                       "unikv: SharedHybridBudget budgets Full, Swa and Mamba jointly, so it needs a layout with all "
                       "three pools (TriPoolLayout); use SharedSWABudget for Full+Swa models and BaseBudget "

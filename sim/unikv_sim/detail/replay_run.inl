@@ -7,6 +7,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include <unikv/budget/partitioned_mamba_budget.hpp>
 #include <unikv/budget/partitioned_swa_budget.hpp>
 #include <unikv/budget/shared_hybrid_budget.hpp>
 #include <unikv/budget/shared_swa_budget.hpp>
@@ -94,14 +95,17 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
         const std::int64_t states = sglang_mamba_states_per_running_request * setup.engine.max_running;
         setup.cache.budget = static_split(setup.cache.arena, layout_components_v<L>, spec.swa_full_ratio, states);
         const BudgetConfig& split = setup.cache.budget;
-        std::string words = message("PartitionedSWABudget: FULL ", with_commas(split.full_partition_pages),
-                                    " pages, SWA ", with_commas(split.swa_partition_pages), " pages",
-                                    split.mamba_partition_pages > 0
-                                        ? message(", Mamba ", with_commas(split.mamba_partition_pages), " states")
-                                        : std::string{},
-                                    " (SGLang swa_full_tokens_ratio ", spec.swa_full_ratio, ")");
-        return {detail::replay_with<P, PartitionedSWABudget, WriteThrough>(trace, setup, cost, o, spec),
-                std::move(words)};
+        constexpr bool has_swa = P::model.swa.layers > 0;
+        std::string words = message(
+            has_swa ? "PartitionedSWABudget" : "PartitionedMambaBudget", ": FULL ",
+            with_commas(split.full_partition_pages), " pages",
+            has_swa ? message(", SWA ", with_commas(split.swa_partition_pages), " pages") : std::string{},
+            split.mamba_partition_pages > 0 ? message(", Mamba ", with_commas(split.mamba_partition_pages), " states")
+                                            : std::string{},
+            has_swa ? message(" (SGLang swa_full_tokens_ratio ", spec.swa_full_ratio, ")")
+                    : std::string(" (SGLang's state pool: 3 states per running request)"));
+        using Split = std::conditional_t<has_swa, PartitionedSWABudget, PartitionedMambaBudget>;
+        return {detail::replay_with<P, Split, WriteThrough>(trace, setup, cost, o, spec), std::move(words)};
     } else {
         throw logic_error(message("unikv-sim: run_preset: no static split for ", P::name, "; check_built refuses it"));
     }
