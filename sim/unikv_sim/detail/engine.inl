@@ -334,6 +334,7 @@ private:
         r.admit_order = ++admissions_;
         if (!r.admitted_once) {
             r.admitted_once = true;
+            r.record.admitted_ms = clock_;
             const std::int32_t host = a.load_id != 0 ? host_part(r, a.prefix_length) : 0;
             r.record.device_hit_tokens = a.prefix_length - host;
             r.record.host_hit_tokens = host;
