@@ -71,7 +71,8 @@ struct totals {
 
 template <class P, class Write = unikv::WriteBack>
 totals replay_slice(const slice& s) {
-    const unikv::sim::Trace trace = unikv::sim::generate({.workload = s.workload, .seed = 7, .requests = scaled(s.requests)});
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = s.workload, .seed = 7, .requests = scaled(s.requests)});
     const unikv::ArenaSpec real = unikv::make_arena_spec(
         unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
         unikv::layout_components_v<typename P::layout>);
@@ -105,8 +106,8 @@ totals replay_slice(const slice& s) {
         t.chunked += st.chunked;
         t.restored += st.restored;
     }
-    MESSAGE(P::name, ": ", t.steps, " steps, ", r.dropped.size(), " dropped, host hit tokens ", t.host_hits, ", preempted ", t.preempted,
-            ", restored ", t.restored, ", chunked ", t.chunked);
+    MESSAGE(P::name, ": ", t.steps, " steps, ", r.dropped.size(), " dropped, host hit tokens ", t.host_hits,
+            ", preempted ", t.preempted, ", restored ", t.restored, ", chunked ", t.chunked);
     CHECK(t.host_hits > 0);
     CHECK(t.chunked > 0);
     if (s.preempts) {
