@@ -14,17 +14,25 @@ function(_unikv_header_units extension out)
   set(${out} ${units} PARENT_SCOPE)
 endfunction()
 
-# Every header under include/unikv compiles alone: .hpp with the C++ compiler and no CUDA include path;
-# with UNIKV_ENABLE_CUDA, .cuh and .hpp with nvcc.
-function(unikv_add_header_checks)
-  set(root ${PROJECT_SOURCE_DIR}/include)
-  file(GLOB_RECURSE hpp_headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/unikv/*.hpp)
-  _unikv_header_units(cpp hpp_units ${hpp_headers})
-  add_library(unikv_header_check_hpp OBJECT ${hpp_units})
-  target_link_libraries(unikv_header_check_hpp PRIVATE unikv::unikv unikv_warnings)
+# Every .hpp under `root`/`folder` compiles alone with the C++ compiler, in the OBJECT library `target` that
+# links the libraries given after `folder` (their include paths and definitions).
+function(unikv_add_hpp_header_check target root folder)
+  file(GLOB_RECURSE headers CONFIGURE_DEPENDS RELATIVE ${root} ${root}/${folder}/*.hpp)
+  _unikv_header_units(cpp units ${headers})
+  add_library(${target} OBJECT ${units})
+  target_link_libraries(${target} PRIVATE ${ARGN} unikv_warnings)
   # A header alone instantiates nothing, so its unit is parsing; nothing links the objects, so they need neither
   # optimization nor debug information (-O0 -g0 cut unikv/cache/hicache.hpp's check from 5.5 to 4.9 CPU-s).
-  target_compile_options(unikv_header_check_hpp PRIVATE -O0 -g0)
+  target_compile_options(${target} PRIVATE -O0 -g0)
+  set(${target}_headers ${headers} PARENT_SCOPE)
+endfunction()
+
+# Every header under include/unikv compiles alone: .hpp with the C++ compiler and no CUDA include path;
+# with UNIKV_ENABLE_CUDA, .cuh and .hpp with nvcc. The simulator's headers have their own check (sim/).
+function(unikv_add_header_checks)
+  set(root ${PROJECT_SOURCE_DIR}/include)
+  unikv_add_hpp_header_check(unikv_header_check_hpp ${root} unikv unikv::unikv)
+  set(hpp_headers ${unikv_header_check_hpp_headers})
   if(UNIKV_ENABLE_CUDA)
     # Engines include the .hpp headers from .cu files too, so nvcc must accept every header. Each .cuh, and
     # each .hpp that reads differently under nvcc (it tests __CUDACC__ or UNIKV_HAS_CUDA), compiles alone; the

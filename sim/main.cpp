@@ -114,15 +114,15 @@ int main(int argc, char** argv) {
     for (std::size_t i = 1; i < runs.size(); ++i) sweep.push_back(runs[i].report);
 
     if (o.json) {
-        std::string out = "{" + summary_json_members(o, summary, block_tokens) + ", \"replay\": " + run_json(runs[0].report);
+        std::string out =
+            "{" + summary_json_members(o, summary, block_tokens) + ", \"replay\": " + run_json(runs[0].report);
         if (o.compare_static) {
             out += ", \"compare_static\": {\"engine\": \"SGLang\", \"default\": " + run_json(compared[1]) +
                    ", \"best\": " + run_json(compared[2]) + ", \"sweep\": [";
             for (std::size_t i = 0; i < sweep.size(); ++i) out += (i ? ", " : "") + run_json(sweep[i]);
-            out += message("], \"hit_rate_gap_default\": ",
-                           runs[0].report.figures.hit_rate() - compared[1].figures.hit_rate(),
-                           ", \"hit_rate_gap_best\": ", runs[0].report.figures.hit_rate() - compared[2].figures.hit_rate(),
-                           "}");
+            out += message(
+                "], \"hit_rate_gap_default\": ", runs[0].report.figures.hit_rate() - compared[1].figures.hit_rate(),
+                ", \"hit_rate_gap_best\": ", runs[0].report.figures.hit_rate() - compared[2].figures.hit_rate(), "}");
         }
         std::printf("%s}\n", out.c_str());
     } else {

@@ -63,13 +63,13 @@ inline constexpr std::string_view gnuplot_missing =
     for (const PlotRun& r : runs)
         if (!r.steps.empty()) end_s = std::max(end_s, (r.steps.back().start_ms + r.steps.back().duration_ms) / 1e3);
     // noenhanced: a file name's underscores are text, not subscripts.
-    std::string gp = message("set terminal pngcairo noenhanced size 1100,820 font ',10'\nset output ", gnuplot_quote(png),
-                             "\nset datafile separator ','\nset grid\nset key outside right top\n"
-                             // Fixed margins, so both panels share one time axis whatever their legends' widths.
-                             "set lmargin at screen 0.07\nset rmargin at screen 0.66\n"
-                             "set multiplot layout 2,1 title ",
-                             gnuplot_quote(title), "\nset xlabel 'simulated time (s)'\nset xrange [0:", end_s > 0 ? end_s : 1,
-                  "]\n");
+    std::string gp = message(
+        "set terminal pngcairo noenhanced size 1100,820 font ',10'\nset output ", gnuplot_quote(png),
+        "\nset datafile separator ','\nset grid\nset key outside right top\n"
+        // Fixed margins, so both panels share one time axis whatever their legends' widths.
+        "set lmargin at screen 0.07\nset rmargin at screen 0.66\n"
+        "set multiplot layout 2,1 title ",
+        gnuplot_quote(title), "\nset xlabel 'simulated time (s)'\nset xrange [0:", end_s > 0 ? end_s : 1, "]\n");
     gp += "set ylabel 'occupancy (share of the pool)'\nset yrange [0:1.05]\nplot ";
     bool first = true;
     for (const char* tier : {"device", "host"})

@@ -54,9 +54,10 @@ public:
         char eta[32] = "ETA --";
         if (rate > 0) std::snprintf(eta, sizeof eta, "ETA %.0f s", static_cast<double>(total_ - finished) / rate);
         char buf[256];
-        std::snprintf(buf, sizeof buf, "unikv-sim: %s: %lld/%lld requests, %lld steps, %.1f s simulated, %.0f req/s, %s",
-                      label_.c_str(), static_cast<long long>(finished), static_cast<long long>(total_),
-                      static_cast<long long>(steps), simulated_ms / 1e3, rate, eta);
+        std::snprintf(buf, sizeof buf,
+                      "unikv-sim: %s: %lld/%lld requests, %lld steps, %.1f s simulated, %.0f req/s, %s", label_.c_str(),
+                      static_cast<long long>(finished), static_cast<long long>(total_), static_cast<long long>(steps),
+                      simulated_ms / 1e3, rate, eta);
         std::string out = buf;
         if (terminal_ && out.size() < 100) out.resize(100, ' ');
         return out;

@@ -60,6 +60,7 @@ struct StepRecord {
 struct RequestRecord {
     std::int32_t index = 0;            ///< its position in the trace
     double arrival_ms = 0;             ///< from the trace
+    double admitted_ms = 0;            ///< start of the step that first admitted it (its first chunk, if chunked)
     double first_token_ms = 0;         ///< end of the step that finished its prefill
     double finish_ms = 0;              ///< end of the step that decoded its last token
     std::int32_t prompt_tokens = 0;    ///< from the trace

@@ -22,7 +22,8 @@ namespace unikv::sim {
 
 /// The budget of one run.
 enum class BudgetChoice : std::uint8_t {
-    unified,  ///< the preset's unified budget: SharedSWABudget (FULL+SWA), SharedHybridBudget (tri-pool), else BaseBudget
+    /// The preset's unified budget: SharedSWABudget (FULL+SWA), SharedHybridBudget (tri-pool), else BaseBudget.
+    unified,
     static_split,  ///< PartitionedSWABudget at `RunSpec::swa_full_ratio` (SWA presets only)
 };
 

@@ -180,7 +180,8 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
     }
     std::string tried;
     for (const ReportedRun& r : sweep)
-        tried += message(tried.empty() ? "" : ", ", r.swa_full_ratio, " -> ", std::llround(1000 * r.figures.hit_rate()) / 10.0, "%",
+        tried += message(tried.empty() ? "" : ", ", r.swa_full_ratio, " -> ",
+                         std::llround(1000 * r.figures.hit_rate()) / 10.0, "%",
                          r.figures.dropped > 0 ? message(" (", r.figures.dropped, " dropped)") : std::string());
     std::fprintf(out, "  %-30s %s\n", "sweep (SWA/FULL ratio)", tried.c_str());
     const double unified = runs[0].figures.hit_rate();
@@ -203,15 +204,16 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
         "\"total_tokens_per_s\": %.3f, \"ttft_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
         "\"itl_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f}, \"mean_running\": %.3f, \"max_running\": %d, "
         "\"requests_per_wall_s\": %.3f, \"tokens_per_wall_s\": %.3f}",
-        f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps), f.simulated_seconds, f.wall_seconds,
-        static_cast<long long>(f.prompt_tokens), static_cast<long long>(f.output_tokens),
-        static_cast<long long>(f.device_hit_tokens), static_cast<long long>(f.host_hit_tokens), f.device_hit_rate,
-        f.host_hit_rate, f.hit_rate(), f.admitted_tokens_per_step, static_cast<long long>(f.admitted_tokens_max),
-        static_cast<long long>(f.refusals), static_cast<long long>(f.chunked), static_cast<long long>(f.preemptions),
+        f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps),
+        f.simulated_seconds, f.wall_seconds, static_cast<long long>(f.prompt_tokens),
+        static_cast<long long>(f.output_tokens), static_cast<long long>(f.device_hit_tokens),
+        static_cast<long long>(f.host_hit_tokens), f.device_hit_rate, f.host_hit_rate, f.hit_rate(),
+        f.admitted_tokens_per_step, static_cast<long long>(f.admitted_tokens_max), static_cast<long long>(f.refusals),
+        static_cast<long long>(f.chunked), static_cast<long long>(f.preemptions),
         static_cast<unsigned long long>(f.bytes_compacted), static_cast<unsigned long long>(f.bytes_loaded),
         static_cast<unsigned long long>(f.bytes_written), f.cache_us_mean, f.cache_us_p99, f.output_tokens_per_s,
-        f.total_tokens_per_s, f.ttft_ms.p50, f.ttft_ms.p90, f.ttft_ms.p99, f.itl_ms.p50, f.itl_ms.p90,
-        f.itl_ms.p99, f.mean_running, f.max_running, f.requests_per_wall_s, f.tokens_per_wall_s);
+        f.total_tokens_per_s, f.ttft_ms.p50, f.ttft_ms.p90, f.ttft_ms.p99, f.itl_ms.p50, f.itl_ms.p90, f.itl_ms.p99,
+        f.mean_running, f.max_running, f.requests_per_wall_s, f.tokens_per_wall_s);
     return buf;
 }
 

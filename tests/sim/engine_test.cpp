@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -68,7 +70,8 @@ struct totals {
 
 template <class P, class Write = unikv::WriteBack>
 totals replay_slice(const slice& s) {
-    const unikv::sim::Trace trace = unikv::sim::generate({.workload = s.workload, .seed = 7, .requests = scaled(s.requests)});
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = s.workload, .seed = 7, .requests = scaled(s.requests)});
     const unikv::ArenaSpec real = unikv::make_arena_spec(
         unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
         unikv::layout_components_v<typename P::layout>);
@@ -102,8 +105,8 @@ totals replay_slice(const slice& s) {
         t.chunked += st.chunked;
         t.restored += st.restored;
     }
-    MESSAGE(P::name, ": ", t.steps, " steps, ", r.dropped.size(), " dropped, host hit tokens ", t.host_hits, ", preempted ", t.preempted,
-            ", restored ", t.restored, ", chunked ", t.chunked);
+    MESSAGE(P::name, ": ", t.steps, " steps, ", r.dropped.size(), " dropped, host hit tokens ", t.host_hits,
+            ", preempted ", t.preempted, ", restored ", t.restored, ", chunked ", t.chunked);
     CHECK(t.host_hits > 0);
     CHECK(t.chunked > 0);
     CHECK(t.preempted > 0);
@@ -113,94 +116,183 @@ totals replay_slice(const slice& s) {
 
 // ---- the golden test -------------------------------------------------------------------------------------------
 
+// What the reference replay expects: each request's device-hit tokens (by trace index), and how many first
+// admissions hit pages that a chunk of a still unfinished request inserted (what only the chunk inserts serve).
+struct reference_hits {
+    std::vector<std::int32_t> hits;
+    std::int32_t chunk_served = 0;
+};
+
 // The device-hit tokens the engine should have found for each request, from an independent replay of the same
-// trace through `ReferenceTree<Full>` (memory large enough that nothing is evicted, no chunking, no preemption).
-// The engine's rule, from `detail/engine.inl`:
-// * admission (`try_admit`) matches the prompt but its last token (always computed) and serves the match's
-//   device length, which the tree keeps page aligned;
+// trace through `ReferenceTree<Full>` (memory large enough that nothing is evicted nor preempted). The engine's
+// rule, from `detail/engine.inl`:
+// * admission (`try_admit`) matches the prompt but its last token (always computed), serves the match's device
+//   length (page aligned) and extends the rest; the step's chunk budget (`chunk_tokens` prefill tokens) cuts an
+//   extension longer than what is left to whole pages of it. A step admits the request between two chunks
+//   first, then arrivals in trace order;
+// * a cut (chunked) prefill inserts its rows' whole pages after the step's forward and goes on in the next step
+//   from a fresh match (which may reach past its own chunk);
 // * a finished request inserts the whole pages of its rows (prompt + output - 1 tokens). Its output tokens are
-//   its own (never in another prompt), so of those pages only the prompt's whole pages can ever match:
-//   the reference inserts `prompt[0, floor(prompt / page) * page)`;
-// * a chunked prefill also inserts its whole pages at each chunk boundary; the records do not say when a chunk
-//   ran, so the golden replay runs without chunking (a chunk budget above any step's prompts);
-// * within a step admissions come before the forward and finishes after it, so a request admitted in the step
-//   another finishes does not see it. Without chunking a request is admitted in the step that gives its first
-//   token, so request B sees A's insert exactly when `A.finish_ms < B.first_token_ms` (steps cost > 0).
-// The order of events comes from the engine's records; which tokens hit comes from the reference tree only.
-std::vector<std::int32_t> reference_device_hits(const unikv::sim::Trace& trace, const ReplayResult& r,
-                                                std::int32_t page) {
-    struct event {
-        double at;
-        bool insert;  // false: the admission (before any insert at the same time)
-        std::int32_t index;
+//   its own (never in another prompt), so of those pages only the prompt's whole pages can ever match: the
+//   reference inserts `prompt[0, floor(prompt / page) * page)`;
+// * the inserts after a step's forward are seen from the next step's admissions on.
+// The records give each request's steps (first admission, first token, finish): it is chunked from its
+// admission to the step before its first token. Which tokens hit and what each step prefills come from the
+// reference tree and the rule above only; each step's prefill tokens and chunk count are checked against the
+// step records, so a schedule the rule does not describe fails here rather than matching by luck.
+reference_hits reference_device_hits(const unikv::sim::Trace& trace, const ReplayResult& r, std::int32_t page,
+                                     std::int32_t chunk_tokens) {
+    const auto step_starting = [&](double ms) {
+        const auto s =
+            std::find_if(r.steps.begin(), r.steps.end(), [&](const StepRecord& st) { return st.start_ms == ms; });
+        REQUIRE(s != r.steps.end());
+        return static_cast<std::size_t>(s - r.steps.begin());
     };
-    std::vector<event> events;
+    const auto step_ending = [&](double ms) {
+        const auto s = std::find_if(r.steps.begin(), r.steps.end(),
+                                    [&](const StepRecord& st) { return st.start_ms + st.duration_ms == ms; });
+        REQUIRE(s != r.steps.end());
+        return static_cast<std::size_t>(s - r.steps.begin());
+    };
+    struct steps_of {
+        std::size_t admitted, first_token, finish;
+    };
+    const std::size_t n = trace.requests().size();
+    std::vector<steps_of> at(n);
+    std::vector<std::vector<std::int32_t>> admitted_in(r.steps.size());  // first admissions of each step
+    std::vector<std::vector<unikv::TokenId>> prompts(n);
     for (const unikv::sim::RequestRecord& q : r.requests) {
-        events.push_back({q.first_token_ms, false, q.index});
-        events.push_back({q.finish_ms, true, q.index});
+        const auto i = static_cast<std::size_t>(q.index);
+        at[i] = {step_starting(q.admitted_ms), step_ending(q.first_token_ms), step_ending(q.finish_ms)};
+        admitted_in[at[i].admitted].push_back(q.index);
+        prompts[i].resize(static_cast<std::size_t>(q.prompt_tokens));
+        trace.prompt_tokens(trace.requests()[i], prompts[i]);
     }
-    std::sort(events.begin(), events.end(), [](const event& a, const event& b) {
-        return a.at != b.at ? a.at < b.at : a.insert < b.insert;
-    });
+    for (std::vector<std::int32_t>& a : admitted_in) std::sort(a.begin(), a.end());
+
     unikv::ReferenceTree<unikv::Full> tree({.page_size = {page}});
-    std::vector<std::int32_t> hits(trace.requests().size(), -1);
-    std::vector<unikv::TokenId> tokens;
-    std::vector<unikv::VirtualPage> pages;
-    for (const event& e : events) {
-        const unikv::sim::Request& q = trace.requests()[static_cast<std::size_t>(e.index)];
-        tokens.resize(static_cast<std::size_t>(q.prompt_tokens));
-        trace.prompt_tokens(q, tokens);
-        if (!e.insert) {
-            const unikv::MatchResult m = tree.match_prefix({std::span<const unikv::TokenId>(tokens).first(tokens.size() - 1)});
-            hits[static_cast<std::size_t>(e.index)] = m.device_length;
-            continue;
+    std::vector<std::int32_t> chunk_owner;  // by reference page id: the request whose chunk inserted it, or -1
+    std::vector<bool> finished(n, false);
+    const auto insert = [&](std::int32_t index, std::int32_t tokens, bool chunk) {
+        std::vector<unikv::VirtualPage> pages;
+        for (std::int32_t p = 0; p < tokens / page; ++p) {
+            pages.push_back(unikv::VirtualPage{static_cast<std::int32_t>(chunk_owner.size())});
+            chunk_owner.push_back(chunk ? index : -1);
         }
-        const std::size_t whole = tokens.size() / static_cast<std::size_t>(page);
-        pages.clear();
-        for (std::size_t p = 0; p < whole; ++p) pages.push_back(unikv::VirtualPage{e.index * 4096 + static_cast<std::int32_t>(p)});
-        tree.insert({std::span<const unikv::TokenId>(tokens).first(whole * static_cast<std::size_t>(page))}, {.pages = pages})
+        const std::span<const unikv::TokenId> key(prompts[static_cast<std::size_t>(index)]);
+        tree.insert({key.first(static_cast<std::size_t>(tokens / page * page))}, {.pages = pages})
             .actions.mark_drained();  // its duplicate pages are the engine's business, not the reference's
+    };
+
+    reference_hits out{.hits = std::vector<std::int32_t>(n, -1)};
+    std::optional<std::int32_t> between_chunks;  // chunked in the previous step
+    for (std::size_t t = 0; t < r.steps.size(); ++t) {
+        INFO("step ", t);
+        std::vector<std::int32_t> order;
+        if (between_chunks) order.push_back(*between_chunks);
+        order.insert(order.end(), admitted_in[t].begin(), admitted_in[t].end());
+        between_chunks.reset();
+        std::int32_t left = chunk_tokens, chunked = 0, chunk_end = 0;
+        std::int64_t prefill = 0;
+        for (const std::int32_t i : order) {
+            const std::vector<unikv::TokenId>& prompt = prompts[static_cast<std::size_t>(i)];
+            const unikv::MatchResult m =
+                tree.match_prefix({std::span<const unikv::TokenId>(prompt).first(prompt.size() - 1)});
+            if (at[static_cast<std::size_t>(i)].admitted == t) {
+                out.hits[static_cast<std::size_t>(i)] = m.device_length;
+                const auto unfinished_chunk = [&](unikv::VirtualPage v) {
+                    const std::int32_t owner = chunk_owner[static_cast<std::size_t>(v.value())];
+                    return owner >= 0 && owner != i && !finished[static_cast<std::size_t>(owner)];
+                };
+                const bool served = std::any_of(m.device_pages.begin(), m.device_pages.end(), unfinished_chunk);
+                out.chunk_served += served ? 1 : 0;
+            }
+            const std::int32_t extend = static_cast<std::int32_t>(prompt.size()) - m.device_length;
+            const bool cut = t < at[static_cast<std::size_t>(i)].first_token;
+            INFO("request ", i, " extends ", extend, " of a chunk budget's ", left, " left");
+            REQUIRE(cut == (extend > left));
+            const std::int32_t take = cut ? left / page * page : extend;
+            REQUIRE(take > 0);
+            if (cut) {
+                between_chunks = i;
+                chunk_end = m.device_length + take;
+                ++chunked;
+            }
+            left -= take;
+            prefill += take;
+        }
+        CHECK(r.steps[t].work.prefill_tokens == prefill);
+        CHECK(r.steps[t].chunked == chunked);
+        if (between_chunks) insert(*between_chunks, chunk_end, true);
+        for (const unikv::sim::RequestRecord& q : r.requests) {
+            if (at[static_cast<std::size_t>(q.index)].finish != t) continue;
+            insert(q.index, q.prompt_tokens, false);
+            finished[static_cast<std::size_t>(q.index)] = true;
+        }
     }
-    return hits;
+    return out;
+}
+
+struct golden_totals {
+    std::int64_t chunked = 0, hit_requests = 0, hit_tokens = 0, chunk_served = 0;
+};
+
+// Replays a chat trace on llama-3.1-8b with room for every row, compares each request's device hits with the
+// reference's and returns the totals.
+golden_totals golden_replay(std::int32_t chunk_tokens) {
+    using P = unikv::presets::Llama31_8B;
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 11, .requests = 24});
+    // Nothing is evicted: the device holds every row of the trace at once, the host as much again.
+    std::uint64_t rows = 0;
+    for (const unikv::sim::Request& q : trace.requests())
+        rows += static_cast<std::uint64_t>(q.prompt_tokens + q.output_tokens + 16);
+    const unikv::ArenaSpec spec = unikv::make_arena_spec(
+        unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
+        unikv::layout_components_v<typename P::layout>);
+    const std::uint64_t device = rows * spec[unikv::Component::full].entry_bytes;
+    const std::uint64_t host = device;
+    const unikv::sim::ReplaySetup setup{
+        .cache = unikv::sim::replay_cache_config<P>(device, host),
+        .byte_scale = unikv::sim::replay_byte_scale<P>(device),
+        .engine = {.max_running = 6, .chunk_tokens = chunk_tokens, .check_rows = true, .verify_every = 1}};
+    const ReplayResult r = unikv::sim::replay<policies<P>>(trace, setup, cost);
+    REQUIRE(r.requests.size() == trace.requests().size());
+    golden_totals t;
+    std::int64_t preempted = 0, host_hits = 0;
+    for (const StepRecord& st : r.steps) {
+        preempted += st.preempted;
+        t.chunked += st.chunked;
+        host_hits += st.host_hit_tokens;
+    }
+    REQUIRE(preempted == 0);
+    REQUIRE(host_hits == 0);
+    const reference_hits expected = reference_device_hits(trace, r, 16, chunk_tokens);
+    for (const unikv::sim::RequestRecord& q : r.requests) {
+        INFO("request ", q.index, " (prompt ", q.prompt_tokens, ")");
+        CHECK(q.device_hit_tokens == expected.hits[static_cast<std::size_t>(q.index)]);
+        t.hit_tokens += q.device_hit_tokens;
+        t.hit_requests += q.device_hit_tokens > 0 ? 1 : 0;
+    }
+    t.chunk_served = expected.chunk_served;
+    MESSAGE("golden, chunk budget ", chunk_tokens, ": ", r.requests.size(), " requests, ", t.hit_requests,
+            " with device hits (", t.chunk_served, " served by an unfinished request's chunk), ", t.hit_tokens,
+            " hit tokens, ", t.chunked, " chunked admissions, ", r.steps.size(), " steps");
+    return t;
 }
 
 }  // namespace engine_test
 
 TEST_CASE("engine: golden device hits per request against a ReferenceTree replay of the same trace") {
-    using P = unikv::presets::Llama31_8B;
-    const unikv::sim::Trace trace = unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 11, .requests = 24});
-    // Nothing is evicted: the device holds every row of the trace at once, the host as much again.
-    std::uint64_t rows = 0;
-    for (const unikv::sim::Request& q : trace.requests()) rows += static_cast<std::uint64_t>(q.prompt_tokens + q.output_tokens + 16);
-    const std::uint64_t device = rows * unikv::make_arena_spec(unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
-                                                               unikv::layout_components_v<typename P::layout>)[unikv::Component::full].entry_bytes;
-    const std::uint64_t host = device;
-    const unikv::sim::ReplaySetup setup{
-        .cache = unikv::sim::replay_cache_config<P>(device, host),
-        .byte_scale = unikv::sim::replay_byte_scale<P>(device),
-        .engine = {.max_running = 6, .chunk_tokens = 1 << 24, .check_rows = true, .verify_every = 1}};
-    const engine_test::ReplayResult r = unikv::sim::replay<engine_test::policies<P>>(trace, setup, engine_test::cost);
-    REQUIRE(r.requests.size() == trace.requests().size());
-    std::int64_t preempted = 0, chunked = 0, host_hits = 0;
-    for (const engine_test::StepRecord& st : r.steps) {
-        preempted += st.preempted;
-        chunked += st.chunked;
-        host_hits += st.host_hit_tokens;
-    }
-    REQUIRE(preempted == 0);
-    REQUIRE(chunked == 0);
-    REQUIRE(host_hits == 0);
-    const std::vector<std::int32_t> expected = engine_test::reference_device_hits(trace, r, 16);
-    std::int64_t total = 0, hit_requests = 0;
-    for (const unikv::sim::RequestRecord& q : r.requests) {
-        INFO("request ", q.index, " (prompt ", q.prompt_tokens, ")");
-        CHECK(q.device_hit_tokens == expected[static_cast<std::size_t>(q.index)]);
-        total += q.device_hit_tokens;
-        hit_requests += q.device_hit_tokens > 0 ? 1 : 0;
-    }
-    MESSAGE("golden: ", r.requests.size(), " requests, ", hit_requests, " with device hits, ", total, " hit tokens, ",
-            r.steps.size(), " steps");
-    CHECK(hit_requests >= 10);  // the trace shares enough for the comparison to mean something
+    const engine_test::golden_totals t = engine_test::golden_replay(1 << 24);
+    CHECK(t.chunked == 0);
+    CHECK(t.hit_requests >= 10);  // the trace shares enough for the comparison to mean something
+}
+
+TEST_CASE("engine: golden device hits with chunked prefill, the chunks' inserts serving later admissions") {
+    const engine_test::golden_totals t = engine_test::golden_replay(256);
+    CHECK(t.chunked >= 15);
+    CHECK(t.chunk_served >= 5);  // requests admitted between a chunk's insert and its request's finish
 }
 
 // One case per preset (each a `Cache` instantiation); at least 20k steps in all in the CI size.

@@ -106,7 +106,8 @@ public:
         }
         if (progress_) report_progress();
         result_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-        result_.unfinished = static_cast<std::int64_t>(requests_.size() - result_.requests.size() - result_.dropped.size());
+        result_.unfinished =
+            static_cast<std::int64_t>(requests_.size() - result_.requests.size() - result_.dropped.size());
         return std::move(result_);
     }
 
@@ -149,10 +150,11 @@ private:
     }
 
     void report_progress() const {
-        progress_(ReplayProgress{.finished = static_cast<std::int64_t>(result_.requests.size() + result_.dropped.size()),
-                                 .total = static_cast<std::int64_t>(requests_.size()),
-                                 .steps = step_,
-                                 .simulated_ms = clock_});
+        progress_(
+            ReplayProgress{.finished = static_cast<std::int64_t>(result_.requests.size() + result_.dropped.size()),
+                           .total = static_cast<std::int64_t>(requests_.size()),
+                           .steps = step_,
+                           .simulated_ms = clock_});
     }
 
     void arrive() {
@@ -229,7 +231,8 @@ private:
         rec_.waiting = static_cast<std::int32_t>(waiting_.size());
         occupancy();
         clock_ += rec_.duration_ms;
-        for (const std::int32_t i : first_tokens_) requests_[static_cast<std::size_t>(i)].record.first_token_ms = clock_;
+        for (const std::int32_t i : first_tokens_)
+            requests_[static_cast<std::size_t>(i)].record.first_token_ms = clock_;
         for (const std::int32_t i : finished_) {
             live_request& r = requests_[static_cast<std::size_t>(i)];
             r.record.finish_ms = clock_;
@@ -280,7 +283,8 @@ private:
             // A restore drains the load lane, so it waits until no load of this step is in flight.
             if (r.backup && cache_.loads_in_flight() > 0) return;
             const std::int32_t ask = r.backup ? r.len : r.fill;
-            Admission a = timed([&] { return cache_.try_admit({.prompt = key(r, ask), .max_new_tokens = r.target - ask}); });
+            Admission a =
+                timed([&] { return cache_.try_admit({.prompt = key(r, ask), .max_new_tokens = r.target - ask}); });
             if (a && start(r, a)) {
                 if (from_chunk) {
                     chunked_.reset();
@@ -334,6 +338,7 @@ private:
         r.admit_order = ++admissions_;
         if (!r.admitted_once) {
             r.admitted_once = true;
+            r.record.admitted_ms = clock_;
             const std::int32_t host = a.load_id != 0 ? host_part(r, a.prefix_length) : 0;
             r.record.device_hit_tokens = a.prefix_length - host;
             r.record.host_hit_tokens = host;
@@ -434,7 +439,8 @@ private:
             const bool copied = timed([&] {
                 return cache_.restore(r.backup, {.own = scratch_pages_, .prefix_tokens = prefix, .seq_len = r.len});
             });
-            if (!copied) throw std::runtime_error("unikv-sim: the restore of request " + std::to_string(r.index) + " failed");
+            if (!copied)
+                throw std::runtime_error("unikv-sim: the restore of request " + std::to_string(r.index) + " failed");
             r.at = phase::decode;
             r.prefix = prefix;
             r.swa_cursor = prefix;
@@ -479,16 +485,19 @@ private:
     // Preempts the decode request admitted last: retraction where the cache can, else abort-and-recompute.
     void preempt_newest() {
         const auto newest = std::max_element(decoding_.begin(), decoding_.end(), [&](std::int32_t x, std::int32_t y) {
-            return requests_[static_cast<std::size_t>(x)].admit_order < requests_[static_cast<std::size_t>(y)].admit_order;
+            return requests_[static_cast<std::size_t>(x)].admit_order <
+                   requests_[static_cast<std::size_t>(y)].admit_order;
         });
         const std::int32_t i = *newest;
         decoding_.erase(newest);
         running_.erase(std::find(running_.begin(), running_.end(), i));
         live_request& r = requests_[static_cast<std::size_t>(i)];
-        const std::span<const VirtualPage> own = std::span<const VirtualPage>(r.pages).subspan(static_cast<std::size_t>(r.prefix / page_));
+        const std::span<const VirtualPage> own =
+            std::span<const VirtualPage>(r.pages).subspan(static_cast<std::size_t>(r.prefix / page_));
         bool retracted = false;
         if constexpr (cache_type::can_retract) {
-            RetractionBackup b = timed([&] { return cache_.backup({.own = own, .prefix_tokens = r.prefix, .seq_len = r.len}); });
+            RetractionBackup b =
+                timed([&] { return cache_.backup({.own = own, .prefix_tokens = r.prefix, .seq_len = r.len}); });
             if (b) {
                 r.backup = std::move(b);
                 r.backup_prefix = r.prefix;
@@ -577,8 +586,8 @@ private:
         if (from >= to) return;
         translate(r, from, to);
         for (std::int32_t p = from; p < to; ++p)
-            rows.check_token(Component::full, physical_[static_cast<std::size_t>(p - from)], marker(r, p, Component::full),
-                             r.index, p);
+            rows.check_token(Component::full, physical_[static_cast<std::size_t>(p - from)],
+                             marker(r, p, Component::full), r.index, p);
         if constexpr (has_swa) {
             const std::int32_t swa_from = std::max(from, r.computed_from - window_);
             if (swa_from >= to) return;
@@ -594,11 +603,13 @@ private:
         if (from >= to) return;
         translate(r, from, to);
         for (std::int32_t p = from; p < to; ++p)
-            rows.write_token(Component::full, physical_[static_cast<std::size_t>(p - from)], marker(r, p, Component::full));
+            rows.write_token(Component::full, physical_[static_cast<std::size_t>(p - from)],
+                             marker(r, p, Component::full));
         if constexpr (has_swa) {
             translate_swa(r, from, to);
             for (std::int32_t p = from; p < to; ++p)
-                rows.write_token(Component::swa, physical_[static_cast<std::size_t>(p - from)], marker(r, p, Component::swa));
+                rows.write_token(Component::swa, physical_[static_cast<std::size_t>(p - from)],
+                                 marker(r, p, Component::swa));
         }
     }
 
@@ -706,9 +717,10 @@ private:
             state = std::exchange(r.state, StateId{});
         }
         const CacheInsert ins = timed([&] {
-            return cache_.insert(key(r, whole * page_), {.pages = std::span<const VirtualPage>(r.pages).first(static_cast<std::size_t>(whole)),
-                                                           .swa_evicted = has_swa ? r.swa_cursor : 0,
-                                                           .state = state});
+            return cache_.insert(key(r, whole * page_),
+                                 {.pages = std::span<const VirtualPage>(r.pages).first(static_cast<std::size_t>(whole)),
+                                  .swa_evicted = has_swa ? r.swa_cursor : 0,
+                                  .state = state});
         });
         return ins.node;
     }
@@ -726,13 +738,15 @@ private:
                 compute_.ref().synchronize();  // the slot may have moved: write after the queued moves
                 PhysicalPage physical[1];
                 timed([&] { cache_.translate_state(slot, physical); });
-                RowMarkers<typename cache_type::allocator_type>(cache_.allocator()).write_state(physical[0], state_of(r, whole));
+                RowMarkers<typename cache_type::allocator_type>(cache_.allocator())
+                    .write_state(physical[0], state_of(r, whole));
             }
             const CacheInsert ins = timed([&] {
-                return cache_.insert(key(r, whole),
-                                     {.pages = std::span<const VirtualPage>(r.pages).first(static_cast<std::size_t>(whole / page_)),
-                                      .swa_evicted = has_swa ? r.swa_cursor : 0,
-                                      .state = slot[0]});
+                return cache_.insert(
+                    key(r, whole),
+                    {.pages = std::span<const VirtualPage>(r.pages).first(static_cast<std::size_t>(whole / page_)),
+                     .swa_evicted = has_swa ? r.swa_cursor : 0,
+                     .state = slot[0]});
             });
             relock(r, ins.node);
             r.prefix = whole;
