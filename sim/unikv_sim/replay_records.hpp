@@ -60,7 +60,6 @@ struct StepRecord {
 struct RequestRecord {
     std::int32_t index = 0;            ///< its position in the trace
     double arrival_ms = 0;             ///< from the trace
-    double admitted_ms = 0;            ///< start of the step that first admitted it (its first chunk, if chunked)
     double first_token_ms = 0;         ///< end of the step that finished its prefill
     double finish_ms = 0;              ///< end of the step that decoded its last token
     std::int32_t prompt_tokens = 0;    ///< from the trace
@@ -68,6 +67,7 @@ struct RequestRecord {
     std::int32_t device_hit_tokens = 0;  ///< prompt tokens served from the device tree at admission
     std::int32_t host_hit_tokens = 0;    ///< prompt tokens loaded back from the host tier at admission
     std::int32_t preemptions = 0;        ///< times it was retracted
+    double admitted_ms = 0;  ///< start of the step that first admitted it (its first chunk, if chunked)
     friend bool operator==(const RequestRecord&, const RequestRecord&) = default;
 };
 
