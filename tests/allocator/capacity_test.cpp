@@ -191,6 +191,7 @@ TEST_CASE("page bounds cap a pool whatever the arena has free; a shortfall past 
     CHECK_THROWS_AS(f.alloc.bound_pages({.full = -1}), logic_error);
     auto pages = f.alloc_kv(6);
     CHECK_THROWS_AS(f.alloc.bound_pages({.full = 5}), logic_error);  // below the 6 it holds
+    CHECK_THROWS_AS(f.alloc.bound_pages({.full = 8, .swa = 64}), logic_error);  // more than the arena together
     f.alloc.bound_pages({.full = 8, .swa = 0, .mamba = 2});            // SWA unbounded
     CHECK(f.alloc.available_size(Component::full) == 2);
     CHECK(f.alloc.available_size(Component::mamba) == 2);

@@ -350,8 +350,8 @@ public:
     /// a static partition of the one arena, as engines with one pool per component have. An allocation past a
     /// bound falls short with `Shortfall::partition` of that pool however much the arena has free, so the
     /// caller evicts that pool's own pages, and every capacity query below counts the bound. Throws
-    /// `logic_error` for a negative bound, a bound on a pool the layout lacks, or one below what the pool holds
-    /// now. O(pools).
+    /// `logic_error` for a negative bound, a bound on a pool the layout lacks, one below what the pool holds
+    /// now, or bounds whose pages together take more than the arena. O(pools).
     void bound_pages(const CapacityDemand& bounds);
     /// The page bound of pool `c` (0: unbounded). O(1).
     [[nodiscard]] std::int64_t page_bound(Component c) const noexcept { return bounds_[c]; }
@@ -479,7 +479,7 @@ private:
     // Throws `logic_error` naming `call` for a negative demand or one on a pool the layout lacks.
     void check_demand(const CapacityDemand& d, const char* call) const;
     // The first pool whose bound `d` would pass, and by how many pages; {full, 0} when none. O(pools).
-    [[nodiscard]] std::pair<Component, std::int64_t> past_bound(const CapacityDemand& d) const noexcept;
+    [[nodiscard]] std::pair<Component, std::int64_t> past_bound(const CapacityDemand& d) const;
     // The fast path of `relieve`: holes and free ids cover the whole demand, so nothing else can matter. O(1).
     [[nodiscard]] bool covered_by_holes(const CapacityDemand& d) const noexcept;
     [[nodiscard]] AllocResult relieve(const CapacityDemand& d);

@@ -24,20 +24,8 @@ Cache<P>::Cache(backend_type& backend, const CacheConfig& config, stream_ref str
       budget_(config.budget),
       window_(has_swa ? config.arena.model.swa_window_tokens : 0) {
     // A static partition bounds the pools themselves, so that one pool's cached pages never hold another's
-    // memory (see `PartitionedSWABudget`); the partitions must fit the arena together.
-    if constexpr (requires { budget_.partitions(); }) {
-        const CapacityDemand& parts = budget_.partitions();
-        const ArenaSpec& spec = hc_.allocator().spec();
-        std::size_t bytes = 0;
-        for (const Component c : all_components) {
-            if (spec[c].present) bytes += static_cast<std::size_t>(parts[c]) * spec[c].page_bytes;
-        }
-        UNIKV_EXPECTS(bytes <= spec.arena_bytes - spec.sink_floor_bytes, "Cache: the budget's partitions (FULL ",
-                      parts.full, ", SWA ", parts.swa, ", Mamba ", parts.mamba, " pages) take ", bytes,
-                      " bytes of an arena that has ", spec.arena_bytes - spec.sink_floor_bytes,
-                      "; size them from the same memory (BudgetConfig)");
-        hc_.allocator().bound_pages(parts);
-    }
+    // memory (see `PartitionedSWABudget`).
+    if constexpr (requires { budget_.partitions(); }) hc_.allocator().bound_pages(budget_.partitions());
 }
 
 template <class P>

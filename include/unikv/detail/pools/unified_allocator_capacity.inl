@@ -47,22 +47,27 @@ auto UnifiedAllocator<L, B>::movable() const -> member_roles {
 
 template <class L, class B>
 void UnifiedAllocator<L, B>::bound_pages(const CapacityDemand& bounds) {
+    check_demand(bounds, "bound_pages");
+    std::size_t bytes = 0;
     for (const Component c : all_components) {
-        if (bounds[c] < 0 || (bounds[c] > 0 && !layout_components_v<L>.has(c))) {
-            detail::misuse("bound_pages", to_string(c), " bound ", bounds[c],
-                           bounds[c] < 0 ? " pages is negative" : " pages is on a pool the layout lacks");
-        }
-        if (bounds[c] > 0 && live_pages(c) + reserved_pages(c) > bounds[c]) {
+        if (bounds[c] == 0) continue;
+        bytes += static_cast<std::size_t>(bounds[c]) * spec_[c].page_bytes;
+        if (live_pages(c) + reserved_pages(c) > bounds[c]) {
             detail::misuse("bound_pages", to_string(c), " bound ", bounds[c], " pages is below the ",
                            live_pages(c) + reserved_pages(c), " it holds; bound the pools before allocating");
         }
+    }
+    const std::size_t usable = spec_.arena_bytes - spec_.sink_floor_bytes;
+    if (bytes > usable) {
+        detail::misuse("bound_pages", "bounds {full ", bounds.full, ", swa ", bounds.swa, ", mamba ", bounds.mamba,
+                       "} take ", bytes, " bytes of an arena that has ", usable, "; size them from the same memory");
     }
     bounds_ = bounds;
     memo_ = {};  // the bounds change every answer, not the epoch
 }
 
 template <class L, class B>
-std::pair<Component, std::int64_t> UnifiedAllocator<L, B>::past_bound(const CapacityDemand& d) const noexcept {
+std::pair<Component, std::int64_t> UnifiedAllocator<L, B>::past_bound(const CapacityDemand& d) const {
     for (const Component c : all_components) {
         if (bounds_[c] == 0 || d[c] == 0) continue;
         const detail::pool_core& core = core_of(c, "bound");
@@ -259,7 +264,7 @@ AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const {
-    if (const auto [c, past] = past_bound(d); past > 0) return {Shortfall::partition, c, past};
+    // `relieve` answered a demand past a bound before it came here.
     // The first component asked for that does not fit alone, else the first one asked for.
     const auto asked = std::find_if(all_components.begin(), all_components.end(), [&](Component c) { return d[c] > 0; });
     Component short_pool = asked != all_components.end() ? *asked : Component::mamba;
