@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <unikv/backend/host_backend.hpp>
+#include <unikv/budget/partitioned_mamba_budget.hpp>
 #include <unikv/budget/partitioned_swa_budget.hpp>
 #include <unikv/cache.hpp>
 
@@ -754,4 +755,62 @@ TEST_CASE("a static partition bounds its pool: cached FULL pages stay in theirs,
     CacheConfig too_big = split_config();
     too_big.budget.swa_partition_pages = 25;  // 60 x 128 + 25 x 640 bytes: more than the arena
     CHECK_THROWS_AS(Cache<PartitionedPolicies>(e.backend, too_big, e.stream), logic_error);
+}
+
+namespace {
+namespace cache_partition_test {
+
+struct MambaSplitPolicies : cache_finish_test::MambaPolicies {
+    using budget = PartitionedMambaBudget;
+};
+
+}  // namespace cache_partition_test
+}  // namespace
+
+// The FULL+Mamba static split: states are bounded to their pool, so a new request's state at the bound evicts a
+// cached prefix's state (the allocator alone refuses it), and the surviving state's row and the new one's read
+// back their markers.
+TEST_CASE("a static Mamba partition bounds the states: at the bound a new state evicts a cached one, row-exact") {
+    using SplitCache = Cache<cache_partition_test::MambaSplitPolicies>;
+    HostBackend backend{{.mode = ExecutionMode::manual}};
+    HostBackend::Stream stream = backend.make_stream();
+    SplitCache cache(backend, {.arena = config(64), .budget = {.full_partition_pages = 16, .mamba_partition_pages = 2}},
+                     stream);
+    REQUIRE(cache.allocator().page_bound(Component::full) == 16);
+    REQUIRE(cache.allocator().page_bound(Component::mamba) == 2);
+    const Rows<SplitCache::allocator_type> rows{&cache.allocator()};
+    std::vector<std::vector<TokenId>> prompts{tokens(100, 8), tokens(200, 8)};
+    std::vector<StateId> states;
+    for (const std::vector<TokenId>& p : prompts) {
+        std::vector<VirtualToken> own(8);
+        REQUIRE(cache.alloc_rows(own, 0));
+        StateId s;
+        REQUIRE(cache.alloc_state(std::span(&s, 1)));
+        REQUIRE(drain(backend, stream));
+        rows.write(Component::mamba, s.value(), marker(Component::mamba, p[7], 7));
+        (void)cache.finish({p}, own, LockReceipt{}, {.state = s});
+        states.push_back(s);
+    }
+    CHECK(cache.allocator().live_pages(Component::mamba) == 2);
+    StateId next;
+    const AllocResult bare = cache.allocator().alloc_state(std::span(&next, 1));
+    CHECK(bare.shortfall == Shortfall::partition);
+    CHECK(bare.component == Component::mamba);
+    CHECK(bare.pages_short == 1);
+    REQUIRE(cache.alloc_state(std::span(&next, 1)));  // the relief evicts one cached state
+    CHECK(cache.allocator().live_pages(Component::mamba) == 2);
+    REQUIRE(drain(backend, stream));
+    rows.write(Component::mamba, next.value(), marker(Component::mamba, 999, 7));
+    std::size_t survivors = 0;
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        const MatchResult m = cache.match({prompts[i]});
+        if (m.device_length != 8) continue;
+        ++survivors;
+        CHECK(cache.tree().node_info(m.device_node).state == states[i]);
+        CHECK(rows.holds(Component::mamba, states[i].value(), marker(Component::mamba, prompts[i][7], 7)));
+    }
+    CHECK(survivors == 1);
+    CHECK(rows.holds(Component::mamba, next.value(), marker(Component::mamba, 999, 7)));
+    cache.free_state(std::span(&next, 1));
+    CHECK(cache.verify_byte_accounting().empty());
 }
