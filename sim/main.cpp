@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         runs.push_back(run(trace, o, {.budget = BudgetChoice::unified, .label = "unified"}));
         if (o.compare_static) {
-            const auto ratios = with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_ratios<P>(); });
+            const auto ratios =
+                with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_ratios<P>(); });
             for (const double ratio : ratios) {
                 runs.push_back(run(trace, o,
                                    {.budget = BudgetChoice::static_split,
