@@ -1,4 +1,4 @@
-// The main job until the simulator lands: the real allocator (a tri-pool arena: Mamba | SWA float | FULL) and the
+// The layers under unikv::Cache, without it: the real allocator (a tri-pool arena: Mamba | SWA float | FULL) and the
 // real radix tree, driven together through the action executor on the CPU backend. Requests over a shared
 // system prompt are matched, allocated, written, inserted, extended by a second turn (with their out-of-window
 // SWA rows dropped), evicted per component while one conversation stays locked, re-served (recovering SWA
