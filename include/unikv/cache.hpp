@@ -22,9 +22,9 @@
 /// should have one owner; the cache only adds calls that sit above them:
 /// * one configuration (`CacheConfig`): the tree's page size and window are taken from the arena's, so the
 ///   two cannot disagree;
-/// * request allocation with relief: `alloc_extend` / `alloc_decode` that fall short evict the shortfall
-///   from the tree (write-back included) and retry while an eviction frees something (room made for one
-///   pool can leave another short; a pool with nothing evictable takes its bytes from the others);
+/// * request allocation with relief: `alloc_extend` / `alloc_decode` that fall short are relieved by the
+///   `HiCache`'s one relief path (`relieve`, shared with load-back and the budgets) and retried while it frees
+///   something (room made for one pool can leave another short);
 /// * retraction (`backup` / `restore`) on the `HiCache`'s controller and host pools, whose host shortfall
 ///   evicts host data through the tree;
 /// * admission (`begin_step`, `try_admit`, `prepare_load_back`): the budget holds no pointer, so the cache
@@ -222,11 +222,11 @@ public:
     [[nodiscard]] BudgetCheck prepare_load_back(const LoadBackAsk& ask) { return budget_.prepare_load_back(hc_, ask); }
 
     // ---- running requests (hot) --------------------------------------------------------------------------
-    /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it evicts the
-    /// pool's shortfall from the tree (blocking on write-back copies under `WriteBack`) and retries, as long as
-    /// each eviction frees something: in the one arena, room made for one pool can leave the next one short
-    /// (an SWA page is not a FULL page's size), and when the short pool has nothing evictable its missing bytes
-    /// are evicted from the other pools. Nothing is allocated on failure. O(tokens) without a shortfall, no
+    /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it relieves the
+    /// pool (`HiCache::relieve`: evicts its shortfall from the tree, backing it up first under `WriteBack`, or
+    /// the missing bytes from the other pools when it has nothing evictable) and retries, as long as each
+    /// relief frees something: in the one arena, room made for one pool can leave the next one short (an SWA
+    /// page is not a FULL page's size). Nothing is allocated on failure. O(tokens) without a shortfall, no
     /// allocation; a shortfall adds the evictions (cold).
     AllocResult alloc_extend(const ExtendBatch& batch, std::span<VirtualToken> out);
     /// One decode token per request of `batch` (`UnifiedAllocator::alloc_decode`), with the same relief and
@@ -274,8 +274,8 @@ public:
     [[nodiscard]] DeviceTables device_tables() { return hc_.allocator().device_tables(); }
 
     // ---- load-back and per-layer waits -------------------------------------------------------------------
-    /// Loads a host-hit match's `best_node` back (`HiCache::load_back`: locks, destinations with one
-    /// evict-and-retry per pool, one queued load; all rolled back on a shortfall). O(pages of the plan).
+    /// Loads a host-hit match's `best_node` back (`HiCache::load_back`: locks, destinations relieved while
+    /// short, one queued load; all rolled back on a shortfall). O(pages of the plan).
     LoadBackStart load_back(NodeRef node) { return hc_.load_back(node); }
     /// Submits every queued load; returns the number submitted. Never blocks.
     std::size_t start_loading() { return hc_.start_loading(); }
@@ -306,8 +306,8 @@ public:
     std::int64_t evict_host(Component component, std::int64_t amount) { return hc_.evict_host(component, amount); }
 
     // ---- retraction (preempted decode requests; needs `can_retract`) -------------------------------------
-    /// Backs `request`'s own FULL rows and SWA window up into the host pool (`retract`, synchronized), with
-    /// one host eviction of the shortfall and a retry when the host is short. On a live backup the caller
+    /// Backs `request`'s own FULL rows and SWA window up into the host pool (`retract`, synchronized), relieving
+    /// a host shortfall by host eviction (`HiCache::relieve_host`) while that frees something. On a live backup the caller
     /// frees the request's own pages (`free`) and drops its prefix lock; on a failed one (`failure()` says
     /// why) nothing changed. Retraction has the write lane to itself, so write-throughs in flight are first
     /// submitted, waited for and acknowledged (reported by the next `writing_check`). Throws `logic_error`
@@ -344,12 +344,9 @@ public:
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return window_; }
 
 private:
-    // `alloc()`, and after each shortfall `relieve` and a retry, while an eviction frees something.
+    // `alloc()`, relieved (`HiCache::relieve`) and retried while the relief frees something.
     template <class Alloc>
     AllocResult relieved(Alloc&& alloc);
-    // Evicts the shortfall `r` names (pages of its pool) from the tree; when that pool has nothing to evict and
-    // bytes are missing, the same bytes from another pool. False when nothing could be evicted.
-    bool relieve(const AllocResult& r);
     // The retraction request of `rows` in this cache's geometry.
     RetractionRequest retraction_of(const RequestRows& rows) const;
     // Submits, waits for and acknowledges every write-through in flight, keeping the acks in `settled_`.

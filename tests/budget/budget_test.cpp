@@ -397,7 +397,7 @@ TEST_CASE("pins are released when the load-back budget fails, and the refusal sa
     CHECK(r.broken().empty());
 }
 
-// The base budget prepares nothing: a load that its own evict-and-retry cannot place is refused as
+// The base budget prepares nothing: a load that its own relief cannot place is refused as
 // `load_back_short`, naming the pool, with every pin released and nothing charged.
 TEST_CASE("a load-back that stays short refuses as load_back_short and releases every pin") {
     Rig<SwaProbed> r(30, 16);

@@ -416,6 +416,68 @@ TEST_CASE("a backup under write-through first settles the writes in flight, and 
     CHECK(e.broken() == "");
 }
 
+// The one relief path: an allocation that falls short under write-back evicts host data first when the host is
+// full, so the device data it evicts is backed up, not dropped (before the relief paths were one, the allocation's
+// relief dropped it while the budget's backed it up).
+TEST_CASE("an allocation relieved under write-back with a full host backs up what it evicts, row-exact") {
+    Engine<Policies> e;
+    constexpr std::int32_t prompt = 6 * page_size;
+    const auto cached = [&](TokenId first) {
+        Request r{.tokens = tokens(first, prompt)};
+        LockReceipt lock = e.start(r, e.cache->match(r.key(prompt)));
+        e.extend(r, prompt);
+        const NodeRef node = e.finish(r, std::move(lock));
+        return std::pair{r, node};
+    };
+    // Four prefixes, evicted to the host: its FULL pages are all taken by host-only data.
+    std::vector<std::pair<Request, NodeRef>> old;
+    for (TokenId first = 1000; first <= 4000; first += 1000) old.push_back(cached(first));
+    const Eviction to_host = e.cache->evict(Component::full, 1 << 20);
+    CHECK(to_host.backed_up >= 4);
+    CHECK(to_host.dropped == 0);
+    REQUIRE(e.cache->host_pools().available(Component::full) == 0);
+    // B is cached on the device only; then C needs more of the arena than is free without B's pages.
+    auto [b, b_node] = cached(5000);
+    REQUIRE(e.cache->tree().node_info(b_node).host[Component::full].empty());
+    // B holds 6 FULL and 6 SWA pages: C takes 5 (FULL, SWA) pages more than are free, more than B's SWA pages
+    // alone give back, so B's FULL pages must go too.
+    const std::int64_t composite_free = e.cache->allocator().available_size();
+    const auto c_length = static_cast<std::int32_t>(composite_free + 5) * page_size;
+    Request c{.tokens = tokens(9000, c_length)};
+    LockReceipt c_lock = e.start(c, e.cache->match(c.key(c_length)));
+    e.extend(c, c_length);  // relieved: B is evicted, after host room was made for its backup
+    CHECK(e.holds(c, Component::full, 0, c_length));
+    CHECK(e.holds(c, Component::swa, 0, c_length));
+    CHECK(e.cache->tree().contains(b_node));  // backed up, not dropped
+    if (e.cache->tree().contains(b_node)) {
+        const NodeInfo b_info = e.cache->tree().node_info(b_node);
+        CHECK_FALSE(b_info.device[Component::full]);
+        CHECK(e.host_holds(b, Component::full, b_info.host[Component::full], b_info.start));
+    }
+    CHECK_FALSE(e.cache->tree().contains(old[0].second));  // the least recently used host copy made the room
+    CHECK(e.cache->tree().contains(old[3].second));
+    CHECK(e.broken() == "");
+
+    // C is done; B comes back from its backup and reads its markers through translation.
+    e.cache->free(c.pages(0, c.length()));
+    e.cache->unlock(std::move(c_lock));
+    const MatchResult hit = e.cache->match(b.key(prompt));
+    REQUIRE(hit.best_length == prompt);
+    REQUIRE(e.cache->load_back(hit.best_node));
+    CHECK(e.cache->start_loading() == 1);
+    e.run_transfers([] {});
+    const std::span<const LoadDone> done = e.cache->loading_check();
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].committed);
+    Request again{.tokens = b.tokens};
+    LockReceipt lock = e.start(again, e.cache->match(again.key(prompt)));
+    REQUIRE(again.length() == prompt);
+    CHECK(e.holds(again, Component::full, 0, prompt));
+    CHECK(e.holds(again, Component::swa, prompt - window, prompt));
+    e.cache->unlock(std::move(lock));
+    CHECK(e.broken() == "");
+}
+
 TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
     CacheConfig config = cache_config();
     config.host = {};

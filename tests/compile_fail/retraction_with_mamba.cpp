@@ -19,7 +19,7 @@ using Host = SeparateHostPools::impl<HostBackend, L>;
 
 void retract_one(UnifiedAllocator<L, HostBackend>& alloc, Host& host,
                  TransferController<HostBackend, Host, std::uint64_t>& ctl, const RetractionRequest& request) {
-    RetractionBackup backup = retract(alloc, host, ctl, request, [](Component, std::int32_t) {});
+    RetractionBackup backup = retract(alloc, host, ctl, request, [](const HostAllocResult&) { return false; });
     backup.discard(host);
 }
 

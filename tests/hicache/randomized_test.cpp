@@ -373,9 +373,7 @@ private:
             const std::span<const VirtualPage> own = std::span(r.pages).subspan(static_cast<std::size_t>(r.own_from));
             arm_retractor();
             RetractionBackup backup = retract(alloc(), c().host_pools(), *retractor_, retraction_of(own, r.own_from, r.pages.size()),
-                                              [&](Component comp, auto pages) {
-                                                  (void)c().evict_host(comp, std::int64_t{pages} * page_size);
-                                              });
+                                              [&](const HostAllocResult& s) { return c().relieve_host(s); });
             if (backup.failure() != RetractionFailure::host_full) {  // a copy ran: it failed exactly when armed
                 REQUIRE(static_cast<bool>(backup) != disarm_retractor());
             }

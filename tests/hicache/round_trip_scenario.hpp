@@ -281,9 +281,9 @@ private:
 
         TransferController<B, typename Cache::host_pools_type, std::uint64_t> lane(dev_.backend);
         int host_evictions = 0;
-        const auto evict_host = [&](Component c, std::int32_t pages_short) {
+        const auto evict_host = [&](const HostAllocResult& r) {
             ++host_evictions;
-            (void)cache_.evict_host(c, static_cast<std::int64_t>(pages_short) * page_size);
+            return cache_.relieve_host(r);
         };
         const RetractionRequest request{
             .own = own, .prefix_tokens = prefix_tokens, .seq_len = seq_len, .window_tokens = window};

@@ -360,7 +360,7 @@ TEST_CASE_TEMPLATE("a cache moved with writes in flight acknowledges them throug
     CHECK(dropped_count() == drops);
 }
 
-TEST_CASE("a load short of SWA pages evicts its shortfall once and retries: one hosted filler goes, the load lands") {
+TEST_CASE("a load short of SWA pages is relieved by evicting its shortfall and retries: one hosted filler goes, the load lands") {
     Rig<SwaThrough> r(24, 16);  // 23 usable envelopes
     const auto key = Rig<SwaThrough>::key(100, 2);
     const NodeRef node = r.insert(key);

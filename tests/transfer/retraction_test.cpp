@@ -97,20 +97,24 @@ struct Retractable : Fixture<L> {
         REQUIRE(static_cast<bool>(host.alloc(std::span(&request, 1))));
         return out;
     }
-    // The caller's `evict_host` callback: the tree drops host data and its pages go back to the pool.
+    // The caller's relief: the tree drops host data and its pages go back to the pool; true when some went.
     auto evictor(int& calls) {
-        return [this, &calls](Component c, std::int32_t pages_short) {
+        return [this, &calls](const HostAllocResult& r) {
             ++calls;
-            EvictResult ev = tree.evict_host(c, static_cast<std::int64_t>(pages_short) * page);
+            EvictResult ev = tree.evict_host(r.component, static_cast<std::int64_t>(r.pages_short) * page);
             for (const TreeAction& a : ev.actions.list()) {
                 if (a.kind == ActionKind::free_host) host.free(a.component, ev.actions.host_pages(a));
             }
             ev.actions.mark_drained();
+            return ev.host_freed_of(r.component) > 0;
         };
     }
 };
 
-auto no_eviction = [](Component, std::int32_t) { FAIL("no host eviction expected"); };
+auto no_eviction = [](const HostAllocResult&) {
+    FAIL("no host eviction expected");
+    return false;
+};
 
 std::vector<TokenId> tokens(std::int32_t n, TokenId first) {
     std::vector<TokenId> out;
@@ -196,7 +200,7 @@ TEST_CASE_TEMPLATE("retract and restore carry the own rows and the window, and k
     r.tree.unlock(std::move(b_lock));
 }
 
-TEST_CASE_TEMPLATE("a retraction short of host pages evicts the tree's host data once and retries", P,
+TEST_CASE_TEMPLATE("a retraction short of host pages evicts the tree's host data and retries while that frees some", P,
                    SeparateHostPools, PageEnvelopeHost<>) {
     Retractable<SwaFullLayout, P> r(5);
     // Host data of the tree fills most of the host: 3 pages per component.

@@ -17,7 +17,7 @@
 /// is a value that says why (`AdmissionRefusal`).
 ///
 /// The cache is any type with the calls used here: `match`, `lock`, `unlock`, `load_back`, `load_back_plan`,
-/// `allocator()`, `tree()` and, for budgets that reclaim, `evict`, `evict_host`, `host_pools()` (`HiCache`
+/// `allocator()`, `tree()` and, for budgets that reclaim, `relieve` (`HiCache`
 /// has them all). Neither the budget nor the admission keeps a reference to it.
 
 #include <cstdint>

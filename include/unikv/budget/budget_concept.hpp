@@ -11,7 +11,7 @@
 ///   load adds (admission then builds the tree's load-back plan to count them; otherwise it passes the host
 ///   hit length and never walks the tree for it);
 /// * `begin_step(const StepDemand&)` and the offsets `total_offset()`, `swa_offset()`, `state_offset()`;
-/// * over any cache `C` (`allocator()`, `tree()`, `evict`, `evict_host`, `host_pools()`):
+/// * over any cache `C` (`allocator()`, `tree()`, `relieve`):
 ///   `Selection check_prefill(const C&, const PrefillAsk&) const`, `BudgetCheck prepare_load_back(C&, const
 ///   LoadBackAsk&)` and `void reserve(const C&, const PrefillAsk&)`.
 ///

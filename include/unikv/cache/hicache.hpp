@@ -7,8 +7,8 @@
 ///
 /// * Load-back (`load_back`, `start_loading`, `loading_check`): the host match is host-locked and the target
 ///   device-locked; the device side is allocated by `prepare_load_back` (FULL ids, the SWA reservation of only
-///   the missing window rows, the Mamba slot; one evict-and-retry per pool, the eviction limited to the
-///   shortfall) and queued as one load. The targets stay owned until the ack: the pending reservation blocks
+///   the missing window rows, the Mamba slot; a pool that falls short is relieved, `relieve`, and retried)
+///   and queued as one load. The targets stay owned until the ack: the pending reservation blocks
 ///   moves until `start_loading` submits it, the host-transfer gate after. At the ack a copy that succeeded is
 ///   committed to the tree step by step, in plan order; a failed one frees its destinations, so the node stays
 ///   host-only and no wrong row is served. Either way both locks are released.
@@ -19,7 +19,7 @@
 /// * Write-through (`insert`, `start_writing`, `writing_check`), under `WriteThrough` / `WriteThroughSelective<N>`:
 ///   the cache sets the tree's `write_through_threshold` from the policy, so `insert` returns a
 ///   `write_through` action per component of each node that reached it. Per action: host pages (when short,
-///   `evict_host` of the shortfall and one retry; still short: `skip_write_through`, no copy), a device lock of
+///   relieved by host eviction, `relieve_host`; still short: `skip_write_through`, no copy), a device lock of
 ///   the node (FULL and the component), the D2H queued, then `set_host` commits the host value. The lock is
 ///   held until the ack: the rows the copy reads cannot be evicted, and since the node keeps its device data
 ///   `evict_host` cannot take the host copy either (no host lock needed). At the ack the lock goes; a copy that
@@ -89,7 +89,7 @@ struct [[nodiscard]] LoadBackStart {
     enum class Status : std::uint8_t {
         queued,      ///< the load is queued under `id`: `start_loading`, then `loading_check` acknowledges it
         device_hit,  ///< nothing to load: every component serves the node from the device
-        short_of_pages,  ///< a pool stayed short after its evict-and-retry (`failure`); everything rolled back
+        short_of_pages,  ///< a pool stayed short once relief freed nothing more (`failure`); everything rolled back
         /// an earlier load still in flight loads SWA rows this one needs (they are bound under the same FULL
         /// pages): nothing was done; acknowledge it (`loading_check`) and match again
         loading,
@@ -242,8 +242,7 @@ public:
 
     // ---- load-back ---------------------------------------------------------------------------------------
     /// Loads `node` (a host-hit match's `best_node`) back: locks it (host and device tiers), allocates its
-    /// plan's destinations with one evict-and-retry per pool (the eviction frees only that pool's shortfall,
-    /// through `evict`), queues one load of every step and keeps the load until its ack. On a shortfall, and
+    /// plan's destinations, relieving a pool that falls short (`relieve`) while that frees something, queues one load of every step and keeps the load until its ack. On a shortfall, and
     /// on an exception from any part of it (the plan, an eviction, the queue), everything it allocated is
     /// rolled back, both locks are released and nothing is queued. Precondition (`logic_error`, nothing
     /// changes): `node` alive, every component accepts it in some tier, no eviction run open. O(pages of the
@@ -299,6 +298,27 @@ public:
     /// Frees `amount` host units of `component` or all that can go (`evict_host` of the tree, executed);
     /// returns the host units freed.
     std::int64_t evict_host(Component component, std::int64_t amount);
+
+    // ---- relief: the one way every allocation that fell short makes room ---------------------------------
+    /// One round of relief for a device allocation that fell short as `short_of` says (the pool, its pages
+    /// missing, why): evicts those pages of that pool; when the pool has nothing evictable and bytes are
+    /// missing (`Shortfall::room`: the pools share the arena, and compaction hands freed bytes over), the same
+    /// bytes from the first other pool of `pools` that has something to evict. Under `WriteBack` it first
+    /// evicts host data until the host can take the backups of what it evicts (FULL pages and SWA windows;
+    /// states when there is room), so nothing is dropped unbacked where the host could make room. Returns
+    /// true when something was freed: the caller retries, and relieves again while it does
+    /// (`detail::with_relief`); every round frees something, so the rounds end. The cache's allocations,
+    /// load-back and the budgets' reclaim all relieve here. Cold: one eviction (blocking on its backups under
+    /// `WriteBack`) and one host eviction per round.
+    bool relieve(const AllocResult& short_of, ComponentMask pools = ComponentMask::all());
+    /// One round of relief for a host allocation that fell short as `short_of` says: evicts its missing pages
+    /// of host data (`evict_host`). True when something was freed; false for a `leased` shortfall, which
+    /// eviction cannot relieve. Write-through and retraction relieve their host pages here. Cold.
+    bool relieve_host(const HostAllocResult& short_of);
+    /// Tokens per page of `component` (1 for Mamba: a page is a state), the unit the tree counts in.
+    [[nodiscard]] std::int32_t page_size(Component component) const noexcept {
+        return alloc_.spec()[component].page_size;
+    }
 
     // ---- inspection --------------------------------------------------------------------------------------
     /// Allocator accounting, tree invariants and host-pool checks, one line per broken rule (empty: healthy).
@@ -361,8 +381,10 @@ private:
     static TreeConfig tree_config(TreeConfig tree);
     // The D2H request of a `backup` or `write_through` action into `host`.
     static TransferRequest d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host);
-    // Host pages for `out`, with one `evict_host` of the shortfall and a retry; false when still short.
+    // Host pages for `out`, relieved (`relieve_host`) while short; false when still short.
     bool host_room(Component component, std::span<HostPage> out);
+    // Under `WriteBack`: evicts host data until the host can take the backups of evicting `pages` pages of `c`.
+    void make_backup_room(Component c, std::int64_t pages);
     // Queues the write-through `a` of `work`, or skips it; true when queued.
     bool write_through(const HostActions& work, const TreeAction& a);
     // Marks the write-throughs among `acks` acknowledged: the oldest unmarked records (one FIFO write lane).

@@ -2,7 +2,7 @@
 /// \file
 /// `LoadBackTicket`: the device side of one load-back, from a tree's load-back plan to the transfer queue.
 ///
-/// `prepare_load_back(alloc, plan, evict)` allocates in the one order that is safe (reference §7, §11 rule 2):
+/// `prepare_load_back(alloc, plan, relieve)` allocates in the one order that is safe (reference §7, §11 rule 2):
 /// 1. FULL virtual pages for every FULL step (`alloc_full`: their SWA entries are tombstones);
 /// 2. one SWA reservation of only the missing window rows (the plan's SWA steps), bound at once under the
 ///    steps' FULL pages (`alloc_physical`, `bind_swa`); the pending reservation blocks every move of the SWA
@@ -10,8 +10,9 @@
 /// 3. the Mamba checkpoint slot (`alloc_state`). In the tri-pool a full Mamba end would need the floating SWA
 ///    pool to move, which the pending reservation refuses: the state allocation fails (and the whole load
 ///    rolls back) unless evicting a checkpoint frees a slot. The reservation never moves.
-/// Each pool gets one evict-and-retry: on a shortfall `evict(component, pages_short)` is called once and the
-/// allocation retried. Any failure rolls back everything this load allocated (reservation cancelled, FULL
+/// A pool that falls short is relieved and retried: `relieve(shortfall)` (the allocation's result, naming the
+/// pool, the pages missing and why) evicts for it and says whether it freed anything; the allocation is retried
+/// while it did (`detail::with_relief`). Any failure rolls back everything this load allocated (reservation cancelled, FULL
 /// pages and the state freed), so every count is as before.
 ///
 /// The ticket owns what it allocated and rolls it back in its destructor unless `commit()` handed it to the
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include <unikv/component.hpp>
+#include <unikv/detail/transfer/with_relief.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/pools/reservation.hpp>
@@ -47,7 +49,7 @@ struct LoadBackDestinations {
     StateId state{};
 };
 
-/// Why `prepare_load_back` failed: the pool that stayed short after its evict-and-retry, and by how much.
+/// Why `prepare_load_back` failed: the pool that stayed short once its relief freed nothing more, and by how much.
 struct LoadBackShortfall {
     Component component = Component::full;
     Shortfall shortfall = Shortfall::none;
@@ -96,8 +98,8 @@ public:
     }
 
 private:
-    template <class A, class Evict>
-    friend LoadBackTicket<A> prepare_load_back(A& alloc, std::span<const LoadBackStep> plan, Evict&& evict);
+    template <class A, class Relieve>
+    friend LoadBackTicket<A> prepare_load_back(A& alloc, std::span<const LoadBackStep> plan, Relieve&& relieve);
 
     void fail(Component c, Shortfall s, std::int64_t pages) {
         failure_ = LoadBackShortfall{.component = c, .shortfall = s, .pages_short = pages};
@@ -109,24 +111,14 @@ private:
     std::optional<LoadBackShortfall> failure_;
 };
 
-namespace detail {
-// Runs `attempt` (returning an AllocResult-like value); on a shortfall calls `evict` once and retries.
-template <class Attempt, class Evict>
-auto with_one_retry(Attempt&& attempt, Evict& evict) {
-    auto first = attempt();  // returned, not reassigned: nvcc flags assigning a [[nodiscard]] result type
-    if (first) return first;
-    evict(first.component, first.pages_short);
-    return attempt();
-}
-}  // namespace detail
-
-/// Allocates the device side of `plan` (a tree's `load_back_plan`) in the safe order of the file comment, with
-/// one `evict(Component, std::int64_t pages)` and retry per pool. Returns a ticket that converts to false when
+/// Allocates the device side of `plan` (a tree's `load_back_plan`) in the safe order of the file comment,
+/// relieving a pool that falls short with `relieve(const R& shortfall) -> bool` (`R`: `AllocResult` or
+/// `ReserveResult`) and retrying while it frees something. Returns a ticket that converts to false when
 /// a pool stayed short (then it holds nothing: everything was rolled back). Throws `logic_error` for a plan
-/// the allocator cannot take (an SWA or Mamba step without that pool), with nothing allocated; what `evict`
+/// the allocator cannot take (an SWA or Mamba step without that pool), with nothing allocated; what `relieve`
 /// throws propagates after everything allocated so far is rolled back. O(pages).
-template <class Alloc, class Evict>
-LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackStep> plan, Evict&& evict) {
+template <class Alloc, class Relieve>
+LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackStep> plan, Relieve&& relieve) {
     LoadBackTicket<Alloc> ticket(alloc);
     LoadBackDestinations& d = ticket.dest_;
     std::int64_t full_pages = 0;
@@ -146,15 +138,15 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
     }
     d.full_offset.assign(plan.size(), 0);
     if (full_pages > 0) {
-        // The ticket holds only what was allocated, so a throw from `evict` rolls back nothing it does not own.
-        const AllocResult r = detail::with_one_retry(
+        // The ticket holds only what was allocated, so a throw from `relieve` rolls back nothing it does not own.
+        const AllocResult r = detail::with_relief(
             [&] {
                 d.full.resize(static_cast<std::size_t>(full_pages));
                 const AllocResult got = alloc.alloc_full(d.full);
                 if (!got) d.full.clear();  // keeps the capacity: the retry does not allocate
                 return got;
             },
-            evict);
+            relieve);
         if (!r) {
             ticket.fail(r.component, r.shortfall, r.pages_short);
             return ticket;
@@ -170,8 +162,8 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
     }
     if constexpr (Alloc::has_swa) {
         if (swa_pages > 0) {
-            auto r = detail::with_one_retry(
-                [&] { return alloc.alloc_physical(Component::swa, static_cast<std::int32_t>(swa_pages)); }, evict);
+            auto r = detail::with_relief(
+                [&] { return alloc.alloc_physical(Component::swa, static_cast<std::int32_t>(swa_pages)); }, relieve);
             if (!r) {
                 ticket.fail(r.component, r.shortfall, r.pages_short);
                 return ticket;
@@ -198,13 +190,13 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
     }
     if constexpr (Alloc::has_mamba) {
         if (wants_state) {
-            const AllocResult r = detail::with_one_retry(
+            const AllocResult r = detail::with_relief(
                 [&] {
                     const AllocResult got = alloc.alloc_state(std::span<StateId>(&d.state, 1));
-                    if (!got) d.state = StateId{};  // as for FULL: nothing unowned while `evict` runs
+                    if (!got) d.state = StateId{};  // as for FULL: nothing unowned while `relieve` runs
                     return got;
                 },
-                evict);
+                relieve);
             if (!r) {
                 ticket.fail(r.component, r.shortfall, r.pages_short);
                 return ticket;

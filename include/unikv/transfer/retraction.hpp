@@ -36,12 +36,12 @@
 #include <vector>
 
 #include <unikv/component.hpp>
+#include <unikv/detail/transfer/with_relief.hpp>
 #include <unikv/error.hpp>
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/pools/layout.hpp>
 #include <unikv/pools/unified_allocator.hpp>
-#include <unikv/transfer/load_back.hpp>
 #include <unikv/transfer/transfer_controller.hpp>
 
 namespace unikv {
@@ -175,17 +175,17 @@ private:
 };
 
 /// Backs up `request`'s own FULL rows and SWA window into host pages of `host` (see the file comment):
-/// allocates them in one batch, on a shortfall calls `evict_host(Component, std::int32_t pages_short)` once
-/// (the caller's tree evicts host data and frees its pages) and retries, then queues the D2H on `ctl`,
+/// allocates them in one batch, on a shortfall calls `relieve_host(const HostAllocResult&) -> bool` (the caller's
+/// tree evicts host data and frees its pages; true when it freed some) and retries while it frees, then queues the D2H on `ctl`,
 /// submits it and synchronizes it (`drain_writes`). Returns a live backup, or a failed one (`host_full`,
 /// `copy_failed`) having freed its host pages; the device is never changed, so the caller frees the
 /// request's rows only after a live backup.
 /// Throws `logic_error` (nothing changed) when `ctl` has a write queued or unacknowledged, `own` does not
 /// cover `[prefix_tokens, seq_len)` in whole pages, or an SWA row of the window is not mapped. Cold path:
 /// O(pages) plus one host synchronization; allocates the backup's page lists.
-template <class L, class B, class HostPools, class Tag, class Evict>
+template <class L, class B, class HostPools, class Tag, class Relieve>
 RetractionBackup retract(UnifiedAllocator<L, B>& alloc, HostPools& host, TransferController<B, HostPools, Tag>& ctl,
-                         const RetractionRequest& request, Evict&& evict_host, Tag tag = Tag{});
+                         const RetractionRequest& request, Relieve&& relieve_host, Tag tag = Tag{});
 
 /// Copies `backup` back into the fresh device pages of `fresh` (the request's new own pages, allocated by
 /// the caller with `alloc`, so their SWA entries are bound; the same geometry as at `retract`): queues the

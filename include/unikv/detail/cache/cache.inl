@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <unikv/detail/transfer/with_relief.hpp>
+
 namespace unikv {
 
 namespace detail::cache {
@@ -48,31 +50,7 @@ AllocResult Cache<P>::alloc_state(std::span<StateId> out)
 template <class P>
 template <class Alloc>
 AllocResult Cache<P>::relieved(Alloc&& alloc) {
-    AllocResult r = alloc();
-    while (!r && relieve(r)) r = alloc();
-    return r;
-}
-
-template <class P>
-bool Cache<P>::relieve(const AllocResult& r) {
-    const ArenaSpec& spec = hc_.allocator().spec();
-    const auto freed = [&](Component c, std::int64_t pages) {
-        const Eviction ev = hc_.evict(c, c == Component::mamba ? pages : pages * spec[c].page_size);
-        for (const std::int64_t units : ev.freed) {
-            if (units > 0) return true;
-        }
-        return false;
-    };
-    if (freed(r.component, r.pages_short)) return true;
-    if (r.shortfall != Shortfall::room) return false;
-    // The short pool has nothing left to evict, but its bytes can come from another pool's pages: the pools
-    // share the arena, and the allocation's compaction hands freed bytes over.
-    const std::size_t bytes = static_cast<std::size_t>(r.pages_short) * spec[r.component].page_bytes;
-    for (const Component c : all_components) {
-        if (c == r.component || !spec[c].present) continue;
-        if (freed(c, static_cast<std::int64_t>((bytes + spec[c].page_bytes - 1) / spec[c].page_bytes))) return true;
-    }
-    return false;
+    return detail::with_relief(alloc, [this](const AllocResult& r) { return hc_.relieve(r); });
 }
 
 // ---- a request's rows ------------------------------------------------------------------------------------
@@ -169,12 +147,9 @@ RetractionBackup Cache<P>::backup(const RequestRows& request) {
     if constexpr (!can_retract) {
         return RetractionBackup{};
     } else {
-        const auto evict_host = [this](Component c, std::int32_t pages_short) {
-            const std::int64_t page = c == Component::mamba ? 1 : hc_.allocator().spec()[c].page_size;
-            (void)hc_.evict_host(c, pages_short * page);
-        };
         settle_writes();
-        return retract(hc_.allocator(), hc_.host_pools(), hc_.controller(), retraction_of(request), evict_host);
+        return retract(hc_.allocator(), hc_.host_pools(), hc_.controller(), retraction_of(request),
+                       [this](const HostAllocResult& r) { return hc_.relieve_host(r); });
     }
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include <unikv/detail/transfer/with_relief.hpp>
 #include <unikv/detail/tree/held_lock.hpp>
 
 namespace unikv {
@@ -107,11 +108,8 @@ TransferRequest HiCache<P>::d2h(const HostActions& work, const TreeAction& a, st
 template <class P>
 bool HiCache<P>::host_room(Component component, std::span<HostPage> out) {
     const HostRequest request{.component = component, .out = out};
-    HostAllocResult got = host_.alloc(std::span(&request, 1));
-    if (got || got.shortfall != HostShortfall::capacity) return static_cast<bool>(got);
-    const std::int64_t page = component == Component::mamba ? 1 : tree_.config().page_size.tokens;
-    if (evict_host(got.component, got.pages_short * page) == 0) return false;
-    return static_cast<bool>(host_.alloc(std::span(&request, 1)));
+    return static_cast<bool>(detail::with_relief([&] { return host_.alloc(std::span(&request, 1)); },
+                                                 [&](const HostAllocResult& r) { return relieve_host(r); }));
 }
 
 template <class P>
@@ -232,11 +230,10 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     if (swa_bound_by_load(plan_under_)) {  // a second load would bind over the first one's rows
         return {.status = LoadBackStart::Status::loading};
     }
-    const std::int32_t page = tree_.config().page_size.tokens;
-    const auto evict_shortfall = [&](Component c, std::int64_t short_pages) {
-        (void)evict(c, c == Component::mamba ? short_pages : short_pages * page);
+    const auto relief = [&](const auto& r) {  // an AllocResult or a ReserveResult
+        return relieve({.shortfall = r.shortfall, .component = r.component, .pages_short = r.pages_short});
     };
-    LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), evict_shortfall);
+    LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), relief);
     if (!ticket) return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
     const LoadBackDestinations& d = ticket.destinations();
     Loading load{.id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
@@ -496,6 +493,51 @@ std::int64_t HiCache<P>::evict_host(Component component, std::int64_t amount) {
     const std::int64_t freed = result.host_freed_of(component);
     run_actions(result);
     return freed;
+}
+
+// ---- relief ----------------------------------------------------------------------------------------------
+
+template <class P>
+bool HiCache<P>::relieve(const AllocResult& short_of, ComponentMask pools) {
+    const ArenaSpec& spec = alloc_.spec();
+    const auto missing_bytes = static_cast<std::int64_t>(spec[short_of.component].page_bytes) * short_of.pages_short;
+    const auto evicted = [&](Component c) {
+        if (!spec[c].present || tree_.evictable_size(c) == 0) return false;
+        const auto page_bytes = static_cast<std::int64_t>(spec[c].page_bytes);
+        const std::int64_t pages = (missing_bytes + page_bytes - 1) / page_bytes;
+        make_backup_room(c, pages);
+        const Eviction ev = evict(c, pages * page_size(c));
+        return ev.freed[Component::full] + ev.freed[Component::swa] + ev.freed[Component::mamba] > 0;
+    };
+    if (evicted(short_of.component)) return true;
+    if (short_of.shortfall != Shortfall::room) return false;
+    for (const Component c : all_components) {
+        if (c != short_of.component && pools.has(c) && evicted(c)) return true;
+    }
+    return false;
+}
+
+template <class P>
+bool HiCache<P>::relieve_host(const HostAllocResult& short_of) {
+    if (short_of.shortfall != HostShortfall::capacity) return false;
+    return evict_host(short_of.component, std::int64_t{short_of.pages_short} * page_size(short_of.component)) > 0;
+}
+
+// A FULL eviction backs up FULL pages and the SWA windows under them (at most as many pages), an SWA eviction
+// SWA windows; a Mamba eviction's states are backed up when there is room. Locked host copies (a pinned host
+// match among them) stay.
+template <class P>
+void HiCache<P>::make_backup_room(Component c, std::int64_t pages) {
+    if constexpr (backs_up_on_evict_v<write_policy>) {
+        for (const Component k : {Component::full, Component::swa}) {
+            if (!alloc_.spec()[k].present || c == Component::mamba || (k == Component::full && c != k)) continue;
+            const std::int64_t missing = pages - host_.available(k);
+            if (missing > 0) (void)evict_host(k, missing * page_size(k));
+        }
+    } else {
+        (void)c;
+        (void)pages;
+    }
 }
 
 // ---- inspection ------------------------------------------------------------------------------------------

@@ -76,9 +76,9 @@ inline TransferRequest retraction_transfer(const RetractionRequest& r, retractio
 
 }  // namespace detail
 
-template <class L, class B, class HostPools, class Tag, class Evict>
+template <class L, class B, class HostPools, class Tag, class Relieve>
 RetractionBackup retract(UnifiedAllocator<L, B>& alloc, HostPools& host, TransferController<B, HostPools, Tag>& ctl,
-                         const RetractionRequest& request, Evict&& evict_host, Tag tag) {
+                         const RetractionRequest& request, Relieve&& relieve_host, Tag tag) {
     static_assert(check_retraction<L>());
     using access = detail::retraction_access;
     if constexpr (!retraction_supports_layout_v<L>) {
@@ -100,7 +100,7 @@ RetractionBackup retract(UnifiedAllocator<L, B>& alloc, HostPools& host, Transfe
         const HostRequest batch[] = {{Component::full, pages[Component::full]},
                                      {Component::swa, pages[Component::swa]}};
         const std::span<const HostRequest> asked(batch, UnifiedAllocator<L, B>::has_swa ? 2 : 1);
-        const HostAllocResult got = detail::with_one_retry([&] { return host.alloc(asked); }, evict_host);
+        const HostAllocResult got = detail::with_relief([&] { return host.alloc(asked); }, relieve_host);
         if (!got) return access::failed(RetractionFailure::host_full, got.component, got.pages_short);
         access::make_live(backup, w.first);
         try {
