@@ -228,6 +228,74 @@ TEST_CASE("tri-pool: a host eviction of the SWA copy leaves the Mamba copy whose
     CHECK(r.broken().empty());
 }
 
+// An insert ending at a node with no Mamba state (a request without one) writes the node through; host room for
+// its FULL copy evicts its only child, host-only, and the eviction's garbage collection must not take the node as
+// a childless node that cannot end a match: its write is pending and its device rows are the request's.
+TEST_CASE("tri-pool: the host eviction that makes room for a write-through leaves the stateless node it writes") {
+    Rig<TriThrough> r(64, {.values = {2, 4, 4}});  // two host FULL pages
+    const auto key = Rig<TriThrough>::key(1200, 2);
+    const std::vector<TokenId> prefix(key.begin(), key.begin() + page_size);
+    // A request without a state: its pages marked, inserted with none.
+    const auto insert_stateless = [&](const std::vector<TokenId>& tokens) {
+        std::vector<VirtualPage> pages(tokens.size() / page_size);
+        REQUIRE(r.cache.allocator().alloc(pages));
+        REQUIRE(drain(r.backend, r.stream));
+        for (std::size_t k = 0; k < pages.size(); ++k) {
+            r.rows().write_page(Component::full, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
+            r.rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
+        }
+        return r.cache.insert(TokenKey{tokens}, {.pages = pages});
+    };
+
+    // The upper node: its copies fail, acknowledged only after the lower node is inserted (committed at queue
+    // time, it is not written again meanwhile), so it ends with device rows and no host copy.
+    const NodeRef upper = insert_stateless(prefix).node;
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    CHECK(r.cache.start_writing() == 2);
+    (void)r.run_transfers();
+    r.backend.clear_copy_failure(r.cache.controller().stream());
+    const NodeRef lower = r.insert(key);
+    REQUIRE(r.inserted.writes == 3);
+    REQUIRE(r.cache.tree().node_info(lower).parent == upper);
+    CHECK(complete_writes(r, 5) == 3);
+    CHECK(r.cache.evict(Component::full, page_size).freed[Component::full] == page_size);  // the lower goes to host
+    REQUIRE_FALSE(r.cache.tree().node_info(lower).device[Component::full]);
+    REQUIRE(r.host_holds(lower, Component::full, key));
+    const NodeInfo info = r.cache.tree().node_info(upper);
+    REQUIRE(info.host[Component::full].empty());
+    REQUIRE_FALSE(info.device[Component::mamba]);
+
+    // A filler on device takes the last host FULL page: it cannot leave the host tier, the lower node can.
+    const auto filler = Rig<TriThrough>::key(1300, 1);
+    const NodeRef f = r.insert(filler);
+    CHECK(complete_writes(r, 3) == 3);
+    REQUIRE(r.cache.host_pools().available(Component::full) == 0);
+
+    // The prefix again, without a state: the upper node is written through; its FULL copy evicts the lower one.
+    // An insert that throws unwinds through its action list: count the drop instead of aborting.
+    struct QuietDrops {
+        DroppedHandler previous = set_dropped_handler([](Dropped) noexcept {});
+        ~QuietDrops() { (void)set_dropped_handler(previous); }
+    } quiet;
+    const std::uint64_t drops = dropped_count();
+    CacheInsert again{};
+    CHECK_NOTHROW(again = insert_stateless(prefix));
+    CHECK(dropped_count() == drops);
+    REQUIRE(again.node == upper);
+    CHECK(again.writes == 2);
+    CHECK(again.skipped == 0);
+    CHECK_FALSE(r.cache.tree().contains(lower));
+    REQUIRE(r.cache.tree().contains(upper));
+    CHECK(r.device_holds(upper, key));
+    CHECK(complete_writes(r, 2) == 2);
+    CHECK(r.host_holds(upper, Component::full, key));
+    CHECK(r.host_holds(upper, Component::swa, key));
+    CHECK(r.cache.tree().node_info(upper).device_locks[Component::full] == 0);
+    CHECK(r.device_holds(f, filler));
+    CHECK(r.host_holds(f, Component::full, filler));
+    CHECK(r.broken().empty());
+}
+
 TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host value on both parts", P, SwaThrough,
                    SwaReferenceThrough) {
     Rig<P> r(64, 16);
