@@ -208,3 +208,48 @@ TEST_CASE_TEMPLATE("a Mamba state is written through on the end node only", Core
     tree.skip_write_through(c.node, F);
     CHECK(invariants(tree).empty());
 }
+
+// A write-through in flight holds its node: a host eviction that removes a host-only leaf below a stateless
+// tri-pool node (which cannot end a match: no Mamba in any tier) must not collect that node while its write is
+// pending, or the copy's record names a deleted node (found by the randomized HiCache test at seed 4242).
+TEST_CASE_TEMPLATE("a host eviction does not collect a stateless node whose write-through is pending", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree(
+        {.page_size = {1}, .swa_window = 4, .write_through_threshold = 1});
+    const auto key = run(1, 8);
+    const auto prefix = std::span(key).first(4);
+    // The upper node, stateless, its writes given up; the lower node below it written through and backed up.
+    auto a = tree.insert({prefix}, {.pages = vpages(1, 4)});
+    (void)drain(a.actions);
+    tree.skip_write_through(a.node, F);
+    tree.skip_write_through(a.node, S);
+    auto b = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{20}});
+    (void)drain(b.actions);
+    const NodeRef upper = a.node;
+    const NodeRef lower = b.node;
+    for (const Component k : {F, S}) {
+        if (pending_of(tree, upper)[k]) tree.skip_write_through(upper, k);  // FULL; its SWA is out of the window
+    }
+    tree.set_host(lower, F, hpages(100, 4));
+    tree.set_host(lower, S, hpages(200, 4));
+    tree.set_host(lower, M, hpages(300, 1));
+    auto off = tree.evict(F, 4);  // the lower node leaves the device: host-only below the stateless upper node
+    (void)drain(off.actions);
+    REQUIRE(tree.node_info(lower).device[F] == false);
+    REQUIRE(tree.node_info(upper).device[F]);
+
+    // The prefix again: the upper node's writes are pending when the host makes room by evicting the lower node.
+    auto c = tree.insert({prefix}, {.pages = vpages(11, 4)});
+    CHECK(drain(c.actions) ==
+          std::vector<Act>{free_pages({11, 12, 13, 14}), write_through(F, {1, 2, 3, 4}), write_through(S, {1, 2, 3, 4})});
+    CHECK(pending_of(tree, upper) == marks(true, true, false));
+    auto room = tree.evict_host(F, 4);
+    CHECK(room.host_freed_of(F) == 4);
+    (void)drain(room.actions);
+    CHECK_FALSE(tree.contains(lower));
+    REQUIRE(tree.contains(upper));  // held by its pending writes
+    tree.set_host(upper, F, hpages(400, 4));
+    tree.set_host(upper, S, hpages(500, 4));
+    CHECK(ints(tree.node_info(upper).host[F]) == ints(hpages(400, 4)));
+    CHECK(invariants(tree).empty());
+}

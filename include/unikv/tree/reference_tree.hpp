@@ -165,9 +165,12 @@ private:
     [[nodiscard]] static bool no_pending(const Node& n) {
         return !n.pending[Component::full] && !n.pending[Component::swa] && !n.pending[Component::mamba];
     }
+    // No host lock and no copy in flight (a backup, or a write-through not committed or skipped): a copy's record
+    // names its node, so no clean-up deletes it.
     [[nodiscard]] static bool host_clear(const Node& n) {
         return n.host_locks[Component::full] == 0 && n.host_locks[Component::swa] == 0 &&
-               n.host_locks[Component::mamba] == 0 && no_pending(n);
+               n.host_locks[Component::mamba] == 0 && no_pending(n) && !n.write_pending[Component::full] &&
+               !n.write_pending[Component::swa] && !n.write_pending[Component::mamba];
     }
     [[nodiscard]] bool device_leaf(const Node& n) const {
         return std::none_of(n.children.begin(), n.children.end(),

@@ -54,10 +54,11 @@ CacheInsert HiCache<P>::insert(TokenKey key, const InsertValues& values) {
         }
     } catch (...) {
         // Nothing stays pending: a pending node could never be evicted. The write that threw may have got
-        // past `set_host` (cold path: ask the tree).
+        // past `set_host` (cold path: ask the tree; a write pending holds its node, so the handle is live).
         for (; i < actions.size(); ++i) {
             const TreeAction& a = actions[i];
-            if (a.kind == ActionKind::write_through && tree_.node_info(a.node).write_through_pending[a.component])
+            if (a.kind == ActionKind::write_through && tree_.contains(a.node) &&
+                tree_.node_info(a.node).write_through_pending[a.component])
                 tree_.skip_write_through(a.node, a.component);
         }
         exec_.complete(alloc_, std::move(work));
@@ -115,13 +116,14 @@ bool HiCache<P>::host_room(Component component, std::span<HostPage> out) {
 template <class P>
 bool HiCache<P>::write_through(const HostActions& work, const TreeAction& a) {
     const Component c = a.component;
+    // The lock first: nothing is allocated yet if it throws, and the rows stay put while host room is made.
+    detail::held_lock<tree_type> device(
+        tree_, tree_.lock(a.node, {.tier = Tier::device, .components = ComponentMask::of(Component::full).with(c)}));
     write_host_.resize(c == Component::mamba ? work.states(a).size() : work.pages(a).size());
     if (!host_room(c, write_host_)) {
         tree_.skip_write_through(a.node, c);
         return false;
     }
-    detail::held_lock<tree_type> device(
-        tree_, tree_.lock(a.node, {.tier = Tier::device, .components = ComponentMask::of(Component::full).with(c)}));
     writes_.reserve(writes_.size() + 1);  // the record below must not throw once the copy is queued
     try {
         ctl_.queue_write(alloc_, d2h(work, a, write_host_),

@@ -117,10 +117,14 @@ bool RadixTree<Cs...>::device_unlocked(const Node& n) noexcept {
     return (n.locks[Component::full] | n.locks[Component::swa] | n.locks[Component::mamba]) == 0;
 }
 
+// A copy in flight (a backup, or a write-through not yet committed or skipped) holds its node like a host lock: the
+// copy's record names it, so no clean-up may delete it (a stateless tri-pool node cannot end a match, yet its
+// write-through needs it).
 template <class... Cs>
 bool RadixTree<Cs...>::host_unlocked(const Node& n) noexcept {
     return (n.host_locks[Component::full] | n.host_locks[Component::swa] | n.host_locks[Component::mamba]) == 0 &&
-           !n.pending[Component::full] && !n.pending[Component::swa] && !n.pending[Component::mamba];
+           !n.pending[Component::full] && !n.pending[Component::swa] && !n.pending[Component::mamba] &&
+           !any_write_pending(n);
 }
 
 // A node with a backup in flight is never chosen again (it cannot be anyway: the pending component has no device
