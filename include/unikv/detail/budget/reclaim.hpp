@@ -14,15 +14,6 @@
 
 namespace unikv::detail {
 
-template <class Cache>
-inline constexpr bool backs_up_on_evict_of_v = [] {
-    if constexpr (requires { typename Cache::write_policy; }) {
-        return backs_up_on_evict_v<typename Cache::write_policy>;
-    } else {
-        return false;
-    }
-}();
-
 // Under write-back an eviction of `pages` pages of `c` copies what it drops to the host first, and a copy the
 // host cannot take is dropped instead (HiCache does not evict host data during a write-back). So make host
 // room first: FULL evictions copy FULL pages and SWA windows (at most as many pages), SWA evictions SWA
@@ -30,7 +21,7 @@ inline constexpr bool backs_up_on_evict_of_v = [] {
 // there is room (best effort).
 template <class Cache>
 void make_host_room(Cache& cache, Component c, std::int64_t pages) {
-    if constexpr (backs_up_on_evict_of_v<Cache>) {
+    if (backs_up_on_evict(cache.writes())) {
         for (Component k : {Component::full, Component::swa}) {
             if (!cache.allocator().spec()[k].present) continue;
             if (k == Component::full && c != Component::full) continue;
@@ -38,10 +29,6 @@ void make_host_room(Cache& cache, Component c, std::int64_t pages) {
             const std::int64_t missing = pages - cache.host_pools().available(k);
             if (missing > 0) (void)cache.evict_host(k, page_units(cache, k, missing));
         }
-    } else {
-        (void)cache;
-        (void)c;
-        (void)pages;
     }
 }
 
