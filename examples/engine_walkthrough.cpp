@@ -76,7 +76,7 @@ int main() {
     auto compute = backend.make_stream();
     ModelCache cache(backend,
                      {.arena = unikv::arena_config<Model>({.arena_bytes = std::size_t{64} << 20, .page_size = {16}}),
-                      .host = {.total_bytes = std::size_t{64} << 20}},
+                      .host = {.total_bytes = std::size_t{64} << 20, .write = {.policy = unikv::WritePolicy::back}}},
                      compute);
     std::vector<unikv::TokenId> prompt;
     for (unikv::TokenId t = 0; t < 300; ++t) prompt.push_back(1000 + t);

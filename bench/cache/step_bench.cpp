@@ -66,8 +66,7 @@ struct Policies : DefaultCachePolicies {
     using backend = HostBackend;
     using layout = Model::layout;
     using budget = SharedSWABudget;
-    using host_pools = NoHostTier;
-    using write_policy = NoHostWrites;
+    using host_pools = NoHostTier;  // with `WritePolicy::none` (`CacheStep`)
 };
 
 // Own rows of a request at its peak (its prompt's own tokens and all it generates, FULL; the SWA of its prefill
@@ -103,7 +102,8 @@ struct Request {
 // The composed cache.
 class CacheStep {
 public:
-    CacheStep(const ArenaConfig& config) : cache_(backend_, {.arena = config}, stream_) {}
+    CacheStep(const ArenaConfig& config)
+        : cache_(backend_, {.arena = config, .host = {.write = {.policy = WritePolicy::none}}}, stream_) {}
 
     void begin_step(std::int32_t decoding) { cache_.begin_step({.decode_tokens = decoding}); }
     bool admit(Request& r) {

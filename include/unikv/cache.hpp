@@ -6,14 +6,17 @@
 /// struct GemmaPolicies : unikv::DefaultCachePolicies {
 ///     using layout = unikv::presets::Gemma3_27B::layout;
 ///     using budget = unikv::SharedSWABudget;
-///     using write_policy = unikv::WriteBack;
 /// };
 /// using GemmaCache = unikv::Cache<GemmaPolicies>;
+/// GemmaCache cache(backend, {.arena = arena, .host = {.total_bytes = 32 << 30,
+///                                                    .write = {.policy = unikv::WritePolicy::through}}}, stream);
 /// ```
 ///
-/// The bundle names the backend, layout, tree core, budget, host pools, write policy, host mode and storage;
-/// `DefaultCachePolicies` gives all but the layout. A bad bundle is one compile error with one `unikv:`
-/// message naming the fix (`cache/compatibility.hpp`).
+/// The bundle names the backend, layout, tree core, budget, host pools and storage; `DefaultCachePolicies`
+/// gives all but the layout. A bad bundle is one compile error with one `unikv:` message naming the fix
+/// (`cache/compatibility.hpp`). The write policy and the host mode are runtime values (`HostConfig::write`,
+/// `HostConfig::mode`), so one cache type runs every policy; the constructor refuses a bad one
+/// (`logic_error`, naming the fix).
 ///
 /// Composition: a `Cache` holds one `HiCache` (allocator, tree, action executor, host pools, transfer
 /// controller) and the budget, and adds what an engine needs above them. It composes the `HiCache` rather
@@ -31,7 +34,8 @@
 ///   hands it its `HiCache` on every call (`budget/admission.hpp`);
 /// * a request's rows (`prefix_rows`, `alloc_rows`, `finish`): the bookkeeping every engine repeats between
 ///   admission and insert (the prefix's rows from the match, a tail page that the tree cannot take);
-/// * the bundle's compatibility check.
+/// * the bundle's compatibility check, and the constructor's checks of the write policy and host mode against
+///   it.
 /// Every hot call (match, insert, lock, allocation without shortfall, translation, waits) inlines straight
 /// through to the allocator and the tree: no virtual call, no `std::function`.
 ///
@@ -67,15 +71,13 @@
 namespace unikv {
 
 /// The defaults of a cache bundle, all but the layout: the build's backend, the fast tree core, the one-pool
-/// budget, separate host pools, write-back, the host tier as a cache, no storage tier. Derive from it and add
-/// `using layout = ...`.
+/// budget, separate host pools, no storage tier. Derive from it and add `using layout = ...`. (Write-back and
+/// the host tier as a cache are the runtime defaults of `HostConfig`.)
 struct DefaultCachePolicies {
     using backend = DefaultBackend;        ///< the copy and stream backend (`HostBackend`, or `CudaBackend` under nvcc)
     using tree_core = RadixTreeCore;       ///< a tree-core tag (the tree follows the layout) or an explicit tree
     using budget = BaseBudget;             ///< admission budget (`SharedSWABudget` for Full+Swa over one arena)
     using host_pools = SeparateHostPools;  ///< host-pool policy tag; `NoHostTier` for a device-only cache
-    using write_policy = WriteBack;        ///< when device data gets its host copy (`NoHostWrites` without a host)
-    using host_mode = CacheMode;           ///< what the host tier is for
     using storage = NoStorage;             ///< the tier below the host
 };
 
@@ -84,7 +86,8 @@ struct CacheConfig {
     /// The arena: model shapes, page sizes (the tree's page size is FULL's), window (the tree's, with Swa),
     /// bytes.
     ArenaConfig arena{};
-    /// The host tier's sizes (leave it empty under `NoHostTier`).
+    /// The host tier: its sizes (leave them 0 under `NoHostTier`), the write policy (`write`; `WritePolicy::none`
+    /// under `NoHostTier`) and the host mode (`mode`).
     HostConfig host{};
     /// Whether the tree records KV events.
     EventMode events = EventMode::off;
@@ -133,8 +136,6 @@ struct hicache_policies {
     using layout = typename P::layout;
     using tree_core = tree_core_tag_t<typename P::tree_core>;
     using host_pools = typename P::host_pools;
-    using write_policy = typename P::write_policy;
-    using host_mode = typename P::host_mode;
 };
 
 }  // namespace detail::cache
@@ -162,7 +163,9 @@ public:
     /// An empty cache over `backend` (which must outlive it at its address), its allocator's work on `stream`:
     /// the arena, host pools and tree of `config` (the tree's page size and window are the arena's). Throws
     /// what the parts throw for a bad configuration (`logic_error`, naming what to change) or for memory
-    /// (`out_of_memory`).
+    /// (`out_of_memory`); before anything is built, `logic_error` for a write policy or host mode the bundle
+    /// cannot run: a bad `HostWrites` (`check_host_writes`), a policy other than `WritePolicy::none` under
+    /// `NoHostTier`, `HostMode::buffer_only` over a layout with Mamba or without a storage tier.
     Cache(backend_type& backend, const CacheConfig& config, stream_ref stream);
     /// Moves every part; transfers in flight are acknowledged through the moved-to cache.
     Cache(Cache&&) noexcept = default;
@@ -173,7 +176,7 @@ public:
     ~Cache() = default;
 
     // ---- requests and the tree (hot) ---------------------------------------------------------------------
-    /// The longest cached prefix of `key`, host hits included under `CacheMode` (`best_node` then needs a
+    /// The longest cached prefix of `key`, host hits included under `HostMode::cache` (`best_node` then needs a
     /// `load_back`). O(key / page size), no allocation once the tree's scratch has grown.
     MatchResult match(TokenKey key) { return hc_.match(key); }
     /// Caches `key` (whole pages) with the request's `values`; duplicate pages are freed. See
@@ -223,7 +226,7 @@ public:
 
     // ---- running requests (hot) --------------------------------------------------------------------------
     /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it relieves the
-    /// pool (`HiCache::relieve`: evicts its shortfall from the tree, backing it up first under `WriteBack`, or
+    /// pool (`HiCache::relieve`: evicts its shortfall from the tree, backing it up first under `WritePolicy::back`, or
     /// the missing bytes from the other pools when it has nothing evictable) and retries, as long as each
     /// relief frees something: in the one arena, room made for one pool can leave the next one short (an SWA
     /// page is not a FULL page's size). Nothing is allocated on failure. O(tokens) without a shortfall, no
@@ -288,7 +291,7 @@ public:
     [[nodiscard]] std::size_t loads_in_flight() const noexcept { return hc_.loads_in_flight(); }
 
     // ---- write-through -----------------------------------------------------------------------------------
-    /// Submits the write-throughs `insert` queued (under `WriteThrough*`); returns the number submitted. Never
+    /// Submits the write-throughs `insert` queued (under a write-through policy); returns the number submitted. Never
     /// blocks.
     std::size_t start_writing() { return hc_.start_writing(); }
     /// Acknowledges finished write-throughs, never blocking (`HiCache::writing_check`), together with those a
@@ -300,7 +303,7 @@ public:
 
     // ---- eviction ----------------------------------------------------------------------------------------
     /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go, backing up
-    /// first under `WriteBack` (blocks on those copies). Cold.
+    /// first under `WritePolicy::back` (blocks on those copies). Cold.
     Eviction evict(Component component, std::int64_t amount) { return hc_.evict(component, amount); }
     /// Frees `amount` host units of `component` or all that can go; returns the units freed. Cold.
     std::int64_t evict_host(Component component, std::int64_t amount) { return hc_.evict_host(component, amount); }
@@ -338,6 +341,10 @@ public:
     [[nodiscard]] host_pools_type& host_pools() noexcept { return hc_.host_pools(); }
     /// The transfer controller, for inspection (its stream, what is in flight).
     [[nodiscard]] const controller_type& controller() const noexcept { return hc_.controller(); }
+    /// The write policy the cache runs (`HostConfig::write`, checked).
+    [[nodiscard]] const HostWrites& writes() const noexcept { return hc_.writes(); }
+    /// The host mode the cache runs (`HostConfig::mode`, checked).
+    [[nodiscard]] HostMode host_mode() const noexcept { return hc_.host_mode(); }
     /// The budget, for inspection (its offsets).
     [[nodiscard]] const budget_type& budget() const noexcept { return budget_; }
     /// The window of the SWA layers in tokens (0 without Swa).

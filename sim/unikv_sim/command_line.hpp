@@ -47,9 +47,8 @@ struct CommandLine {
         "as SGLang sizes it: FULL/SWA by --swa-full-tokens-ratio (default 0.8, and the best ratio of a sweep of\n"
         "0.05, 0.1, 0.2, 0.4, 0.8; PartitionedSWABudget), and a Mamba pool of 3 states per running request\n"
         "(PartitionedMambaBudget for FULL+Mamba models). Built for every preset but the FULL-only\n"
-        "llama-3.1-8b, under the default write policy.\n\n"
-        "Write policies: all three are built for gemma-3-27b; the other presets for through (the default) only.\n"
-        "Each preset, write policy and budget is one Cache instantiation to compile (docs/simulator.md).\n\n"
+        "llama-3.1-8b; both replays run the --write-policy given.\n\n"
+        "Write policies: all three run on every preset (a runtime value of the cache; docs/simulator.md).\n\n"
         "Exit status: 0 done, 1 bad trace or memory too small for a request, 2 bad command line, 3 an output\n"
         "could not be written (--csv, --plot, gnuplot missing), 4 the replay found a broken invariant (a bug).\n");
     // A flag given twice takes its last value, so a script's defaults can be overridden by arguments after them.

@@ -22,8 +22,8 @@
 
 namespace unikv::sim {
 
-/// The host tier's write policy (`unikv/transfer/write_policies.hpp`): `WriteThrough`,
-/// `WriteThroughSelective`, `WriteBack`.
+/// The host tier's write policy (`unikv/transfer/write_policies.hpp`): `WritePolicy::through`, `selective`
+/// (a node backed up on its second hit), `back`.
 enum class WritePolicyChoice : std::uint8_t { through, selective, back };
 
 /// Every write policy, in `--write-policy` order.

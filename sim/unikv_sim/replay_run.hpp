@@ -3,8 +3,9 @@
 /// One replay of the simulator: preset `P`, the write policy and budget the options and the run ask for, the
 /// memory at the replay's scale, the cost model (`run_preset<P>`). This header only declares it: every preset's
 /// instantiation is compiled once, in `sim/replays.cpp` (which includes `detail/replay_run.inl`), so `main.cpp`
-/// stays light and compiles beside it. Each instantiation holds one `Cache` type per write policy and budget it
-/// dispatches to: 15 in all (`all_write_policies_built`, `static_split_built`).
+/// stays light and compiles beside it. Each instantiation holds one `Cache` type per budget it dispatches to:
+/// 13 in all (`static_split_built`). The write policy is a runtime value (`HostConfig::write`), so every
+/// preset runs every policy on the same `Cache` type.
 
 #include <cstdint>
 #include <functional>
@@ -60,28 +61,14 @@ template <class P>
     else return std::span(static_ratio_sweep).last(1);
 }
 
-/// True when `run_preset<P>` is built for every write policy: gemma-3-27b, the README's preset. The others are
-/// built for `through`, the default, only: each preset, write policy and budget is one `Cache` instantiation
-/// (about 12 CPU-s of -O2 compile), and the whole matrix would triple the simulator's build.
-template <class P>
-inline constexpr bool all_write_policies_built = P::name == presets::Gemma3_27B::name;
-
-/// Throws `InputError` naming the flag when `run_preset<P>` is not built for `o`'s write policy, or, with
-/// `--compare-static`, has no static split (`static_split_built`) or is asked for a write policy other than
-/// `through`. O(1).
+/// Throws `InputError` naming the flag when `run_preset<P>` is not built for `o`: with `--compare-static`, a
+/// preset without a static split (`static_split_built`). Every write policy runs on every preset. O(1).
 template <class P>
 void check_built(const SimOptions& o) {
-    if (o.write_policy != WritePolicyChoice::through && !all_write_policies_built<P>)
-        throw InputError(message("--write-policy ", write_policy_name(o.write_policy), ": the simulator is built for ",
-                                 P::name, " with --write-policy through only; every policy is built for ",
-                                 presets::Gemma3_27B::name, " (see --help)"));
-    if (!o.compare_static) return;
-    if (!static_split_built<P>)
+    if (o.compare_static && !static_split_built<P>)
         throw InputError(message("--compare-static: ", P::name,
                                  " has no SWA or Mamba layers, so there is no static split to compare; it is built "
                                  "for the presets with SWA or Mamba (see --help)"));
-    if (o.write_policy != WritePolicyChoice::through)
-        throw InputError("--compare-static is built for --write-policy through only (see --help)");
 }
 
 extern template RunOutput run_preset<presets::Llama31_8B>(const Trace&, const SimOptions&, const RunSpec&);

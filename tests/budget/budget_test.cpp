@@ -635,9 +635,9 @@ TEST_CASE("the hybrid budget makes room for states before the load; a budget tha
 // node eviction may take is a written-through one (dropped with no copy: its host copy stands); another node's
 // write-through is queued, so it is device-locked. The reclaim takes the first and leaves the second, and the
 // load shares the controller with the write. Everything is checked by rows after the acks.
-TEST_CASE("try_admit reclaims and loads a host hit under WriteThrough while another node's write is queued") {
-    using P = Policies<SwaFullLayout, SeparateHostPools, WriteThrough>;
-    Rig<P> r(40, 32);
+TEST_CASE("try_admit reclaims and loads a host hit under write-through while another node's write is queued") {
+    using P = Policies<SwaFullLayout, SeparateHostPools>;
+    Rig<P> r(40, 32, write_through);
     auto& alloc = r.cache.allocator();
     const auto match = Rig<P>::key(100, 4);
     const auto spare = Rig<P>::key(300, 8);

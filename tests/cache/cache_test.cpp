@@ -12,6 +12,8 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <unikv/backend/host_backend.hpp>
@@ -25,18 +27,17 @@ namespace {
 
 using namespace cache_test;
 
+// Write-back (`HostConfig`'s default) unless a test's configuration says otherwise.
 struct Policies : DefaultCachePolicies {
     using backend = HostBackend;
     using layout = SwaFullLayout;
-    using write_policy = WriteBack;
 };
-struct WriteThroughPolicies : Policies {
-    using write_policy = WriteThrough;
-};
+// Runs `WritePolicy::none` (`device_only`).
 struct DeviceOnlyPolicies : Policies {
     using host_pools = NoHostTier;
-    using write_policy = NoHostWrites;
 };
+
+constexpr HostWrites no_writes{.policy = WritePolicy::none};
 
 constexpr std::int32_t layers = 2;
 constexpr std::size_t layer_bytes = 32;  // K and V rows of 16 bytes
@@ -47,6 +48,12 @@ CacheConfig cache_config() {
                                  .page_sizes = {.full = {page_size}, .swa = {page_size}},
                                  .arena_bytes = 64 * page_size * layers * layer_bytes},
                        .host = {.pages = {.values = {24, 24, 0}}}};
+}
+
+// `config` with the host tier's write policy `writes`.
+CacheConfig with_writes(CacheConfig config, const HostWrites& writes) {
+    config.host.write = writes;
+    return config;
 }
 
 std::vector<TokenId> tokens(TokenId first, std::int32_t n) {
@@ -385,7 +392,7 @@ TEST_CASE("a cache serves requests through write-back, per-layer load-back, retr
 }
 
 TEST_CASE("a backup under write-through first settles the writes in flight, and writing_check reports them") {
-    Engine<WriteThroughPolicies> e;
+    Engine<Policies> e(with_writes(cache_config(), {.policy = WritePolicy::through}));
     Request a{.tokens = tokens(100, 12)};
     LockReceipt a_lock = e.start(a, e.cache->match(a.key(12)));
     e.extend(a, 12);
@@ -480,9 +487,10 @@ TEST_CASE("an allocation relieved under write-back with a full host backs up wha
 
 TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
     CacheConfig config = cache_config();
-    config.host = {};
+    config.host = {.write = no_writes};
     Engine<DeviceOnlyPolicies> e(config);
-    CHECK_THROWS_AS(Cache<DeviceOnlyPolicies>(e.backend, cache_config(), e.stream), logic_error);
+    CHECK_THROWS_AS(Cache<DeviceOnlyPolicies>(e.backend, with_writes(cache_config(), no_writes), e.stream),
+                    logic_error);
     Request a{.tokens = tokens(100, 12)};
     LockReceipt lock = e.start(a, e.cache->match(a.key(12)));
     e.extend(a, 12);
@@ -577,17 +585,84 @@ namespace cache_finish_test {
 struct MambaPolicies : DefaultCachePolicies {
     using backend = HostBackend;
     using layout = MambaFullLayout;
-    using host_pools = NoHostTier;
-    using write_policy = NoHostWrites;
+    using host_pools = NoHostTier;  // with `WritePolicy::none`
 };
 
 }  // namespace cache_finish_test
+
+// The write policy and the host mode are runtime values: what the compile-time rules refused, the constructor
+// refuses, before anything is built, each with a message naming the fix.
+TEST_CASE("the constructor refuses a write policy or host mode the bundle cannot run, naming the fix") {
+    using MambaCache = Cache<cache_finish_test::MambaPolicies>;
+    HostBackend backend{{.mode = ExecutionMode::manual}};
+    HostBackend::Stream stream = backend.make_stream();
+    const auto refused = [&]<class P>(std::type_identity<P>, const CacheConfig& c) { Cache<P> cache(backend, c, stream); };
+    const auto host = [](const HostWrites& writes, HostMode mode = HostMode::cache) {
+        CacheConfig c = cache_config();
+        c.host.write = writes;
+        c.host.mode = mode;
+        return c;
+    };
+    const auto device_only = [](const HostWrites& writes, HostMode mode = HostMode::cache) {
+        return CacheConfig{.arena = config(64), .host = {.write = writes, .mode = mode}};
+    };
+    const std::type_identity<Policies> with_host;
+    const std::type_identity<DeviceOnlyPolicies> without_host;
+    const std::type_identity<cache_finish_test::MambaPolicies> mamba;
+
+    // A selective write-through backs a node up on its threshold-th hit: threshold 0 means never.
+    CHECK_THROWS_WITH_AS(refused(with_host, host({.policy = WritePolicy::selective, .threshold = 0})),
+                         doctest::Contains("WritePolicy::selective backs a node up on its threshold-th hit, so it "
+                                           "needs threshold >= 1, not 0; give threshold 1"),
+                         logic_error);
+    // A value outside the enums (a cast from a bad configuration file).
+    CHECK_THROWS_WITH_AS(refused(with_host, host({.policy = static_cast<WritePolicy>(7)})),
+                         doctest::Contains("HostWrites::policy is 7, not a WritePolicy; use WritePolicy::through"),
+                         logic_error);
+    CHECK_THROWS_WITH_AS(refused(with_host, host({}, static_cast<HostMode>(9))),
+                         doctest::Contains("HostConfig::mode is 9, not a HostMode; use HostMode::cache"), logic_error);
+    // A policy that copies to the host needs a host tier: every one but `none` under NoHostTier.
+    for (const WritePolicy p : {WritePolicy::back, WritePolicy::through, WritePolicy::selective}) {
+        const std::string message = std::string("the write policy is ") + write_policy_name(p) +
+                                    ", which copies device data to the host tier, but host_pools is NoHostTier; "
+                                    "give HostConfig::write = {.policy = WritePolicy::none}";
+        INFO("write policy ", write_policy_name(p));
+        CHECK_THROWS_WITH_AS(refused(without_host, device_only({.policy = p})), doctest::Contains(message.c_str()),
+                             logic_error);
+    }
+    // Buffer-only host mode stages FULL and SWA pages for a storage tier: no Mamba pool (checked first), and a
+    // storage tier (every bundle has NoStorage today).
+    CHECK_THROWS_WITH_AS(refused(mamba, device_only(no_writes, HostMode::buffer_only)),
+                         doctest::Contains("HostMode::buffer_only stages FULL and SWA pages for the storage tier, but "
+                                           "the layout has a Mamba pool"),
+                         logic_error);
+    CHECK_THROWS_WITH_AS(refused(with_host, host({}, HostMode::buffer_only)),
+                         doctest::Contains("HostMode::buffer_only stages host copies for a storage tier, but the "
+                                           "bundle's storage is NoStorage"),
+                         logic_error);
+
+    // What is allowed: `none` over a host tier (it then serves retraction only), and each policy's threshold.
+    const std::pair<HostWrites, std::uint32_t> thresholds[] = {
+        {no_writes, 0},
+        {{.policy = WritePolicy::back}, 0},
+        {{.policy = WritePolicy::through}, 1},
+        {{.policy = WritePolicy::selective, .threshold = 3}, 3},
+    };
+    for (const auto& [writes, threshold] : thresholds) {
+        const Cache<Policies> cache(backend, host(writes), stream);
+        CHECK(cache.writes().policy == writes.policy);
+        CHECK(cache.host_mode() == HostMode::cache);
+        CHECK(cache.tree().config().write_through_threshold == threshold);
+    }
+    const MambaCache device(backend, device_only(no_writes), stream);
+    CHECK(device.writes().policy == WritePolicy::none);
+}
 
 TEST_CASE("finish hands a page-aligned request's Mamba state to the tree and frees one past a partial page") {
     using MambaCache = Cache<cache_finish_test::MambaPolicies>;
     HostBackend backend{{.mode = ExecutionMode::manual}};
     HostBackend::Stream stream = backend.make_stream();
-    MambaCache cache(backend, {.arena = config(64)}, stream);
+    MambaCache cache(backend, {.arena = config(64), .host = {.write = no_writes}}, stream);
     const Rows<MambaCache::allocator_type> rows{&cache.allocator()};
     const std::vector<TokenId> prompt = tokens(300, 10);
 
@@ -632,7 +707,8 @@ CacheConfig gemma_like(std::size_t arena_bytes) {
     five.layers = 5;
     return CacheConfig{.arena = {.model = {.full = one, .swa = five, .swa_window_tokens = window},
                                  .page_sizes = {.full = {page_size}, .swa = {page_size}},
-                                 .arena_bytes = arena_bytes}};
+                                 .arena_bytes = arena_bytes},
+                       .host = {.write = no_writes}};
 }
 
 struct Filled {
@@ -836,7 +912,10 @@ TEST_CASE("a static Mamba partition bounds the states: at the bound a new state 
     using SplitCache = Cache<cache_partition_test::MambaSplitPolicies>;
     HostBackend backend{{.mode = ExecutionMode::manual}};
     HostBackend::Stream stream = backend.make_stream();
-    SplitCache cache(backend, {.arena = config(64), .budget = {.full_partition_pages = 16, .mamba_partition_pages = 2}},
+    SplitCache cache(backend,
+                     {.arena = config(64),
+                      .host = {.write = no_writes},
+                      .budget = {.full_partition_pages = 16, .mamba_partition_pages = 2}},
                      stream);
     REQUIRE(cache.allocator().page_bound(Component::full) == 16);
     REQUIRE(cache.allocator().page_bound(Component::mamba) == 2);

@@ -9,10 +9,8 @@ struct Policies : unikv::DefaultCachePolicies {
     using layout = unikv::SwaFullLayout;
 #ifdef UNIKV_COMPILE_FAIL_CONTROL
     using host_pools = unikv::SeparateHostPools;
-    using write_policy = unikv::WriteBack;
 #else
     using host_pools = unikv::NoHostTier;
-    using write_policy = unikv::NoHostWrites;
 #endif
 };
 

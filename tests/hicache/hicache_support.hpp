@@ -25,15 +25,21 @@ namespace hicache_test {
 
 using namespace cache_test;
 
-/// The policies under test: manual host backend, layout `L`, host pools `H`, write policy `W`.
-template <class L, class H = SeparateHostPools, class W = WriteBack>
+/// The policies under test: manual host backend, layout `L`, host pools `H`. The write policy is the `Rig`'s
+/// runtime argument.
+template <class L, class H = SeparateHostPools>
 struct Policies : DefaultHiCachePolicies<L> {
     using backend = HostBackend;
     using host_pools = H;
-    using write_policy = W;
 };
 
-/// A cache of `envelopes` device envelopes and `host_pages` host pages per component, and its requests.
+/// The write policies under test (`HostConfig::write`).
+inline constexpr HostWrites write_back{.policy = WritePolicy::back};
+inline constexpr HostWrites write_through{.policy = WritePolicy::through};
+inline constexpr HostWrites write_selective{.policy = WritePolicy::selective, .threshold = 2};
+
+/// A cache of `envelopes` device envelopes and `host_pages` host pages per component under `writes`, and its
+/// requests.
 template <class P>
 struct Rig {
     using Cache = HiCache<P>;
@@ -45,14 +51,15 @@ struct Rig {
     HostBackend::Stream stream = backend.make_stream();
     Cache cache;
 
-    Rig(std::size_t envelopes, per_component<std::int32_t> host_pages)
-        : cache(backend, config(envelopes), host_config(host_pages),
+    Rig(std::size_t envelopes, per_component<std::int32_t> host_pages, const HostWrites& writes = write_back)
+        : cache(backend, config(envelopes), host_config(host_pages, writes),
                 TreeConfig{.page_size = {page_size}, .swa_window = has_swa ? window : 0}, stream) {}
-    Rig(std::size_t envelopes, std::int32_t host_pages)
-        : Rig(envelopes, per_component<std::int32_t>{.values = {host_pages, host_pages, host_pages}}) {}
+    Rig(std::size_t envelopes, std::int32_t host_pages, const HostWrites& writes = write_back)
+        : Rig(envelopes, per_component<std::int32_t>{.values = {host_pages, host_pages, host_pages}}, writes) {}
 
-    static HostConfig host_config(per_component<std::int32_t> pages) {
+    static HostConfig host_config(per_component<std::int32_t> pages, const HostWrites& writes = write_back) {
         HostConfig out;
+        out.write = writes;
         out.pages[Component::full] = pages[Component::full];
         if (has_swa) out.pages[Component::swa] = pages[Component::swa];
         if (has_mamba) out.pages[Component::mamba] = pages[Component::mamba];
@@ -221,9 +228,9 @@ struct FaultyTreeCore {
     template <class... Cs>
     using impl = FaultyTree<Cs...>;
 };
-/// `Policies<L, SeparateHostPools, W>` over the faulty tree.
-template <class L, class W = WriteBack>
-struct FaultyPolicies : Policies<L, SeparateHostPools, W> {
+/// `Policies<L, SeparateHostPools>` over the faulty tree.
+template <class L>
+struct FaultyPolicies : Policies<L, SeparateHostPools> {
     using tree_core = FaultyTreeCore;
 };
 

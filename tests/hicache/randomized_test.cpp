@@ -13,6 +13,11 @@
 // served match), and `verify()` (the cache's and the tree's invariants) is empty; every `every_sweep` steps
 // every node's device and host rows and every running request's rows are read. UNIKV_HICACHE_FUZZ_OPS
 // (operations per configuration) and UNIKV_HICACHE_FUZZ_SEED run it longer or differently off CI.
+//
+// The write policy is a runtime value of the cache (`HostConfig::write`): one test case per policy, one
+// subcase per layout, so each layout's cache type serves all three policies. Select a configuration with
+// doctest's filters, e.g. `test_hicache --test-case='HiCache keeps*WritePolicy::selective*' --subcase='TriPool*'`
+// (the policies: `WritePolicy::back`, `WritePolicy::through`, `WritePolicy::selective`).
 
 #include <algorithm>
 #include <cstdint>
@@ -77,9 +82,10 @@ class HiDriver {
     };
 
 public:
-    HiDriver(std::uint64_t seed, std::size_t envelopes, std::int32_t host_pages)
+    HiDriver(const HostWrites& writes, std::uint64_t seed, std::size_t envelopes, std::int32_t host_pages)
         : rng_(seed), stream_(backend_.make_stream()) {
-        slots_[0].emplace(backend_, config(envelopes), Rig<P>::host_config({.values = {host_pages, host_pages, host_pages}}),
+        slots_[0].emplace(backend_, config(envelopes),
+                          Rig<P>::host_config({.values = {host_pages, host_pages, host_pages}}, writes),
                           TreeConfig{.page_size = {page_size}, .swa_window = has_swa ? window : 0}, stream_);
         bind(0);
         if constexpr (can_retract) retractor_.emplace(backend_);
@@ -613,7 +619,7 @@ private:
 };
 
 template <class P>
-void drive(std::uint64_t salt, std::size_t envelopes, std::int32_t host_pages) {
+void drive(const HostWrites& writes, std::uint64_t salt, std::size_t envelopes, std::int32_t host_pages) {
     const std::uint64_t ops = unikv::test::env_or("UNIKV_HICACHE_FUZZ_OPS", default_ops);
     const std::uint64_t seed = unikv::test::env_or("UNIKV_HICACHE_FUZZ_SEED", 20261202) * 31 + salt;
     INFO("seed ", seed, " ops ", ops);
@@ -624,7 +630,7 @@ void drive(std::uint64_t salt, std::size_t envelopes, std::int32_t host_pages) {
     } quiet;
     const std::uint64_t drops = dropped_count();
     const std::size_t lost_backups = dropped_retraction_backups();
-    HiDriver<P> d(seed, envelopes, host_pages);
+    HiDriver<P> d(writes, seed, envelopes, host_pages);
     d.run(ops);
     CHECK(dropped_count() == drops);
     CHECK(dropped_retraction_backups() == lost_backups);
@@ -634,12 +640,25 @@ void drive(std::uint64_t salt, std::size_t envelopes, std::int32_t host_pages) {
             t.moves, " host evicted ", t.host_evicted, " written ", t.written, " failed writes ", t.failed_writes);
 }
 
+// The four layouts under `writes`, one subcase each; a layout's salt is the same under every policy.
+void drive_layouts(const HostWrites& writes) {
+    SUBCASE("FullLayout, envelope host") { drive<Policies<FullLayout, PageEnvelopeHost<>>>(writes, 1, 64, 40); }
+    SUBCASE("SwaFullLayout, separate host pools") { drive<Policies<SwaFullLayout>>(writes, 2, 128, 40); }
+    SUBCASE("MambaFullLayout") { drive<Policies<MambaFullLayout>>(writes, 4, 96, 40); }
+    SUBCASE("TriPoolLayout") { drive<Policies<TriPoolLayout>>(writes, 5, 160, 40); }
+}
+
 }  // namespace
 
-TEST_CASE_TEMPLATE("HiCache keeps every served row right under random requests, loads, evictions and retractions", W,
-                   WriteBack, WriteThrough, WriteThroughSelective<2>) {
-    SUBCASE("FullLayout, envelope host") { drive<Policies<FullLayout, PageEnvelopeHost<>, W>>(1, 64, 40); }
-    SUBCASE("SwaFullLayout, separate host pools") { drive<Policies<SwaFullLayout, SeparateHostPools, W>>(2, 128, 40); }
-    SUBCASE("MambaFullLayout") { drive<Policies<MambaFullLayout, SeparateHostPools, W>>(4, 96, 40); }
-    SUBCASE("TriPoolLayout") { drive<Policies<TriPoolLayout, SeparateHostPools, W>>(5, 160, 40); }
+TEST_CASE("HiCache keeps every served row right under random requests, loads, evictions and retractions "
+          "(WritePolicy::back)") {
+    drive_layouts(write_back);
+}
+TEST_CASE("HiCache keeps every served row right under random requests, loads, evictions and retractions "
+          "(WritePolicy::through)") {
+    drive_layouts(write_through);
+}
+TEST_CASE("HiCache keeps every served row right under random requests, loads, evictions and retractions "
+          "(WritePolicy::selective, threshold 2)") {
+    drive_layouts(write_selective);
 }

@@ -2,7 +2,7 @@
 // One HiCache round trip written once for any backend: run on the manual HostBackend in tests/hicache (so its
 // logic executes in every CI run) and on CudaBackend in tests/cuda (arena on the device, pinned host pools).
 // Over SWA+FULL with two layers per row: a request's rows are written through translation, inserted, evicted
-// under WriteBack (the D2H drained before the rows go), matched as a host hit, loaded back layer by layer
+// under write-back (the D2H drained before the rows go), matched as a host hit, loaded back layer by layer
 // (`wait_layer` on a compute stream) and read back through translation; then a decode request on that prefix
 // is retracted into the host pools and restored into fresh rows. Every check compares whole page images: each
 // layer of each row holds its own word, so a row or a layer slice that lands in the wrong place reads wrong.
@@ -43,12 +43,11 @@ constexpr std::uint32_t layer_word(Component c, TokenId token, std::int32_t pos,
            static_cast<std::uint32_t>(pos) * 40503u ^ static_cast<std::uint32_t>(layer) * 0x01000193u;
 }
 
-/// The HiCache over SWA+FULL on `Device`'s backend, write-back, host pools `H`.
+/// The HiCache over SWA+FULL on `Device`'s backend, host pools `H` (write-back: `HostConfig`'s default).
 template <class Device, class H>
 struct Policies : DefaultHiCachePolicies<SwaFullLayout> {
     using backend = typename Device::backend_type;
     using host_pools = H;
-    using write_policy = WriteBack;
 };
 
 template <class Device, class H>
@@ -175,7 +174,7 @@ private:
     }
 
     // ---- the steps -------------------------------------------------------------------------------------
-    // Prefill of `seq`: rows written, inserted, then evicted under WriteBack. Until the drain the rows stay
+    // Prefill of `seq`: rows written, inserted, then evicted under write-back. Until the drain the rows stay
     // owned and intact; after it the host copies hold them and the device rows are free.
     void prefill_and_write_back(const std::vector<TokenId>& seq) {
         std::vector<VirtualPage> pages(seq.size() / page_size);

@@ -222,12 +222,14 @@ TEST_CASE_TEMPLATE("when the host cannot take a FULL write-back the unbacked sub
     CHECK(r.broken().empty());
 }
 
-TEST_CASE_TEMPLATE("under write-through policies eviction asks for no backup: the leaf goes with no copy", W,
-                   WriteThrough, WriteThroughSelective<>) {
-    Rig<Policies<SwaFullLayout, SeparateHostPools, W>> r(64, 16);
+TEST_CASE("under write-through policies eviction asks for no backup: the leaf goes with no copy") {
+    HostWrites writes{};
+    SUBCASE("WritePolicy::through") { writes = write_through; }
+    SUBCASE("WritePolicy::selective") { writes = write_selective; }
+    Rig<SwaSeparate> r(64, 16, writes);
     const auto key = Rig<SwaSeparate>::key(700, 2);
     const NodeRef node = r.insert(key);
-    constexpr bool hosted = write_through_threshold_v<W> == 1;  // the selective policy waits for a second hit
+    const bool hosted = write_through_threshold(writes) == 1;  // the selective policy waits for a second hit
     CHECK(r.cache.writes_in_flight() == (hosted ? 2u : 0u));    // FULL and the SWA window
     if (hosted) {
         CHECK(r.cache.start_writing() == 2);

@@ -11,15 +11,6 @@ using namespace hicache_test;
 
 namespace {
 
-template <class L, class H = SeparateHostPools>
-using Through = Policies<L, H, WriteThrough>;
-using SwaThrough = Through<SwaFullLayout>;
-using FullEnvelopeThrough = Through<FullLayout, PageEnvelopeHost<>>;
-using TriThrough = Through<TriPoolLayout>;
-struct SwaReferenceThrough : SwaThrough {
-    using tree_core = ReferenceTreeCore;
-};
-
 // The components a node ending at the key's end writes through: FULL, the SWA window, the Mamba state.
 template <class P>
 std::vector<Component> written() {
@@ -44,8 +35,8 @@ std::int32_t complete_writes(Rig<P>& r, std::size_t expected) {
 }  // namespace
 
 TEST_CASE_TEMPLATE("a write-through copies every row to host, holds the device lock until its ack, and loads back", P,
-                   SwaThrough, FullEnvelopeThrough, TriThrough, SwaReferenceThrough) {
-    Rig<P> r(64, 16);
+                   SwaSeparate, FullEnvelope, TriSeparate, SwaReference) {
+    Rig<P> r(64, 16, write_through);
     const auto key = Rig<P>::key(100, 3);
     const NodeRef node = r.insert(key);
     const std::vector<Component> cs = written<P>();
@@ -91,9 +82,9 @@ TEST_CASE_TEMPLATE("a write-through copies every row to host, holds the device l
     CHECK(r.broken().empty());
 }
 
-TEST_CASE("WriteThroughSelective<2> backs up nothing on the first insert and the node on the second") {
-    Rig<Policies<SwaFullLayout, SeparateHostPools, WriteThroughSelective<>>> r(64, 16);
-    const auto key = Rig<SwaThrough>::key(200, 2);
+TEST_CASE("WritePolicy::selective (threshold 2) backs up nothing on the first insert and the node on the second") {
+    Rig<SwaSeparate> r(64, 16, write_selective);
+    const auto key = Rig<SwaSeparate>::key(200, 2);
     const NodeRef node = r.insert(key);
     CHECK(r.inserted.writes + r.inserted.skipped == 0);
     CHECK(r.cache.writes_in_flight() == 0);
@@ -115,21 +106,23 @@ TEST_CASE("WriteThroughSelective<2> backs up nothing on the first insert and the
 TEST_CASE("the cache takes the write-through threshold from its policy and rejects a conflicting one") {
     HostBackend backend{{.mode = ExecutionMode::manual}};
     HostBackend::Stream stream = backend.make_stream();
-    const auto make = [&]<class P>(std::uint32_t threshold) {
+    const auto make = [&](const HostWrites& writes, std::uint32_t threshold) {
         const TreeConfig tree{.page_size = {page_size}, .swa_window = window, .write_through_threshold = threshold};
-        HiCache<P> cache(backend, config(16), Rig<P>::host_config({.values = {4, 4, 0}}), tree, stream);
+        HiCache<SwaSeparate> cache(backend, config(16), Rig<SwaSeparate>::host_config({.values = {4, 4, 0}}, writes),
+                                   tree, stream);
         return cache.tree().config().write_through_threshold;
     };
-    CHECK(make.template operator()<SwaThrough>(0) == 1);
-    CHECK(make.template operator()<SwaThrough>(1) == 1);
-    CHECK_THROWS_AS(make.template operator()<SwaThrough>(2), logic_error);
-    CHECK(make.template operator()<SwaSeparate>(0) == 0);  // write-back
-    CHECK_THROWS_AS(make.template operator()<SwaSeparate>(1), logic_error);
+    CHECK(make(write_through, 0) == 1);
+    CHECK(make(write_through, 1) == 1);
+    CHECK_THROWS_AS(make(write_through, 2), logic_error);
+    CHECK(make(write_selective, 0) == 2);
+    CHECK(make(write_back, 0) == 0);
+    CHECK_THROWS_AS(make(write_back, 1), logic_error);
 }
 
 TEST_CASE("a host shortfall evicts host data and retries; when nothing can go, the write is skipped") {
-    Rig<SwaThrough> r(64, 4);  // four host pages per component
-    const auto a = Rig<SwaThrough>::key(300, 2);
+    Rig<SwaSeparate> r(64, 4, write_through);  // four host pages per component
+    const auto a = Rig<SwaSeparate>::key(300, 2);
     const NodeRef na = r.insert(a);
     CHECK(complete_writes(r, 2) == 2);
     const Eviction ev = r.cache.evict(Component::full, 8);
@@ -137,7 +130,7 @@ TEST_CASE("a host shortfall evicts host data and retries; when nothing can go, t
     REQUIRE_FALSE(r.cache.tree().node_info(na).device[Component::full]);  // host-only: evictable from host
 
     // B needs three host pages, one more than is left: A's host copy goes, B's writes are made.
-    const auto b = Rig<SwaThrough>::key(400, 3);
+    const auto b = Rig<SwaSeparate>::key(400, 3);
     const NodeRef nb = r.insert(b);
     CHECK(r.inserted.writes == 2);
     CHECK(r.inserted.skipped == 0);
@@ -146,7 +139,7 @@ TEST_CASE("a host shortfall evicts host data and retries; when nothing can go, t
 
     // C finds one page left while B's writes are in flight: B holds its device data (locked), so host eviction
     // cannot take B's copies, and both of C's writes are skipped.
-    const auto c = Rig<SwaThrough>::key(500, 2);
+    const auto c = Rig<SwaSeparate>::key(500, 2);
     const NodeRef nc = r.insert(c);
     CHECK(r.inserted.writes == 0);
     CHECK(r.inserted.skipped == 2);
@@ -166,8 +159,8 @@ TEST_CASE("a host shortfall evicts host data and retries; when nothing can go, t
 }
 
 TEST_CASE_TEMPLATE("a failed write-through is dropped before its unlock: host pages back, device rows intact", P,
-                   SwaThrough, TriThrough, SwaReferenceThrough) {
-    Rig<P> r(64, 16);
+                   SwaSeparate, TriSeparate, SwaReference) {
+    Rig<P> r(64, 16, write_through);
     const auto key = Rig<P>::key(600, 3);
     const NodeRef node = r.insert(key);
     const std::vector<Component> cs = written<P>();
@@ -196,8 +189,8 @@ TEST_CASE_TEMPLATE("a failed write-through is dropped before its unlock: host pa
 }
 
 TEST_CASE("tri-pool: a host eviction of the SWA copy leaves the Mamba copy whose write is in flight") {
-    Rig<TriThrough> r(64, 16);
-    const auto key = Rig<TriThrough>::key(600, 2);
+    Rig<TriSeparate> r(64, 16, write_through);
+    const auto key = Rig<TriSeparate>::key(600, 2);
     const NodeRef node = r.insert(key);
     REQUIRE(r.inserted.writes == 3);
     CHECK(r.cache.start_writing() == 3);
@@ -232,8 +225,8 @@ TEST_CASE("tri-pool: a host eviction of the SWA copy leaves the Mamba copy whose
 // its FULL copy evicts its only child, host-only, and the eviction's garbage collection must not take the node as
 // a childless node that cannot end a match: its write is pending and its device rows are the request's.
 TEST_CASE("tri-pool: the host eviction that makes room for a write-through leaves the stateless node it writes") {
-    Rig<TriThrough> r(64, {.values = {2, 4, 4}});  // two host FULL pages
-    const auto key = Rig<TriThrough>::key(1200, 2);
+    Rig<TriSeparate> r(64, {.values = {2, 4, 4}}, write_through);  // two host FULL pages
+    const auto key = Rig<TriSeparate>::key(1200, 2);
     const std::vector<TokenId> prefix(key.begin(), key.begin() + page_size);
     // A request without a state: its pages marked, inserted with none.
     const auto insert_stateless = [&](const std::vector<TokenId>& tokens) {
@@ -266,7 +259,7 @@ TEST_CASE("tri-pool: the host eviction that makes room for a write-through leave
     REQUIRE_FALSE(info.device[Component::mamba]);
 
     // A filler on device takes the last host FULL page: it cannot leave the host tier, the lower node can.
-    const auto filler = Rig<TriThrough>::key(1300, 1);
+    const auto filler = Rig<TriSeparate>::key(1300, 1);
     const NodeRef f = r.insert(filler);
     CHECK(complete_writes(r, 3) == 3);
     REQUIRE(r.cache.host_pools().available(Component::full) == 0);
@@ -296,9 +289,9 @@ TEST_CASE("tri-pool: the host eviction that makes room for a write-through leave
     CHECK(r.broken().empty());
 }
 
-TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host value on both parts", P, SwaThrough,
-                   SwaReferenceThrough) {
-    Rig<P> r(64, 16);
+TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host value on both parts", P, SwaSeparate,
+                   SwaReference) {
+    Rig<P> r(64, 16, write_through);
     const auto key = Rig<P>::key(700, 4);
     const NodeRef lower = r.insert(key);
     CHECK(r.cache.start_writing() == 2);
@@ -329,8 +322,8 @@ TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host valu
 }
 
 TEST_CASE("a write failing after a split of its node drops the host pages of both parts") {
-    Rig<SwaThrough> r(64, 16);
-    const auto key = Rig<SwaThrough>::key(800, 4);
+    Rig<SwaSeparate> r(64, 16, write_through);
+    const auto key = Rig<SwaSeparate>::key(800, 4);
     r.backend.inject_copy_failure(r.cache.controller().stream());
     const NodeRef lower = r.insert(key);
     CHECK(r.cache.start_writing() == 2);
@@ -359,8 +352,8 @@ TEST_CASE("a write failing after a split of its node drops the host pages of bot
 
 TEST_CASE("neither device nor host eviction can take a node whose write is queued or in flight, and load-back leaves "
           "it alone") {
-    Rig<SwaThrough> r(64, 16);
-    const auto key = Rig<SwaThrough>::key(900, 3);
+    Rig<SwaSeparate> r(64, 16, write_through);
+    const auto key = Rig<SwaSeparate>::key(900, 3);
     const NodeRef node = r.insert(key);
     const std::int32_t owned = r.live(Component::full);
     const auto nothing_goes = [&] {
@@ -397,9 +390,9 @@ TEST_CASE("neither device nor host eviction can take a node whose write is queue
     CHECK(r.broken().empty());
 }
 
-TEST_CASE_TEMPLATE("a cache moved with writes in flight acknowledges them through the moved-to object", P, SwaThrough,
-                   TriThrough) {
-    Rig<P> r(64, 16);
+TEST_CASE_TEMPLATE("a cache moved with writes in flight acknowledges them through the moved-to object", P, SwaSeparate,
+                   TriSeparate) {
+    Rig<P> r(64, 16, write_through);
     const auto key = Rig<P>::key(1000, 3);
     const NodeRef node = r.insert(key);
     const std::vector<Component> cs = written<P>();
@@ -429,8 +422,8 @@ TEST_CASE_TEMPLATE("a cache moved with writes in flight acknowledges them throug
 }
 
 TEST_CASE("a load short of SWA pages is relieved by evicting its shortfall and retries: one hosted filler goes, the load lands") {
-    Rig<SwaThrough> r(24, 16);  // 23 usable envelopes
-    const auto key = Rig<SwaThrough>::key(100, 2);
+    Rig<SwaSeparate> r(24, 16, write_through);  // 23 usable envelopes
+    const auto key = Rig<SwaSeparate>::key(100, 2);
     const NodeRef node = r.insert(key);
     CHECK(complete_writes(r, 2) == 2);
     REQUIRE(r.cache.evict(Component::full, 8).freed[Component::full] == 8);  // host-only: FULL and SWA to load
@@ -439,7 +432,7 @@ TEST_CASE("a load short of SWA pages is relieved by evicting its shortfall and r
     std::vector<std::vector<TokenId>> keys;
     std::vector<NodeRef> fillers;
     for (TokenId first = 1000; fillers.size() < 3; first += 1000) {
-        keys.push_back(Rig<SwaThrough>::key(first, 2));
+        keys.push_back(Rig<SwaSeparate>::key(first, 2));
         fillers.push_back(r.insert(keys.back()));
         CHECK(complete_writes(r, 2) == 2);
     }
@@ -472,8 +465,8 @@ TEST_CASE("a load short of SWA pages is relieved by evicting its shortfall and r
 // reached, and the queued copy keeps its device lock until its ack, which returns the host pages the tree never
 // took and reports no host copy. The device rows stay and are served.
 TEST_CASE("a set_host that throws in insert keeps the queued copy's lock until its ack, which frees its pages") {
-    using P = FaultyPolicies<SwaFullLayout, WriteThrough>;
-    Rig<P> r(64, 16);
+    using P = FaultyPolicies<SwaFullLayout>;
+    Rig<P> r(64, 16, write_through);
     const auto key = Rig<P>::key(100, 3);
     const std::int32_t host_full = r.cache.host_pools().available(Component::full);
     const std::int32_t host_swa = r.cache.host_pools().available(Component::swa);
@@ -507,8 +500,8 @@ TEST_CASE("a set_host that throws in insert keeps the queued copy's lock until i
 // Both copies fail; dropping the first's host value throws. Neither write loses its lock while its host copy
 // stands (a device eviction could otherwise serve those rows from it); the next check drops both and unlocks.
 TEST_CASE("a drop_host that throws in writing_check keeps the failed write locked, and the next check finishes it") {
-    using P = FaultyPolicies<SwaFullLayout, WriteThrough>;
-    Rig<P> r(64, 16);
+    using P = FaultyPolicies<SwaFullLayout>;
+    Rig<P> r(64, 16, write_through);
     const auto key = Rig<P>::key(100, 3);
     const std::int32_t host_full = r.cache.host_pools().available(Component::full);
     const std::int32_t host_swa = r.cache.host_pools().available(Component::swa);

@@ -29,7 +29,7 @@ using unikv::sim::ReplayResult;
 using unikv::sim::StepRecord;
 using unikv::sim::StepWork;
 
-template <class P, class Write = unikv::WriteBack>
+template <class P>
 struct policies : unikv::DefaultCachePolicies {
     using layout = typename P::layout;
     using budget = std::conditional_t<
@@ -37,8 +37,13 @@ struct policies : unikv::DefaultCachePolicies {
         std::conditional_t<unikv::layout_has_v<layout, unikv::Component::mamba>, unikv::SharedHybridBudget,
                            unikv::SharedSWABudget>,
         unikv::BaseBudget>;
-    using write_policy = Write;
 };
+
+// `config` with the host tier's write policy `writes` (the replay's default is write-back).
+unikv::CacheConfig with_writes(unikv::CacheConfig config, const unikv::HostWrites& writes) {
+    config.host.write = writes;
+    return config;
+}
 
 // A simple cost model: a fixed step cost, prefill and decode per token, host bytes over a 25 GB/s link. Slow
 // steps bring many arrivals per step: the concurrency that presses the memory.
@@ -68,8 +73,8 @@ struct totals {
     std::int64_t steps = 0, host_hits = 0, preempted = 0, chunked = 0, restored = 0;
 };
 
-template <class P, class Write = unikv::WriteBack>
-totals replay_slice(const slice& s) {
+template <class P>
+totals replay_slice(const slice& s, const unikv::HostWrites& writes = {.policy = unikv::WritePolicy::back}) {
     const unikv::sim::Trace trace =
         unikv::sim::generate({.workload = s.workload, .seed = 7, .requests = scaled(s.requests)});
     const unikv::ArenaSpec real = unikv::make_arena_spec(
@@ -80,12 +85,12 @@ totals replay_slice(const slice& s) {
         if (real[c].present) device += s.device_tokens * real[c].entry_bytes;
     const auto host = static_cast<std::uint64_t>(static_cast<double>(device) * s.host_ratio);
     const unikv::sim::ReplaySetup setup{
-        .cache = unikv::sim::replay_cache_config<P>(device, host),
+        .cache = with_writes(unikv::sim::replay_cache_config<P>(device, host), writes),
         .byte_scale = unikv::sim::replay_byte_scale<P>(device),
         .engine = {.max_running = s.max_running, .chunk_tokens = 512, .check_rows = true, .verify_every = 1}};
     ReplayResult r;
     try {
-        r = unikv::sim::replay<policies<P, Write>>(trace, setup, cost);
+        r = unikv::sim::replay<policies<P>>(trace, setup, cost);
     } catch (const std::exception& e) {
         const std::string what = e.what();
         FAIL(what);
@@ -110,7 +115,7 @@ totals replay_slice(const slice& s) {
     CHECK(t.host_hits > 0);
     CHECK(t.chunked > 0);
     CHECK(t.preempted > 0);
-    if constexpr (unikv::Cache<policies<P, Write>>::can_retract) CHECK(t.restored > 0);
+    if constexpr (unikv::Cache<policies<P>>::can_retract) CHECK(t.restored > 0);
     return t;
 }
 
@@ -306,7 +311,9 @@ TEST_CASE("engine: gemma-3-27b replays a tight chat workload, rows and accountin
     CHECK(engine_test::replay_slice<up::Gemma3_27B>({W::chat, 32, 2048, 0, 1.0}).steps >= 2500);
 }
 TEST_CASE("engine: gemma-3-27b under write-through") {
-    CHECK(engine_test::replay_slice<up::Gemma3_27B, unikv::WriteThrough>({W::chat, 24, 2048, 0, 1.0}).steps >= 2000);
+    CHECK(engine_test::replay_slice<up::Gemma3_27B>({W::chat, 24, 2048, 0, 1.0},
+                                                    {.policy = unikv::WritePolicy::through})
+              .steps >= 2000);
 }
 // The admission charges a request its whole decode (max_new), so only the running requests' remaining decode can
 // outgrow the memory: a slice preempts when several long replies run at once. gpt-oss: SWA (window 128) is
@@ -336,11 +343,13 @@ unikv::sim::ReplayResult replay_once() {
     using P = up::Gemma3_27B;
     const unikv::sim::Trace trace = unikv::sim::generate({.workload = W::chat, .seed = 11, .requests = 16});
     const std::uint64_t device = std::uint64_t{1536} * 1024 * 1024;
-    const unikv::sim::ReplaySetup setup{.cache = unikv::sim::replay_cache_config<P>(device, device),
+    const unikv::HostWrites through{.policy = unikv::WritePolicy::through};
+    const unikv::sim::ReplaySetup setup{.cache = engine_test::with_writes(
+                                            unikv::sim::replay_cache_config<P>(device, device), through),
                                         .byte_scale = unikv::sim::replay_byte_scale<P>(device),
                                         .engine = {.max_running = 8, .chunk_tokens = 512, .check_rows = true}};
     unikv::sim::ReplayResult r =
-        unikv::sim::replay<engine_test::policies<P, unikv::WriteThrough>>(trace, setup, engine_test::cost);
+        unikv::sim::replay<engine_test::policies<P>>(trace, setup, engine_test::cost);
     for (unikv::sim::StepRecord& s : r.steps) s.cache_ns = 0;
     r.wall_seconds = 0;
     return r;

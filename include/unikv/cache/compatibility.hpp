@@ -15,11 +15,11 @@
 /// | the host pools serve the layout (e.g. no envelope over a float)     | `check_host_pool`               |
 /// | the storage is a storage policy                                     | `check_storage_policy`          |
 /// | storage that needs separate pools gets no shared host arena         | here                            |
-/// | the write policy and the host mode are ones                         | `check_write_policy`, `check_host_mode` |
-/// | buffer-only host mode has no Mamba pool (states are not staged)     | here                            |
-/// | buffer-only host mode has a storage tier to stage for               | here                            |
 /// | the budget serves the layout (e.g. `SharedSWABudget` needs Full+Swa)| `check_budget`                  |
-/// | a policy that writes to the host has a host tier (not `NoHostTier`) | here                            |
+///
+/// The write policy and the host mode are runtime values (`HostConfig::write`, `HostConfig::mode`), so their
+/// rules (a policy that writes to the host needs a host tier; buffer-only host mode needs a storage tier and
+/// no Mamba pool) are checked by the cache's constructor (`logic_error`), not here.
 ///
 /// Use-site rules: retraction (`Cache::backup` / `restore`) needs a host tier and a layout without Mamba
 /// (`check_cache_retraction`, the second routed to `check_retraction`); a cache that never retracts may have
@@ -32,11 +32,8 @@
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/host/no_host_tier.hpp>
 #include <unikv/pools/layout.hpp>
-#include <unikv/storage/no_storage.hpp>
 #include <unikv/storage/storage_concept.hpp>
-#include <unikv/transfer/host_mode.hpp>
 #include <unikv/transfer/retraction.hpp>
-#include <unikv/transfer/write_policies.hpp>
 #include <unikv/tree/tree_concept.hpp>
 
 namespace unikv {
@@ -52,12 +49,7 @@ enum class cache_rule : std::uint8_t {
     host_pools,          ///< the host pools serve the layout (`check_host_pool`)
     storage,             ///< the storage is a storage policy (`check_storage_policy`)
     storage_host_pools,  ///< storage that needs separate pools gets them
-    write_policy,        ///< the write policy is one (`check_write_policy`)
-    host_mode,           ///< the host mode is one (`check_host_mode`)
-    buffer_only_mamba,   ///< buffer-only host mode over a layout with Mamba
-    buffer_only_storage, ///< buffer-only host mode with no storage tier
     budget,              ///< the budget serves the layout (`check_budget`)
-    writes_need_host,    ///< a write policy that copies to the host has a host tier
 };
 
 namespace detail::cache {
@@ -89,7 +81,6 @@ consteval cache_rule first_broken_rule() {
         using T = typename P::tree_core;
         using H = typename P::host_pools;
         using S = typename P::storage;
-        constexpr bool buffer_only = std::is_same_v<typename P::host_mode, BufferOnly>;
         if constexpr (!is_valid_layout_v<L, B>) {
             return cache_rule::layout;
         } else if constexpr (!is_tree_core_policy_v<T> && !is_explicit_tree_v<T>) {
@@ -104,18 +95,8 @@ consteval cache_rule first_broken_rule() {
             return cache_rule::storage;
         } else if constexpr (needs_separate_pools_v<S> && host_pools_share_one_arena_v<H>) {
             return cache_rule::storage_host_pools;
-        } else if constexpr (!is_write_policy_v<typename P::write_policy>) {
-            return cache_rule::write_policy;
-        } else if constexpr (!is_host_mode_v<typename P::host_mode>) {
-            return cache_rule::host_mode;
-        } else if constexpr (buffer_only && layout_components_v<L>.has(Component::mamba)) {
-            return cache_rule::buffer_only_mamba;
-        } else if constexpr (buffer_only && std::is_same_v<S, NoStorage>) {
-            return cache_rule::buffer_only_storage;
         } else if constexpr (!is_budget_policy_v<typename P::budget, L>) {
             return cache_rule::budget;
-        } else if constexpr (writes_host_v<typename P::write_policy> && is_no_host_tier_v<H>) {
-            return cache_rule::writes_need_host;
         } else {
             return cache_rule::none;
         }
@@ -162,26 +143,8 @@ consteval bool check_cache_policies() {
                       "unikv: the bundle's storage needs separate host pools (it stores pages per component), but "
                       "its host_pools keep every component in one shared host arena (PageEnvelopeHost); use "
                       "host_pools = SeparateHostPools");
-    } else if constexpr (broken == cache_rule::write_policy) {
-        return check_write_policy<typename P::write_policy>();
-    } else if constexpr (broken == cache_rule::host_mode) {
-        return check_host_mode<typename P::host_mode>();
-    } else if constexpr (broken == cache_rule::buffer_only_mamba) {
-        static_assert(broken != cache_rule::buffer_only_mamba,
-                      "unikv: buffer-only host mode stages FULL and SWA pages for the storage tier, but the layout "
-                      "has a Mamba pool, whose running states are not staged; use host_mode = CacheMode");
-    } else if constexpr (broken == cache_rule::buffer_only_storage) {
-        static_assert(broken != cache_rule::buffer_only_storage,
-                      "unikv: buffer-only host mode stages host copies for a storage tier, but the bundle's storage "
-                      "is NoStorage, so its host copies would never be served; use host_mode = CacheMode, or name "
-                      "a storage policy");
     } else if constexpr (broken == cache_rule::budget) {
         return check_budget<typename P::budget, typename P::layout>();
-    } else if constexpr (broken == cache_rule::writes_need_host) {
-        static_assert(broken != cache_rule::writes_need_host,
-                      "unikv: the bundle's write policy copies device data to the host tier (WriteBack on eviction, "
-                      "WriteThrough on insert), but host_pools is NoHostTier; use write_policy = NoHostWrites for a "
-                      "device-only cache, or give it host pools (SeparateHostPools, PageEnvelopeHost<>)");
     }
     return true;
 }

@@ -16,8 +16,8 @@
 ///   record that outlives the call takes it, so a throw inside the call releases it. Acks are marked on their
 ///   records before any is finished, so a throw while finishing one (a commit, a `drop_host`) loses no other:
 ///   the next check finishes them. What such a throw leaves is said at each call.
-/// * Write-through (`insert`, `start_writing`, `writing_check`), under `WriteThrough` / `WriteThroughSelective<N>`:
-///   the cache sets the tree's `write_through_threshold` from the policy, so `insert` returns a
+/// * Write-through (`insert`, `start_writing`, `writing_check`), under `WritePolicy::through` / `selective`:
+///   the cache sets the tree's `write_through_threshold` from the policy (`HostConfig::write`), so `insert` returns a
 ///   `write_through` action per component of each node that reached it. Per action: host pages (when short,
 ///   relieved by host eviction, `relieve_host`; still short: `skip_write_through`, no copy), a device lock of
 ///   the node (FULL and the component), the D2H queued, then `set_host` commits the host value. The lock is
@@ -26,17 +26,19 @@
 ///   failed is first undone with `drop_host` (its host pages freed, on every part of a node split meanwhile),
 ///   so no row is served from a host copy that does not hold it, and the device data stays. A load-back never
 ///   targets such a node: it holds its device data.
-/// * Eviction (`evict`): under `WriteBack`, device data without a host copy is backed up before it is dropped:
+/// * Eviction (`evict`): under `WritePolicy::back`, device data without a host copy is backed up before it is dropped:
 ///   host pages per backup, one D2H queue, submitted and drained (the only blocking call), and only then the
 ///   tree records the copies (`finish_backup`) and the executor frees the device rows. A backup the host
 ///   cannot take (no room, or a failed copy) is recorded as none: the tree drops the unbacked data (a FULL
-///   leaf's subtree, never a locked node; an SWA window alone, the FULL rows stay). Under `WriteThrough*`
+///   leaf's subtree, never a locked node; an SWA window alone, the FULL rows stay). Under the other policies
 ///   eviction asks for no backups. `evict_host` frees host copies. A host shortfall during a write-back does
 ///   not evict host data and retry: the tree takes no call (`evict_host` included) while backups are pending,
 ///   so such a backup is made as "no copy".
 /// * One write lane: write-backs and write-throughs share the controller's write queue, told apart by their
-///   `HiCacheTag`. A policy does one or the other (`check_write_policy`), so the write-back drain of
-///   `finish_evict`, compiled under a write-back policy only, meets backups alone.
+///   `HiCacheTag`. A policy does one or the other (`write_policies.hpp`), so the write-back drain of
+///   `finish_evict`, run under `WritePolicy::back` only, meets backups alone.
+/// * The write policy and the host mode are runtime values of `HostConfig` (`write`, `mode`), checked by the
+///   constructor: one `HiCache` type serves every policy.
 ///
 /// Move safety: no member points at another (the controller, the executor and every pending load or write refer
 /// to the allocator and the host pools only through call arguments), so a `HiCache` moves with loads and writes
@@ -56,6 +58,7 @@
 #include <unikv/cache/action_executor.hpp>
 #include <unikv/component.hpp>
 #include <unikv/host/host_pool_concept.hpp>
+#include <unikv/host/no_host_tier.hpp>
 #include <unikv/host/separate_host_pools.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/pools/unified_allocator.hpp>
@@ -72,15 +75,14 @@
 namespace unikv {
 
 /// The policies of a `HiCache` over `Layout`, with the defaults: the build's backend, the fast tree core,
-/// separate host pools, write-back, the host tier as a cache. Derive from it to change one.
+/// separate host pools. Derive from it to change one. (The write policy and the host mode are runtime values:
+/// `HostConfig::write`, `HostConfig::mode`.)
 template <class Layout>
 struct DefaultHiCachePolicies {
     using backend = DefaultBackend;        ///< the copy and stream backend
     using layout = Layout;                 ///< the device pools
     using tree_core = RadixTreeCore;       ///< tree core tag; the tree's components come from the layout
     using host_pools = SeparateHostPools;  ///< host-pool policy tag
-    using write_policy = WriteBack;        ///< when device data gets its host copy
-    using host_mode = CacheMode;           ///< what the host tier is for
 };
 
 /// What `HiCache::load_back` did.
@@ -163,15 +165,12 @@ struct HiCacheTag {
 };
 
 /// The device cache with its host tier (see the file comment). `Policies` names `backend`, `layout`,
-/// `tree_core`, `host_pools`, `write_policy` and `host_mode` (`DefaultHiCachePolicies<L>` gives all but the
-/// layout). Move-only.
+/// `tree_core` and `host_pools` (`DefaultHiCachePolicies<L>` gives all but the layout). Move-only.
 template <class Policies>
 class HiCache {
 public:
     using backend_type = typename Policies::backend;
     using layout_type = typename Policies::layout;
-    using write_policy = typename Policies::write_policy;
-    using host_mode = typename Policies::host_mode;
     using allocator_type = UnifiedAllocator<layout_type, backend_type>;
     using tree_type = tree_core_t<typename Policies::tree_core, layout_components_v<layout_type>>;
     using host_pools_type = typename Policies::host_pools::template impl<backend_type, layout_type>;
@@ -179,8 +178,6 @@ public:
     using stream_ref = typename backend_type::stream_ref;
 
     static_assert(check_host_pool<typename Policies::host_pools, backend_type, layout_type>());
-    static_assert(check_write_policy<write_policy>());
-    static_assert(check_host_mode<host_mode>());
 
     /// The backups of one eviction, submitted and not yet recorded (`start_evict`). Move-only; hand it to
     /// `finish_evict`, which must be the next call on the cache (the tree takes no other call meanwhile).
@@ -207,9 +204,12 @@ public:
 
     /// An empty cache over `backend` (which must outlive it at its address): the allocator over `arena` with
     /// `stream` as its stream, host pools of `host` on the same stream, a tree of `tree`, a controller with its
-    /// own transfer stream. The tree's `write_through_threshold` comes from `write_policy`: leave it 0 (or
-    /// give the policy's value); another value throws `logic_error`, naming both. Throws what the parts throw
-    /// for a bad configuration (`logic_error`) or memory (`out_of_memory`).
+    /// own transfer stream. The write policy and the host mode are `host.write` and `host.mode`; the tree's
+    /// `write_through_threshold` comes from the policy: leave it 0 (or give the policy's value); another value
+    /// throws `logic_error`, naming both. Throws `logic_error`, before anything is built, for a bad policy
+    /// (`check_host_writes`), a policy other than `WritePolicy::none` under `NoHostTier`, and
+    /// `HostMode::buffer_only` over a layout with Mamba. Throws what the parts throw for a bad configuration
+    /// (`logic_error`) or memory (`out_of_memory`).
     HiCache(backend_type& backend, const ArenaConfig& arena, const HostConfig& host, const TreeConfig& tree,
             stream_ref stream);
     /// Moves every part; loads and writes in flight are acknowledged through the moved-to cache.
@@ -223,11 +223,11 @@ public:
     ~HiCache();
 
     // ---- the tree, executed ------------------------------------------------------------------------------
-    /// The longest cached prefix of `key`, host hits included under `CacheMode` (`best_node` then needs a
-    /// `load_back`). Same cost and validity as `match_prefix`.
-    MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = match_mode}); }
+    /// The longest cached prefix of `key`, host hits included under `HostMode::cache` (`best_node` then needs
+    /// a `load_back`). Same cost and validity as `match_prefix`.
+    MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = host_hits_}); }
     /// Caches `key` with the request's `values` (its pages from `allocator()`) and executes the actions
-    /// (duplicate pages freed, SWA recoveries). Under `WriteThrough*` it then queues the write-throughs the
+    /// (duplicate pages freed, SWA recoveries). Under a write-through policy it then queues the write-throughs the
     /// tree asks for (see the file comment; `start_writing` submits them), evicting host data for room and
     /// skipping a write the host still cannot take. On an exception the writes not yet queued are skipped; a
     /// write whose copy was queued keeps its lock until its ack, which also frees host pages the tree did not
@@ -282,7 +282,7 @@ public:
 
     // ---- eviction ----------------------------------------------------------------------------------------
     /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go:
-    /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WriteBack` only).
+    /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WritePolicy::back` only).
     Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
     /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
     /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none
@@ -303,13 +303,13 @@ public:
     /// One round of relief for a device allocation that fell short as `short_of` says (the pool, its pages
     /// missing, why): evicts those pages of that pool; when the pool has nothing evictable and bytes are
     /// missing (`Shortfall::room`: the pools share the arena, and compaction hands freed bytes over), the same
-    /// bytes from the first other pool of `pools` that has something to evict. Under `WriteBack` it first
+    /// bytes from the first other pool of `pools` that has something to evict. Under write-back it first
     /// evicts host data until the host can take the backups of what it evicts (FULL pages and SWA windows;
     /// states when there is room), so nothing is dropped unbacked where the host could make room. Returns
     /// true when something was freed: the caller retries, and relieves again while it does
     /// (`detail::with_relief`); every round frees something, so the rounds end. The cache's allocations,
     /// load-back and the budgets' reclaim all relieve here. Cold: one eviction (blocking on its backups under
-    /// `WriteBack`) and one host eviction per round.
+    /// write-back) and one host eviction per round.
     bool relieve(const AllocResult& short_of, ComponentMask pools = ComponentMask::all());
     /// One round of relief for a host allocation that fell short as `short_of` says: evicts its missing pages
     /// of host data (`evict_host`). True when something was freed; false for a `leased` shortfall, which
@@ -334,12 +334,15 @@ public:
     [[nodiscard]] host_pools_type& host_pools() noexcept { return host_; }
     /// The transfer controller, for inspection (its stream, what is in flight).
     [[nodiscard]] const controller_type& controller() const noexcept { return ctl_; }
+    /// The write policy the cache runs (`HostConfig::write`, checked).
+    [[nodiscard]] const HostWrites& writes() const noexcept { return host_writes_; }
+    /// The host mode the cache runs (`HostConfig::mode`, checked).
+    [[nodiscard]] HostMode host_mode() const noexcept { return host_mode_; }
     /// The transfer controller, for what runs its own transfers beside the cache's (retraction: `retract`,
     /// `restore`, which drain their lane). Queueing here otherwise mixes foreign acks into the cache's.
     [[nodiscard]] controller_type& controller() noexcept { return ctl_; }
 
 private:
-    static constexpr HostHits match_mode = host_mode::matches_host ? HostHits::include : HostHits::exclude;
 
     // A step of an ongoing load, kept for its commit (the tree's plan is only valid until its next call).
     struct Step {
@@ -378,12 +381,15 @@ private:
         std::vector<HostPage> orphan{};  // host pages of a `set_host` that threw before the tree took them
     };
 
-    static TreeConfig tree_config(TreeConfig tree);
+    // `host` with its write policy and host mode checked against each other and the policies (see the
+    // constructor); throws `logic_error`.
+    static const HostConfig& checked(const HostConfig& host);
+    static TreeConfig tree_config(TreeConfig tree, const HostWrites& writes);
     // The D2H request of a `backup` or `write_through` action into `host`.
     static TransferRequest d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host);
     // Host pages for `out`, relieved (`relieve_host`) while short; false when still short.
     bool host_room(Component component, std::span<HostPage> out);
-    // Under `WriteBack`: evicts host data until the host can take the backups of evicting `pages` pages of `c`.
+    // Under write-back: evicts host data until the host can take the backups of evicting `pages` pages of `c`.
     void make_backup_room(Component c, std::int64_t pages);
     // Queues the write-through `a` of `work`, or skips it; true when queued.
     bool write_through(const HostActions& work, const TreeAction& a);
@@ -406,6 +412,9 @@ private:
     void run_actions(Result& result);
     void free_host(const HostActions& work);
 
+    HostWrites host_writes_;  // first: checked before any part is built
+    HostMode host_mode_ = HostMode::cache;
+    HostHits host_hits_ = HostHits::include;  // `match`'s: host copies are matched under `HostMode::cache` only
     allocator_type alloc_;
     host_pools_type host_;
     tree_type tree_;

@@ -39,12 +39,15 @@
 #include <unikv/component.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/pools/layout.hpp>
+#include <unikv/transfer/host_mode.hpp>
+#include <unikv/transfer/write_policies.hpp>
 
 namespace unikv {
 
-/// Sizes of the host tier. Give either `total_bytes` (split over the components in proportion to their
-/// device bytes by `SeparateHostPools`, see `split_host_bytes`; one buffer shared by the sides of
-/// `PageEnvelopeHost`) or `pages` per component (0 for an absent component).
+/// The host tier's configuration. Sizes: give either `total_bytes` (split over the components in proportion to
+/// their device bytes by `SeparateHostPools`, see `split_host_bytes`; one buffer shared by the sides of
+/// `PageEnvelopeHost`) or `pages` per component (0 for an absent component). Use: `write` and `mode`, read by
+/// the cache (`HiCache`, `Cache`), which checks them; the host pools ignore them.
 struct HostConfig {
     /// Host bytes in all; used when every entry of `pages` is 0.
     std::size_t total_bytes = 0;
@@ -53,6 +56,10 @@ struct HostConfig {
     /// Device bytes each component is expected to occupy, the weights of the split of `total_bytes`. All 0:
     /// weight by page envelope bytes, so every component gets the same number of host pages.
     per_component<std::size_t> device_bytes{};
+    /// When device data gets its host copy (`WritePolicy::none` under `NoHostTier`).
+    HostWrites write{};
+    /// What the host tier is for.
+    HostMode mode = HostMode::cache;
 };
 
 /// One entry of a host allocation batch: `out.size()` pages of `component`.

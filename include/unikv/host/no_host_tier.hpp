@@ -2,9 +2,9 @@
 /// \file
 /// `NoHostTier`: the host-pool policy of a device-only cache. It has no host memory: every component's host
 /// pool holds zero pages, so no host value ever exists, nothing is matched on host and nothing is loaded back.
-/// A cache bundle that names it must also name `write_policy = NoHostWrites` (a policy that copies to the
-/// host has nowhere to copy), and such a cache cannot retract requests into the host pool; both are compile
-/// errors of the cache (`cache/compatibility.hpp`).
+/// A cache over it runs `HostConfig::write = {.policy = WritePolicy::none}` (a policy that copies to the host
+/// has nowhere to copy; the cache's constructor throws `logic_error` otherwise), and cannot retract requests
+/// into the host pool (a compile error of the cache, `cache/compatibility.hpp`).
 
 #include <cstdint>
 #include <type_traits>

@@ -1,107 +1,82 @@
 #pragma once
 /// \file
-/// Write policies of the host tier, as tag types (reference §4.2): when device data gets its host copy.
+/// Write policies of the host tier, as runtime values (reference §4.2): when device data gets its host copy.
+/// A cache reads them from `HostConfig::write` (`HostWrites`), so every policy runs on one cache type.
 ///
-/// | policy                         | backs up                         | threshold        | backs up on evict |
-/// |--------------------------------|----------------------------------|------------------|-------------------|
-/// | `WriteThrough`                 | every inserted node              | 1                | no                |
-/// | `WriteThroughSelective<N = 2>` | a node once it was hit N times   | N                | no                |
-/// | `WriteBack`                    | a device leaf when it is evicted | 0 (never insert) | yes               |
-/// | `NoHostWrites`                 | nothing (no host tier)           | 0                | no                |
+/// | `WritePolicy` | backs up                                  | tree threshold | backs up on evict |
+/// |---------------|-------------------------------------------|----------------|-------------------|
+/// | `through`     | every inserted node                       | 1              | no                |
+/// | `selective`   | a node once it was hit `threshold` times  | `threshold`    | no                |
+/// | `back`        | a device leaf when it is evicted          | 0 (never insert) | yes             |
+/// | `none`        | nothing (a device-only cache, or a host tier kept for retraction) | 0 | no      |
 ///
-/// (threshold: `write_through_threshold_v`; backs up on evict: `backs_up_on_evict_v`.) Under write-back the
+/// (tree threshold: `write_through_threshold`; backs up on evict: `backs_up_on_evict`.) Under write-back the
 /// copy is drained before the device rows are freed; when the host cannot take it, the unbacked data is
 /// dropped (never a locked node); the policy sets the tree's per-eviction option to `EvictBackups::on`
-/// (`tree/options.hpp`). A composed cache reads a policy only through the traits, and checks it with
-/// `check_write_policy` (one `unikv:` message).
+/// (`tree/options.hpp`). A policy backs up on insert or on eviction, never both, so the write lane of a
+/// cache carries write-throughs or write-backs, not a mix. `check_host_writes` refuses a bad value.
 
-#include <concepts>
 #include <cstdint>
-#include <type_traits>
+
+#include <unikv/error.hpp>
 
 namespace unikv {
 
-/// Backs up every inserted node (threshold 1): the host always holds what the device holds.
-struct WriteThrough {
-    /// Hits before the backup.
-    static constexpr std::uint32_t write_through_threshold = 1;
+/// When device data gets its host copy (see the file comment).
+enum class WritePolicy : std::uint8_t {
+    none,       ///< never: nothing is copied to the host tier
+    through,    ///< every inserted node is backed up (write-through)
+    selective,  ///< a node is backed up on its `HostWrites::threshold`-th hit (selective write-through)
+    back,       ///< device data without a host copy is backed up when eviction drops it (write-back)
 };
 
-/// Backs up a node after its `Threshold`-th hit, so one-off prompts cost no copy. `Threshold` >= 1.
-template <std::uint32_t Threshold = 2>
-struct WriteThroughSelective {
-    static_assert(Threshold >= 1,
-                  "unikv: WriteThroughSelective<Threshold> backs up on the Threshold-th hit, so it needs Threshold >= "
-                  "1; use WriteThroughSelective<1> (or WriteThrough) to back up every insert");
-    /// Hits before the backup.
-    static constexpr std::uint32_t write_through_threshold = Threshold;
+/// The host tier's write policy with its parameter (named fields), e.g.
+/// `HostWrites{.policy = WritePolicy::selective, .threshold = 3}`.
+struct HostWrites {
+    /// When device data gets its host copy.
+    WritePolicy policy = WritePolicy::back;
+    /// Hits before a selective write-through backs a node up (>= 1); read under `selective` only.
+    std::uint32_t threshold = 2;
 };
 
-/// Backs up device data without a host copy when eviction drops it (the D2H drains before the rows go).
-struct WriteBack {
-    /// Eviction asks the tree for backups.
-    static constexpr bool backs_up_on_evict = true;
-};
-
-/// Never copies device data to the host: the policy of a cache without a host tier (`NoHostTier`), whose
-/// eviction drops device data with no backup.
-struct NoHostWrites {
-    /// Says so explicitly, so that a tag that forgot both triggers is still refused.
-    static constexpr bool writes_host = false;
-};
-
-/// Hits after which a node is backed up on insert; 0 when the policy never backs up on insert.
-template <class P>
-inline constexpr std::uint32_t write_through_threshold_v = [] {
-    if constexpr (requires { { P::write_through_threshold } -> std::convertible_to<std::uint32_t>; }) {
-        return static_cast<std::uint32_t>(P::write_through_threshold);
-    } else {
-        return std::uint32_t{0};
+/// Hits after which the tree asks to back a node up on insert: 1 under `through`, `threshold` under
+/// `selective`, 0 (never on insert) otherwise. O(1).
+[[nodiscard]] constexpr std::uint32_t write_through_threshold(const HostWrites& w) noexcept {
+    switch (w.policy) {
+        case WritePolicy::through: return 1;
+        case WritePolicy::selective: return w.threshold;
+        default: return 0;
     }
-}();
-
-/// True when eviction backs up the device data it drops (write-back).
-template <class P>
-inline constexpr bool backs_up_on_evict_v = [] {
-    if constexpr (requires { { P::backs_up_on_evict } -> std::convertible_to<bool>; }) {
-        return static_cast<bool>(P::backs_up_on_evict);
-    } else {
-        return false;
-    }
-}();
-
-/// True for a policy that declares it never writes to the host (`NoHostWrites`).
-template <class P>
-inline constexpr bool declares_no_host_writes_v = [] {
-    if constexpr (requires { { P::writes_host } -> std::convertible_to<bool>; }) {
-        return !static_cast<bool>(P::writes_host);
-    } else {
-        return false;
-    }
-}();
-
-/// True when policy `P` copies device data to the host tier (on insert or on eviction).
-template <class P>
-inline constexpr bool writes_host_v = write_through_threshold_v<P> > 0 || backs_up_on_evict_v<P>;
-
-/// Rule: `P` is a write policy: it backs up on insert (a threshold) or on eviction, exactly one of the two, or
-/// it declares that it never writes to the host and has neither trigger.
-template <class P>
-inline constexpr bool is_write_policy_v = declares_no_host_writes_v<P>
-                                              ? !writes_host_v<P>
-                                              : (write_through_threshold_v<P> > 0) != backs_up_on_evict_v<P>;
-
-/// Checks `is_write_policy_v<P>` with one `unikv:` message. Returns true.
-template <class P>
-consteval bool check_write_policy() {
-    static_assert(is_write_policy_v<P>,
-                  "unikv: a write policy backs up either on insert (write_through_threshold >= 1) or on eviction "
-                  "(backs_up_on_evict), exactly one; use WriteThrough, WriteThroughSelective<N> or WriteBack (or "
-                  "NoHostWrites without a host tier)");
-    return true;
 }
 
-static_assert(check_write_policy<WriteThrough>() && check_write_policy<WriteThroughSelective<>>() &&
-              check_write_policy<WriteBack>() && check_write_policy<NoHostWrites>());
+/// True when eviction backs up the device data it drops (`back` only). O(1).
+[[nodiscard]] constexpr bool backs_up_on_evict(const HostWrites& w) noexcept { return w.policy == WritePolicy::back; }
+
+/// True when the policy copies device data to the host tier (on insert or on eviction). O(1).
+[[nodiscard]] constexpr bool writes_host(const HostWrites& w) noexcept { return w.policy != WritePolicy::none; }
+
+/// The name of `p` (`none`, `through`, `selective`, `back`; `?` for a value outside the enum). O(1).
+[[nodiscard]] constexpr const char* write_policy_name(WritePolicy p) noexcept {
+    switch (p) {
+        case WritePolicy::none: return "none";
+        case WritePolicy::through: return "through";
+        case WritePolicy::selective: return "selective";
+        case WritePolicy::back: return "back";
+    }
+    return "?";
+}
+
+/// Checks that `w` is a write policy: a value of the enum, and under `selective` a threshold >= 1. Throws
+/// `logic_error` naming the value and the fix; returns `w`.
+inline const HostWrites& check_host_writes(const HostWrites& w) {
+    UNIKV_EXPECTS(w.policy == WritePolicy::none || w.policy == WritePolicy::through ||
+                      w.policy == WritePolicy::selective || w.policy == WritePolicy::back,
+                  "HostWrites::policy is ", static_cast<unsigned>(w.policy),
+                  ", not a WritePolicy; use WritePolicy::through, selective, back or none");
+    UNIKV_EXPECTS(w.policy != WritePolicy::selective || w.threshold >= 1,
+                  "HostWrites: WritePolicy::selective backs a node up on its threshold-th hit, so it needs "
+                  "threshold >= 1, not 0; give threshold 1 (or WritePolicy::through) to back up every insert");
+    return w;
+}
 
 }  // namespace unikv

@@ -27,7 +27,7 @@ struct TreeConfig {
     EventMode events = EventMode::off;
     /// Write-through: the number of inserts over a node after which `insert` asks for a host copy of its
     /// device data (`ActionKind::write_through`). 0: never (write-back or no host tier); 1: every inserted
-    /// node (`WriteThrough`); 2: from the second hit on (`WriteThroughSelective`'s default).
+    /// node (`WritePolicy::through`); 2: from the second hit on (`WritePolicy::selective`'s default).
     std::uint32_t write_through_threshold = 0;
 };
 

@@ -45,15 +45,24 @@ inline constexpr std::string_view budget_name<SharedSWABudget> = "SharedSWABudge
 template <>
 inline constexpr std::string_view budget_name<SharedHybridBudget> = "SharedHybridBudget";
 
-/// The simulator's cache bundle: the defaults with the preset's layout, a budget and a write policy.
-template <class P, class Budget, class WritePolicy>
+/// The simulator's cache bundle: the defaults with the preset's layout and a budget.
+template <class P, class Budget>
 struct SimPolicies : DefaultCachePolicies {
     using layout = typename P::layout;
     using budget = Budget;
-    using write_policy = WritePolicy;
 };
 
-template <class P, class Budget, class WritePolicy>
+/// The host tier's write policy of `--write-policy`: `selective` backs a node up on its second hit.
+[[nodiscard]] constexpr HostWrites host_writes(WritePolicyChoice p) noexcept {
+    switch (p) {
+        case WritePolicyChoice::through: return {.policy = WritePolicy::through};
+        case WritePolicyChoice::selective: return {.policy = WritePolicy::selective, .threshold = 2};
+        case WritePolicyChoice::back: return {.policy = WritePolicy::back};
+    }
+    return {.policy = WritePolicy::through};
+}
+
+template <class P, class Budget>
 ReplayResult replay_with(const Trace& trace, const ReplaySetup& setup, const CostModel& cost, const SimOptions& o,
                          const RunSpec& spec) {
     std::optional<ProgressLine> line;
@@ -61,7 +70,7 @@ ReplayResult replay_with(const Trace& trace, const ReplaySetup& setup, const Cos
     const auto progress = [&](const ReplayProgress& p) {
         if (line) line->update(p.finished, p.steps, p.simulated_ms);
     };
-    return replay<SimPolicies<P, Budget, WritePolicy>>(trace, setup, cost, progress);
+    return replay<SimPolicies<P, Budget>>(trace, setup, cost, progress);
 }
 
 }  // namespace detail
@@ -73,6 +82,7 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
     ReplaySetup setup;
     try {
         setup.cache = replay_cache_config<P>(o.device_memory_bytes, o.host_memory_bytes);
+        setup.cache.host.write = detail::host_writes(o.write_policy);
         setup.byte_scale = replay_byte_scale<P>(o.device_memory_bytes);
     } catch (const logic_error& e) {
         throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes),
@@ -81,14 +91,7 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
     const CostModel cost = CostModel::of<P>({.host_link_bytes_per_s = o.host_link_gbps * 1e9});
     if (spec.budget == BudgetChoice::unified) {
         using B = detail::unified_budget_t<L>;
-        const std::string words(detail::budget_name<B>);
-        if constexpr (all_write_policies_built<P>) {
-            if (o.write_policy == WritePolicyChoice::selective)
-                return {detail::replay_with<P, B, WriteThroughSelective<>>(trace, setup, cost, o, spec), words};
-            if (o.write_policy == WritePolicyChoice::back)
-                return {detail::replay_with<P, B, WriteBack>(trace, setup, cost, o, spec), words};
-        }
-        return {detail::replay_with<P, B, WriteThrough>(trace, setup, cost, o, spec), words};
+        return {detail::replay_with<P, B>(trace, setup, cost, o, spec), std::string(detail::budget_name<B>)};
     }
     if constexpr (static_split_built<P>) {
         // SGLang's Mamba pool (3 states per running request) comes off the top; see static_split.hpp.
@@ -105,7 +108,7 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
             has_swa ? message(" (SGLang swa_full_tokens_ratio ", spec.swa_full_ratio, ")")
                     : std::string(" (SGLang's state pool: 3 states per running request)"));
         using Split = std::conditional_t<has_swa, PartitionedSWABudget, PartitionedMambaBudget>;
-        return {detail::replay_with<P, Split, WriteThrough>(trace, setup, cost, o, spec), std::move(words)};
+        return {detail::replay_with<P, Split>(trace, setup, cost, o, spec), std::move(words)};
     } else {
         throw logic_error(message("unikv-sim: run_preset: no static split for ", P::name, "; check_built refuses it"));
     }

@@ -18,11 +18,26 @@ TreeConfig tree_config(const CacheConfig& config) {
                       .events = config.events};
 }
 
+// The host configuration of a cache of bundle `P`, checked for what only the bundle knows: buffer-only host
+// mode stages for a storage tier. Over a layout with Mamba the `HiCache` refuses that mode first (its message
+// names the Mamba pool), as the compile-time rules did.
+template <class P, bool HasMamba>
+const HostConfig& host_config(const HostConfig& host) {
+    if constexpr (std::is_same_v<typename P::storage, NoStorage> && !HasMamba) {
+        UNIKV_EXPECTS(host.mode != HostMode::buffer_only,
+                      "Cache: HostMode::buffer_only stages host copies for a storage tier, but the bundle's storage "
+                      "is NoStorage, so its host copies would never be served; use HostConfig::mode = "
+                      "HostMode::cache, or name a storage policy");
+    }
+    return host;
+}
+
 }  // namespace detail::cache
 
 template <class P>
 Cache<P>::Cache(backend_type& backend, const CacheConfig& config, stream_ref stream)
-    : hc_(backend, config.arena, config.host, detail::cache::tree_config<has_swa>(config), stream),
+    : hc_(backend, config.arena, detail::cache::host_config<P, has_mamba>(config.host),
+          detail::cache::tree_config<has_swa>(config), stream),
       budget_(config.budget),
       window_(has_swa ? config.arena.model.swa_window_tokens : 0) {
     // A static partition bounds the pools themselves, so that one pool's cached pages never hold another's

@@ -11,9 +11,12 @@ namespace unikv {
 template <class P>
 HiCache<P>::HiCache(backend_type& backend, const ArenaConfig& arena, const HostConfig& host, const TreeConfig& tree,
                     stream_ref stream)
-    : alloc_(backend, arena, stream),
+    : host_writes_(checked(host).write),
+      host_mode_(host.mode),
+      host_hits_(host.mode == HostMode::cache ? HostHits::include : HostHits::exclude),
+      alloc_(backend, arena, stream),
       host_(backend, alloc_.spec(), host, stream),
-      tree_(tree_config(tree)),
+      tree_(tree_config(tree, host_writes_)),
       ctl_(backend) {}
 
 template <class P>
@@ -28,11 +31,28 @@ HiCache<P>::~HiCache() {
 }
 
 template <class P>
-TreeConfig HiCache<P>::tree_config(TreeConfig tree) {
-    constexpr std::uint32_t policy = write_through_threshold_v<write_policy>;
+const HostConfig& HiCache<P>::checked(const HostConfig& host) {
+    const HostWrites& w = check_host_writes(host.write);
+    if constexpr (is_no_host_tier_v<typename P::host_pools>) {
+        UNIKV_EXPECTS(w.policy == WritePolicy::none, "HiCache: the write policy is ", write_policy_name(w.policy),
+                      ", which copies device data to the host tier, but host_pools is NoHostTier; give "
+                      "HostConfig::write = {.policy = WritePolicy::none} for a device-only cache, or give it host "
+                      "pools (SeparateHostPools, PageEnvelopeHost<>)");
+    }
+    UNIKV_EXPECTS(host.mode == HostMode::cache || host.mode == HostMode::buffer_only, "HiCache: HostConfig::mode is ",
+                  static_cast<unsigned>(host.mode), ", not a HostMode; use HostMode::cache or HostMode::buffer_only");
+    UNIKV_EXPECTS(host.mode != HostMode::buffer_only || !allocator_type::has_mamba,
+                  "HiCache: HostMode::buffer_only stages FULL and SWA pages for the storage tier, but the layout has "
+                  "a Mamba pool, whose running states are not staged; use HostConfig::mode = HostMode::cache");
+    return host;
+}
+
+template <class P>
+TreeConfig HiCache<P>::tree_config(TreeConfig tree, const HostWrites& writes) {
+    const std::uint32_t policy = write_through_threshold(writes);
     UNIKV_EXPECTS(tree.write_through_threshold == 0 || tree.write_through_threshold == policy,
                   "HiCache: TreeConfig::write_through_threshold is ", tree.write_through_threshold,
-                  " but the write policy's is ", policy, "; leave it 0, the cache sets it from write_policy");
+                  " but the write policy's is ", policy, "; leave it 0, the cache sets it from HostConfig::write");
     tree.write_through_threshold = policy;
     return tree;
 }
@@ -435,7 +455,7 @@ std::span<const LoadDone> HiCache<P>::loading_check() {
 
 template <class P>
 typename HiCache<P>::WriteBackRun HiCache<P>::start_evict(Component component, std::int64_t amount) {
-    constexpr EvictBackups mode = backs_up_on_evict_v<write_policy> ? EvictBackups::on : EvictBackups::off;
+    const EvictBackups mode = backs_up_on_evict(host_writes_) ? EvictBackups::on : EvictBackups::off;
     EvictResult result = tree_.evict(component, amount, {.write_back = mode});
     WriteBackRun run(exec_.execute(alloc_, result));
     run.freed_ = result.device_freed;
@@ -466,7 +486,7 @@ Eviction HiCache<P>::finish_evict(WriteBackRun&& run) {
     Eviction out{.freed = done.freed_};
     open_backups_ = 0;
     // Only a write-back policy asks for backups, and it queues no write-throughs: the drain meets backups alone.
-    if constexpr (backs_up_on_evict_v<write_policy>) {
+    if (backs_up_on_evict(host_writes_)) {
         if (done.copies_ > 0) {
             for (const auto& ack : ctl_.drain_writes()) {
                 UNIKV_ASSERT(ack.tag.kind == HiCacheTag::Kind::write_back);
@@ -530,15 +550,11 @@ bool HiCache<P>::relieve_host(const HostAllocResult& short_of) {
 // match among them) stay.
 template <class P>
 void HiCache<P>::make_backup_room(Component c, std::int64_t pages) {
-    if constexpr (backs_up_on_evict_v<write_policy>) {
-        for (const Component k : {Component::full, Component::swa}) {
-            if (!alloc_.spec()[k].present || c == Component::mamba || (k == Component::full && c != k)) continue;
-            const std::int64_t missing = pages - host_.available(k);
-            if (missing > 0) (void)evict_host(k, missing * page_size(k));
-        }
-    } else {
-        (void)c;
-        (void)pages;
+    if (!backs_up_on_evict(host_writes_)) return;
+    for (const Component k : {Component::full, Component::swa}) {
+        if (!alloc_.spec()[k].present || c == Component::mamba || (k == Component::full && c != k)) continue;
+        const std::int64_t missing = pages - host_.available(k);
+        if (missing > 0) (void)evict_host(k, missing * page_size(k));
     }
 }
 
