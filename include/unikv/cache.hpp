@@ -129,14 +129,19 @@ struct fixed_tree_core {
 template <class T>
 using tree_core_tag_t = std::conditional_t<is_explicit_tree_v<T>, fixed_tree_core<T>, T>;
 
-// The `HiCache` bundle of a cache bundle.
-template <class P>
+// The `HiCache` bundle of a cache bundle: keyed on the four policies a `HiCache` uses, not on the whole bundle, so
+// bundles that differ only in their budget (or storage) share one `HiCache` instantiation.
+template <class Backend, class Layout, class TreeCore, class HostPools>
 struct hicache_policies {
-    using backend = typename P::backend;
-    using layout = typename P::layout;
-    using tree_core = tree_core_tag_t<typename P::tree_core>;
-    using host_pools = typename P::host_pools;
+    using backend = Backend;
+    using layout = Layout;
+    using tree_core = TreeCore;
+    using host_pools = HostPools;
 };
+
+template <class P>
+using hicache_of_t = HiCache<hicache_policies<typename P::backend, typename P::layout,
+                                              tree_core_tag_t<typename P::tree_core>, typename P::host_pools>>;
 
 }  // namespace detail::cache
 
@@ -145,7 +150,7 @@ template <class Policies>
 class Cache {
 public:
     using policies = Policies;
-    using hicache_type = HiCache<detail::cache::hicache_policies<Policies>>;
+    using hicache_type = detail::cache::hicache_of_t<Policies>;
     using backend_type = typename hicache_type::backend_type;
     using layout_type = typename hicache_type::layout_type;
     using allocator_type = typename hicache_type::allocator_type;

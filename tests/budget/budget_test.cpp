@@ -19,14 +19,19 @@ using namespace hicache_test;
 
 namespace {
 
-// What the tree saw: load-back plans built, and the host locks of one watched node at every `evict_host`.
+// What the tree saw: load-back plans built, matches made, locks taken, and the host locks of one watched node at
+// every `evict_host`.
 struct Probe {
     static inline int plans = 0;
+    static inline int matches = 0;
+    static inline int locks = 0;
     static inline bool watching = false;
     static inline NodeRef watched{};
     static inline std::vector<per_component<std::uint32_t>> host_pins_at_evict_host;
     static void reset() {
         plans = 0;
+        matches = 0;
+        locks = 0;
         watching = false;
         host_pins_at_evict_host.clear();
     }
@@ -37,6 +42,14 @@ template <class... Cs>
 class ProbedTree : public RadixTree<Cs...> {
 public:
     using RadixTree<Cs...>::RadixTree;
+    MatchResult match_prefix(TokenKey key, MatchOptions options = {}) {
+        ++Probe::matches;
+        return RadixTree<Cs...>::match_prefix(key, options);
+    }
+    [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {}) {
+        ++Probe::locks;
+        return RadixTree<Cs...>::lock(node, options);
+    }
     std::span<const LoadBackStep> load_back_plan(NodeRef node) {
         ++Probe::plans;
         return RadixTree<Cs...>::load_back_plan(node);
@@ -266,8 +279,11 @@ TEST_CASE("admission of a device hit pins nothing beyond the request's own lock 
     const auto prompt = joined(cached, Rig<SwaProbed>::key(900, 1));
     BudgetOf<SharedSWABudget, SwaProbed> budget;
     budget.begin_step({.decode_tokens = 4});
+    Probe::reset();
     Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 4});
     REQUIRE(a);
+    CHECK(Probe::matches == 1);
+    CHECK(Probe::locks == 1);  // the selection pin becomes the request's lock
     CHECK(a.node == node);
     CHECK(a.prefix_length == 12);
     CHECK(a.extend_length == 4);
@@ -346,9 +362,15 @@ TEST_CASE("the host match stays pinned while reclaim evicts host leaves, and loa
     const auto prompt = joined(match, Rig<SwaProbed>::key(2000, 1));
     Probe::watching = true;
     Probe::watched = node;
+    Probe::matches = 0;
+    Probe::locks = 0;
     Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
     Probe::watching = false;
     REQUIRE(a);
+    // One match; four locks: the selection pin, the host match's two pins (the load keeps them until its ack,
+    // instead of releasing them and taking its own), the request's lock.
+    CHECK(Probe::matches == 1);
+    CHECK(Probe::locks == 4);
     REQUIRE_FALSE(Probe::host_pins_at_evict_host.empty());
     for (const per_component<std::uint32_t>& pins : Probe::host_pins_at_evict_host) {
         CHECK(pins[Component::full] > 0);

@@ -5,18 +5,21 @@
 /// Order, which matters:
 /// 1. match the prompt (host hits included where the cache serves them), stopping one token short: the last
 ///    token is always computed, its forward gives the first new token;
-/// 2. select with the last device node pinned (a temporary device lock, so the prefix the request reuses is
-///    not counted as evictable): `budget.check_prefill`, which cuts the extension to the chunk budget;
+/// 2. select with the last device node pinned (a device lock, so the prefix the request reuses is not counted
+///    as evictable): `budget.check_prefill`, which cuts the extension to the chunk budget; a device hit keeps
+///    that pin as the request's lock, a host hit releases it;
 /// 3. for a host hit, pin the host match (device and host locks on the best node) for the whole block: count
 ///    the FULL rows the load adds from the tree's load-back plan, only when the budget asks for them
 ///    (`load_back_needs_full_tokens`; otherwise the host hit length stands for them and the tree is not
 ///    walked), `budget.prepare_load_back` (the shared budgets evict and compact here, before anything is
-///    queued), then `cache.load_back`, which takes its own locks until the ack;
-/// 4. charge the budget (`reserve`) and lock the request's node for it.
-/// Every pin is released on success, on refusal and when a call throws (the exception propagates). A refusal
-/// is a value that says why (`AdmissionRefusal`).
+///    queued), then `cache.load_back`, which takes both pins over until the ack;
+/// 4. charge the budget (`reserve`) and lock the request's node for it (a device hit: the selection pin).
+/// So an admission matches once and takes at most four locks (a host hit: the selection pin, the two pins the
+/// load keeps, the request's lock; a device hit: one). Every pin is released on refusal and when a call throws
+/// (the exception propagates). A refusal is a value that says why (`AdmissionRefusal`).
 ///
-/// The cache is any type with the calls used here: `match`, `lock`, `unlock`, `load_back`, `load_back_plan`,
+/// The cache is any type with the calls used here: `match`, `lock`, `unlock`, `load_back(node, host, device)`,
+/// `load_back_plan`,
 /// `allocator()`, `tree()` and, for budgets that reclaim, `relieve` (`HiCache`
 /// has them all). Neither the budget nor the admission keeps a reference to it.
 
@@ -92,10 +95,10 @@ inline Admission refused(const AdmissionRefusal& why) {
 /// load-back (`load_id`). Throws `logic_error` for an empty prompt or a negative `max_new_tokens`, and
 /// whatever the cache throws; every pin is released either way and nothing is charged.
 ///
-/// Cost: one match (O(prompt + depth)), a few locks (O(depth + window nodes) each), the budget's checks
-/// (O(pools) capacity queries; a refusal O(pools * log pages) more); with a host hit the load-back plan
-/// (O(depth), shared budgets only), the budget's reclaim (evictions and compaction, only when short) and the
-/// load-back (O(pages)). Allocation-free in steady state except the load-back's record in the cache.
+/// Cost: one match (O(prompt + depth)), at most four locks (O(depth + window nodes) each; one for a device
+/// hit), the budget's checks (O(pools) capacity queries; a refusal O(pools * log pages) more); with a host hit
+/// the load-back plan (O(depth), shared budgets only), the budget's reclaim (evictions and compaction, only
+/// when short) and the load-back (O(pages)). Allocation-free in steady state except the load-back's record in the cache.
 template <class Cache, class Budget>
 Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
     const auto input = static_cast<std::int32_t>(request.prompt.tokens.size());
@@ -109,17 +112,21 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
     const PrefillAsk wanted{.prefix_length = host_hit ? m.best_length : m.device_length,
                             .extend = input - (host_hit ? m.best_length : m.device_length),
                             .max_new = request.max_new_tokens};
+    LockReceipt selection_pin;  // a device hit's, kept as the request's lock
     const Selection selected = [&] {
-        const detail::held_lock<Cache> pin(cache, detail::pin_receipt(cache, m.device_node, Tier::device));
-        return budget.check_prefill(std::as_const(cache), wanted);
+        detail::held_lock<Cache> pin(cache, detail::pin_receipt(cache, m.device_node, Tier::device));
+        Selection s = budget.check_prefill(std::as_const(cache), wanted);
+        if (s && !host_hit) selection_pin = pin.release();
+        return s;
     }();
     if (!selected) return detail::refused(selected.check.refusal);
+    detail::held_lock<Cache> kept(cache, std::move(selection_pin));
     const PrefillAsk& ask = selected.ask;
 
     std::uint64_t load_id = 0;
     if (host_hit) {
-        const detail::held_lock<Cache> host_pin(cache, detail::pin_receipt(cache, m.best_node, Tier::host));
-        const detail::held_lock<Cache> device_pin(cache, detail::pin_receipt(cache, m.best_node, Tier::device));
+        detail::held_lock<Cache> host_pin(cache, detail::pin_receipt(cache, m.best_node, Tier::host));
+        detail::held_lock<Cache> device_pin(cache, detail::pin_receipt(cache, m.best_node, Tier::device));
         LoadBackAsk load{.extend = ask.extend, .max_new = ask.max_new, .swa_host_hit = m.swa_host_hit_length};
         std::int32_t full_rows = m.host_hit_length;
         if constexpr (Budget::load_back_needs_full_tokens) {
@@ -133,7 +140,7 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
         if (const BudgetCheck prepared = budget.prepare_load_back(cache, load); !prepared) {
             return detail::refused(prepared.refusal);
         }
-        const auto start = cache.load_back(m.best_node);
+        const auto start = cache.load_back(m.best_node, host_pin.receipt(), device_pin.receipt());
         if (!start && start.status != std::remove_cvref_t<decltype(start)>::Status::device_hit) {
             return detail::refused(detail::refusal_of(cache, RefusalCause::load_back_short, start.failure.component,
                                                       start.failure.pages_short));
@@ -142,6 +149,7 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
     }
     budget.reserve(std::as_const(cache), ask);
     const NodeRef node = host_hit ? m.best_node : m.device_node;
+    LockReceipt lock = kept.receipt().empty() ? cache.lock(node, {.tier = Tier::device}) : kept.release();
     return Admission{.admitted = true,
                      .refusal = {},
                      .node = node,
@@ -150,7 +158,7 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
                      .max_new_tokens = ask.max_new,
                      .chunked = ask.chunked,
                      .load_id = load_id,
-                     .lock = cache.lock(node, {.tier = Tier::device})};
+                     .lock = std::move(lock)};
 }
 
 }  // namespace unikv

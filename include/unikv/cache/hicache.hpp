@@ -242,12 +242,19 @@ public:
 
     // ---- load-back ---------------------------------------------------------------------------------------
     /// Loads `node` (a host-hit match's `best_node`) back: locks it (host and device tiers), allocates its
-    /// plan's destinations, relieving a pool that falls short (`relieve`) while that frees something, queues one load of every step and keeps the load until its ack. On a shortfall, and
-    /// on an exception from any part of it (the plan, an eviction, the queue), everything it allocated is
-    /// rolled back, both locks are released and nothing is queued. Precondition (`logic_error`, nothing
+    /// plan's destinations, relieving a pool that falls short (`relieve`) while that frees something, queues
+    /// one load of every step and keeps the load until its ack. On a shortfall, and on an exception from any
+    /// part of it (the plan, an eviction, the queue), everything it allocated is rolled back, both locks are
+    /// released and nothing is queued. Precondition (`logic_error`, nothing
     /// changes): `node` alive, every component accepts it in some tier, no eviction run open. O(pages of the
     /// plan); allocates the load's record.
     LoadBackStart load_back(NodeRef node);
+    /// `load_back(node)` with the caller's own locks on `node` handed over instead of taking new ones (admission
+    /// pins a host hit this way): `host` and `device` lock `node` itself in the host and the device tier, every
+    /// component each (`lock(node, {.tier = ...})`). When the load is queued it moves both into its record and
+    /// keeps them until its ack; on any other outcome, a throw included, they stay the caller's, unchanged.
+    /// Precondition (`logic_error`, nothing changes): those of `load_back(node)`, and the receipts as described.
+    LoadBackStart load_back(NodeRef node, LockReceipt& host, LockReceipt& device);
     /// The tree's `load_back_plan(node)`: what a load-back of `node` would copy, without copying anything
     /// (admission counts the FULL rows a load adds from it). Valid until the next call that changes the tree.
     [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node) { return tree_.load_back_plan(node); }

@@ -247,6 +247,21 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     // Released on every way out, a throw included, unless the queued load takes them.
     detail::held_lock<tree_type> host(tree_, tree_.lock(node, {.tier = Tier::host}));
     detail::held_lock<tree_type> device(tree_, tree_.lock(node, {.tier = Tier::device}));
+    return load_back(node, host.receipt(), device.receipt());
+}
+
+template <class P>
+LoadBackStart HiCache<P>::load_back(NodeRef node, LockReceipt& host, LockReceipt& device) {
+    const auto pins = [&](const LockReceipt& r, Tier tier) {
+        if (r.empty() || r.node() != node || r.tier() != tier) return false;
+        for (const Component c : all_components) {
+            if (tree_type::components::mask.has(c) && !r.holds(c)) return false;
+        }
+        return true;
+    };
+    UNIKV_EXPECTS(pins(host, Tier::host) && pins(device, Tier::device), "load_back: the receipts handed over must ",
+                  "lock the node itself, a host-tier and a device-tier lock of every component (lock(node, {.tier ",
+                  "= ...}) with the default components)");
     copy_plan(tree_.load_back_plan(node));
     if (plan_.empty()) return {.status = LoadBackStart::Status::device_hit};
     if (swa_bound_by_load(plan_under_)) {  // a second load would bind over the first one's rows
@@ -285,8 +300,8 @@ LoadBackStart HiCache<P>::load_back(NodeRef node) {
     loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
     ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});  // a throw: rolled back
     load.dest = ticket.commit();
-    load.device = device.release();
-    load.host = host.release();
+    load.device = std::move(device);
+    load.host = std::move(host);
     loads_.push_back(std::move(load));
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }

@@ -25,6 +25,9 @@ public:
 
     /// Hands the receipt on; the guard holds nothing afterwards.
     [[nodiscard]] LockReceipt release() noexcept { return std::move(receipt_); }
+    /// The receipt held, for a call that takes it over only when it succeeds (it moves from it then, and the
+    /// guard holds nothing afterwards).
+    [[nodiscard]] LockReceipt& receipt() noexcept { return receipt_; }
 
 private:
     Owner& owner_;
