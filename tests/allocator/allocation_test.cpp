@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "drop_counter.hpp"
+
 using namespace alloc_test;
 
 namespace {
@@ -214,11 +216,7 @@ TEST_CASE_TEMPLATE("a dropped reservation is detected, reported and cancelled", 
     Fixture<L> f(small_config(arena_bytes));
     auto target = f.alloc_kv(2);
     f.alloc.free_swa(target);
-    std::size_t reported = 0;
-    f.alloc.set_unconsumed_reservation_handler([&](Component c, std::size_t pages) {
-        CHECK(c == Component::swa);
-        reported += pages;
-    });
+    const unikv::test::DropCounter drops;
     {
         ReserveResult r = f.alloc.alloc_physical(Component::swa, 2);
         REQUIRE(r);
@@ -226,7 +224,8 @@ TEST_CASE_TEMPLATE("a dropped reservation is detected, reported and cancelled", 
         CHECK(f.alloc.moves_blocked());
     }  // dropped without being submitted or cancelled
     CHECK(f.alloc.unconsumed_reservations() == 1);
-    CHECK(reported == 2);
+    CHECK(drops[Dropped::reservation] == 1);
+    CHECK(drops.total() == 1);
     CHECK_FALSE(f.alloc.moves_blocked());
     CHECK(f.physical_row(Component::swa, target[0].value() * 4) == 0);  // the tombstone is back
     CHECK(f.broken().empty());
@@ -237,6 +236,7 @@ TEST_CASE_TEMPLATE("a dropped reservation is detected, reported and cancelled", 
         f.alloc.free_physical(Component::swa, r.reservation.pages());
     }  // submitted: consumed, nothing reported
     CHECK(f.alloc.unconsumed_reservations() == 1);
+    CHECK(drops.total() == 1);
     CHECK(f.broken().empty());
 }
 
@@ -264,8 +264,9 @@ TEST_CASE("an allocator moves with its reservations, and handed-out pages can be
     moved.cancel(std::move(r.reservation));
     CHECK_FALSE(moved.moves_blocked());
     {
-        ReserveResult dropped = moved.alloc_physical(Component::swa, 1);
-        moved.set_unconsumed_reservation_handler([](Component, std::size_t) {});
+        const unikv::test::DropCounter drops;
+        { ReserveResult dropped = moved.alloc_physical(Component::swa, 1); }
+        CHECK(drops[Dropped::reservation] == 1);
     }
     CHECK(moved.unconsumed_reservations() == 1);
     CHECK(moved.verify_byte_accounting().empty());

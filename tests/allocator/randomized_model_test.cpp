@@ -14,6 +14,7 @@
 // physical pages resolved only while the host-transfer gate is installed.
 
 #include "alloc_support.hpp"
+#include "drop_counter.hpp"
 #include "fuzz_env.hpp"
 
 #include <cstdio>
@@ -76,7 +77,6 @@ public:
         reading_.assign(ids, 0);
         written_.assign(ids, 0);
         if constexpr (has_mamba) state_.assign(static_cast<std::size_t>(alloc_.spec()[Component::mamba].num_pages) + 1, -1);
-        alloc_.set_unconsumed_reservation_handler([this](Component, std::size_t pages) { dropped_pages_ += pages; });
     }
 
     void run() {
@@ -346,8 +346,11 @@ private:
             alloc_.cancel(std::move(pending_[i].r));
         } else {
             const std::size_t before = alloc_.unconsumed_reservations();
-            pending_[i].r = Reservation{};  // dropped: detected and cancelled
+            const std::int64_t reported = drops_[Dropped::reservation];
+            pending_[i].r = Reservation{};  // dropped: detected, reported and cancelled
             expect(alloc_.unconsumed_reservations() == before + 1, "a dropped reservation was not detected");
+            expect(drops_[Dropped::reservation] == reported + 1 && drops_.total() == reported + 1,
+                   "a dropped reservation was not reported as one");
         }
         pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
     }
@@ -737,6 +740,7 @@ public:
     Run& operator=(const Run&) = delete;
 
 private:
+    unikv::test::DropCounter drops_;  // dropped reservations are reported, not aborted on; outlives the allocator
     std::mt19937_64 rng_;
     std::uint64_t ops_;
     std::uint64_t step_ = 0;
@@ -751,7 +755,6 @@ private:
     bool host_gate_ = false;
     bool disagg_gate_ = false;
     MoveGateHold disagg_hold_;  // the disagg gate while it is closed
-    std::size_t dropped_pages_ = 0;
     std::vector<int> full_;    // per virtual page: marker version, or -1 when free
     std::vector<int> swa_;     // per virtual page: version, -1 tombstone, -2 bound to a load that has not run
     std::vector<int> state_;   // per state slot: version or -1

@@ -1,14 +1,15 @@
 // The device side of a load-back (`prepare_load_back`, `LoadBackTicket`): the allocation order of the plan
 // (FULL ids, the SWA reservation bound under them, the Mamba slot), a pool short of pages relieved and retried
-// while its relief frees something, and a rollback that leaves every count, mapping and resident row as it
-// was. The copies themselves are the transfer controller's (tests/transfer); here host pages are ids the tree
-// records.
+// while its relief frees something, and a rollback (explicit, or after the drop report of a ticket destroyed
+// uncommitted) that leaves every count, mapping and resident row as it was. The copies themselves are the
+// transfer controller's (tests/transfer); here host pages are ids the tree records.
 
 #include <vector>
 
 #include <unikv/transfer/load_back.hpp>
 
 #include "cache_support.hpp"
+#include "drop_counter.hpp"
 
 using namespace cache_test;
 
@@ -76,7 +77,9 @@ auto no_eviction = [](const auto&) { return false; };
 
 }  // namespace
 
-TEST_CASE("a load-back allocates FULL ids, then the SWA reservation bound under them, and rolls back unless committed") {
+TEST_CASE("a load-back allocates FULL ids, then the SWA reservation bound under them; dropped uncommitted, it is "
+          "reported and rolled back") {
+    const unikv::test::DropCounter drops;
     Hosted<SwaFullLayout> h(64, 3);
     h.evict_device();
     const Counts before = Counts::of(h.s.alloc);
@@ -99,7 +102,9 @@ TEST_CASE("a load-back allocates FULL ids, then the SWA reservation bound under 
             CHECK(p == d.swa.pages()[i]);
         }
         full = d.full;
-    }  // dropped uncommitted: rolled back
+    }  // dropped uncommitted: reported, then rolled back
+    CHECK(drops[Dropped::load_ticket] == 1);
+    CHECK(drops.total() == 1);
     // The FULL pages are free again and their SWA entries tombstones (the sink).
     for (const VirtualPage v : full) {
         PhysicalPage p;
@@ -154,6 +159,7 @@ TEST_CASE("a pool short of pages is relieved and retried while its relief frees 
         CHECK(first_short > 0);
         CHECK(calls[Component::full] == 2);
         CHECK(calls[Component::swa] != 1);  // 0, or relieved twice as well
+        ticket.rollback();
     }
     // Again with a relief that frees nothing: one call for the first pool short, then failure naming it,
     // with the shortfall the call was given, and nothing held.
@@ -237,4 +243,5 @@ TEST_CASE("tri-pool: a Mamba slot that needs the float to move while the SWA res
     for (std::size_t k = 0; k < live.size(); ++k) {
         CHECK(h.rows.page_holds(Component::swa, live[k], h.key, static_cast<std::int32_t>(k) * page_size));
     }
+    ok.rollback();
 }

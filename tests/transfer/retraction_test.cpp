@@ -12,6 +12,7 @@
 #include <unikv/transfer/retraction.hpp>
 #include <unikv/tree/radix_tree.hpp>
 
+#include "drop_counter.hpp"
 #include "transfer_support.hpp"
 
 using namespace transfer_test;
@@ -318,11 +319,12 @@ TEST_CASE("retraction refuses an unmapped window row and a busy write lane; a dr
     CHECK_FALSE(nothing);
     CHECK(r.host_used() == 1);
 
-    const std::size_t dropped = dropped_retraction_backups();
+    const unikv::test::DropCounter drops;
     {
         RetractionBackup lost = retract(r.alloc, r.host, r.ctl, last, no_eviction);
         REQUIRE(lost);
     }
-    CHECK(dropped_retraction_backups() == dropped + 1);
+    CHECK(drops[Dropped::retraction_backup] == 1);
+    CHECK(drops.total() == 1);
     CHECK(r.host_used() == 1 + 2);  // reported, not freed: the backup has no pool to free into
 }

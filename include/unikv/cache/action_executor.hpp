@@ -18,7 +18,7 @@
 /// the list drained). A `write_through` (a device-to-host copy of rows that stay) is handed back the same way, but
 /// the device actions after it do not wait: no action of an insert's list frees the rows it reads, and the caller
 /// keeps them device-locked from the commit (`set_host`) until the copy's ack. A `HostActions` destroyed before
-/// `complete` is reported like an undrained action list (`Dropped::actions`, `tree/drain.hpp`), and the device
+/// `complete` is reported like an undrained action list (`Dropped::actions`, `dropped.hpp`), and the device
 /// actions it held are not run.
 ///
 /// The executor holds no reference to the allocator or the tree (each call names the allocator), so a struct

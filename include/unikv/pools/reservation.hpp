@@ -5,19 +5,18 @@
 /// (`cancel`). Until then its pages count as pending load pages and block every move of their pool.
 ///
 /// Dropping a reservation that was never submitted nor cancelled is a caller bug the library detects: the
-/// allocator's unconsumed-reservation count goes up, its handler is called (by default a line on stderr),
-/// and the pages are cancelled so that moves do not stay blocked forever. A reservation must not outlive
-/// its allocator.
+/// allocator's unconsumed-reservation count goes up, it is reported as `Dropped::reservation` (`dropped.hpp`:
+/// by default a line on stderr, and an abort when asserts are enabled), and the pages are cancelled so that
+/// moves do not stay blocked forever. A reservation must not outlive its allocator.
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include <unikv/component.hpp>
+#include <unikv/dropped.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
 
@@ -41,8 +40,6 @@ public:
     /// Called with the owner, the registry and the slot of a pending reservation that was dropped; cancels
     /// its pages and closes the slot.
     using drop_hook = void (*)(void* owner, reservation_registry& registry, std::uint32_t slot) noexcept;
-    /// Called when an unconsumed reservation is detected, with its component and page count.
-    using handler = std::function<void(Component, std::size_t)>;
 
     /// Opens a pending slot for `component`, its page list empty; returns its index. Amortized O(1).
     std::uint32_t open(Component component) {
@@ -82,7 +79,6 @@ public:
         owner_ = owner;
         hook_ = hook;
     }
-    void set_handler(handler h) { handler_ = std::move(h); }
 
     /// A handle was destroyed. Submitted slots are freed; pending ones are reported and cancelled.
     void on_handle_destroyed(std::uint32_t index) noexcept {
@@ -92,19 +88,7 @@ public:
             return;
         }
         ++unconsumed_;
-        const std::size_t pages = s.pages.size();
-        const Component component = s.component;
-        if (handler_) {
-            try {
-                handler_(component, pages);
-            } catch (...) {  // a throwing handler must not escape a destructor
-            }
-        } else {
-            std::fprintf(stderr,
-                         "unikv: a reservation of %zu %.*s pages was dropped without being submitted or cancelled; "
-                         "it was cancelled\n",
-                         pages, static_cast<int>(to_string(component).size()), to_string(component).data());
-        }
+        DropReport::report(Dropped::reservation);
         if (hook_ != nullptr) hook_(owner_, *this, index);
         else close(index);  // the allocator is gone (a caller bug): nothing left to cancel
     }
@@ -112,7 +96,6 @@ public:
     void detach() noexcept {
         owner_ = nullptr;
         hook_ = nullptr;
-        handler_ = nullptr;
     }
 
 private:
@@ -122,7 +105,6 @@ private:
     std::size_t unconsumed_ = 0;
     void* owner_ = nullptr;
     drop_hook hook_ = nullptr;
-    handler handler_{};
 };
 
 /// Owns the registry. If the allocator dies while reservations are outstanding (a caller bug), the registry

@@ -22,7 +22,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -396,12 +395,9 @@ public:
     [[nodiscard]] std::uint64_t bytes_moved() const noexcept { return bytes_moved_; }
     /// Transfer events registered and not yet waited on.
     [[nodiscard]] std::size_t registered_transfer_events() const noexcept { return events_.size(); }
-    /// Reservations dropped without being submitted or cancelled (each was detected and cancelled).
+    /// Reservations of this allocator dropped without being submitted or cancelled: each was reported as
+    /// `Dropped::reservation` (`dropped.hpp`) and cancelled.
     [[nodiscard]] std::size_t unconsumed_reservations() const noexcept { return registry_->unconsumed(); }
-    /// Replaces the handler called for each unconsumed reservation (default: a line on stderr).
-    void set_unconsumed_reservation_handler(std::function<void(Component, std::size_t)> handler) {
-        registry_->set_handler(std::move(handler));
-    }
 
 private:
     using pools_t = typename detail::pool_tuple<L, B>::type;

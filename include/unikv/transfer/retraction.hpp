@@ -16,9 +16,9 @@
 ///
 /// The backup (`RetractionBackup`) holds host pages and no pointer (the cache composing allocator, host pools
 /// and controller stays movable). It must be restored or discarded; one destroyed while still holding its
-/// pages cannot free them: it is reported (a line on stderr, `dropped_retraction_backups()`), and its host
-/// pages stay allocated until the host pool goes. That is a caller bug the library detects, like a dropped
-/// `Reservation`.
+/// pages cannot free them: it is reported as `Dropped::retraction_backup` (`dropped.hpp`: by default a line on
+/// stderr, and an abort when asserts are enabled), and its host pages stay allocated until the host pool goes.
+/// That is a caller bug the library detects, like a dropped `Reservation`.
 ///
 /// Both calls use the controller alone on its lane: they drain what they submit, so they refuse to run while
 /// another transfer of that direction is queued or unacknowledged (the drain would take its ack). Rows a
@@ -27,16 +27,15 @@
 /// A layout with a Mamba pool is rejected at compile time (`check_retraction`): the request's running Mamba
 /// state is not part of the host-pool backup (as upstream), so restoring would resume from a wrong state.
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <span>
 #include <utility>
 #include <vector>
 
 #include <unikv/component.hpp>
 #include <unikv/detail/transfer/with_relief.hpp>
+#include <unikv/dropped.hpp>
 #include <unikv/error.hpp>
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/ids.hpp>
@@ -82,13 +81,7 @@ enum class RetractionFailure : std::uint8_t {
 
 namespace detail {
 struct retraction_access;
-inline std::atomic<std::size_t> dropped_retraction_backups_count{0};
 }  // namespace detail
-
-/// Host backups dropped without `restore` or `discard` in this process (each also reported on stderr).
-[[nodiscard]] inline std::size_t dropped_retraction_backups() noexcept {
-    return detail::dropped_retraction_backups_count.load(std::memory_order_relaxed);
-}
 
 /// A retracted request's rows on host (see the file comment). Move-only. Either live (holds host pages,
 /// must be restored or discarded), failed (`failure()` says why; holds nothing), or empty (consumed,
@@ -109,7 +102,7 @@ public:
         }
         return *this;
     }
-    /// Reports a live backup as dropped (its host pages cannot be freed from here).
+    /// Reports a live backup as `Dropped::retraction_backup` (its host pages cannot be freed from here).
     ~RetractionBackup() { report_if_live(); }
 
     /// True while the backup holds the request's rows on host (restore or discard it).
@@ -158,11 +151,7 @@ private:
     }
     void report_if_live() noexcept {
         if (!live_) return;
-        detail::dropped_retraction_backups_count.fetch_add(1, std::memory_order_relaxed);
-        std::fprintf(stderr,
-                     "unikv: a retraction backup of %zu FULL and %zu SWA host pages was dropped without restore or "
-                     "discard; its host pages stay allocated\n",
-                     host_[Component::full].size(), host_[Component::swa].size());
+        detail::DropReport::report(Dropped::retraction_backup);
         live_ = false;
     }
 

@@ -3,16 +3,16 @@
 /// What a tree asks its cache to do. "The tree decides, the cache executes": insert and eviction change the
 /// tree at once and return the pool and host operations that make memory agree with it, as an ordered list the
 /// caller executes front to back and then marks drained. A list destroyed undrained is reported
-/// (`Dropped::actions`, see `drain.hpp`).
+/// (`Dropped::actions`, see `dropped.hpp`).
 
 #include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
 
+#include <unikv/dropped.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/tree/components.hpp>
-#include <unikv/tree/drain.hpp>
 #include <unikv/tree/handles.hpp>
 
 namespace unikv {

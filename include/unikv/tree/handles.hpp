@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <utility>
 
+#include <unikv/dropped.hpp>
 #include <unikv/tree/components.hpp>
-#include <unikv/tree/drain.hpp>
 #include <unikv/tree/options.hpp>
 
 namespace unikv {

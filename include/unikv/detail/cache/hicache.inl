@@ -271,34 +271,40 @@ LoadBackStart HiCache<P>::load_back(NodeRef node, LockReceipt& host, LockReceipt
         return relieve({.shortfall = r.shortfall, .component = r.component, .pages_short = r.pages_short});
     };
     LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), relief);
+    // A failed ticket holds nothing; a successful one is committed below, or rolled back if queueing throws.
     if (!ticket) return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
-    const LoadBackDestinations& d = ticket.destinations();
     Loading load{.id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
-    load.steps.reserve(plan_.size());
-    std::uint32_t under = 0;
-    for (std::size_t i = 0; i < plan_.size(); ++i) {
-        const LoadBackStep& s = plan_[i];
-        load.steps.push_back({.node = s.node,
-                              .component = s.component,
-                              .start = s.start,
-                              .full_offset = d.full_offset[i],
-                              .under_offset = under,
-                              .pages = static_cast<std::uint32_t>(s.host.size()),
-                              .resident = !s.full_pages.empty()});
-        under += static_cast<std::uint32_t>(s.full_pages.size());
+    try {
+        const LoadBackDestinations& d = ticket.destinations();
+        load.steps.reserve(plan_.size());
+        std::uint32_t under = 0;
+        for (std::size_t i = 0; i < plan_.size(); ++i) {
+            const LoadBackStep& s = plan_[i];
+            load.steps.push_back({.node = s.node,
+                                  .component = s.component,
+                                  .start = s.start,
+                                  .full_offset = d.full_offset[i],
+                                  .under_offset = under,
+                                  .pages = static_cast<std::uint32_t>(s.host.size()),
+                                  .resident = !s.full_pages.empty()});
+            under += static_cast<std::uint32_t>(s.full_pages.size());
+        }
+        load.swa_under = plan_under_;
+        TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
+        if (d.swa) {
+            request.swa_reserved = d.swa.pages();
+            request.swa_host = plan_host_[Component::swa];
+        }
+        if (d.state.is_valid()) {
+            request.mamba = std::span<const StateId>(&d.state, 1);
+            request.mamba_host = plan_host_[Component::mamba];
+        }
+        loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
+        ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});
+    } catch (...) {
+        ticket.rollback();  // nothing was queued: the allocations go back (a throw is no drop)
+        throw;
     }
-    load.swa_under = plan_under_;
-    TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
-    if (d.swa) {
-        request.swa_reserved = d.swa.pages();
-        request.swa_host = plan_host_[Component::swa];
-    }
-    if (d.state.is_valid()) {
-        request.mamba = std::span<const StateId>(&d.state, 1);
-        request.mamba_host = plan_host_[Component::mamba];
-    }
-    loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
-    ctl_.queue_load(alloc_, request, {.kind = HiCacheTag::Kind::load, .id = load.id});  // a throw: rolled back
     load.dest = ticket.commit();
     load.device = std::move(device);
     load.host = std::move(host);
