@@ -346,6 +346,45 @@ TEST_CASE("the shared budget reclaims for the load and the pending decode demand
 // Scenario 5: write-back; a 16-token host-only match, the host filled by evicted fillers, a 40-token unbacked
 // device victim. Reclaim evicts the victim, and under write-back makes host room first by evicting host
 // leaves: the match, the oldest host leaf, survives only because it is host-pinned throughout.
+// The pins of a host hit are handed to its load instead of being released and taken again: one match, four lock
+// acquisitions (the selection pin on the device part of the match, the host match's host and device pins, which
+// the load keeps until its ack, and the request's lock), and the rows load byte-exact.
+TEST_CASE("a host-hit admission matches once and takes four locks, the load keeping the match's pins") {
+    Rig<SwaProbed> r(40, 16);
+    const auto key = Rig<SwaProbed>::key(100, 4);
+    // The first half cached on device, the whole key below it evicted to host: the match of the key is a device
+    // part above a host part.
+    const std::vector<TokenId> half(key.begin(), key.begin() + 2 * page_size);
+    (void)r.insert(half);
+    const NodeRef lower = r.insert(key);
+    REQUIRE(r.cache.evict(Component::full, 2 * page_size).backed_up >= 1);  // the leaf, written back
+    REQUIRE_FALSE(r.cache.tree().node_info(lower).device[Component::full]);
+    const MatchResult m = r.cache.match(TokenKey{key});
+    REQUIRE(m.device_length == 2 * page_size);
+    REQUIRE(m.best_length == 4 * page_size);
+
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({});
+    const auto prompt = joined(key, Rig<SwaProbed>::key(2000, 1));
+    Probe::reset();
+    Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
+    REQUIRE(a);
+    CHECK(a.node == lower);
+    CHECK(a.load_id != 0);
+    CHECK(Probe::matches == 1);
+    CHECK(Probe::locks == 4);
+    const Locks pinned = locks_of(r, lower);
+    CHECK(pinned.host[Component::full] == 1);    // the load's, until its ack
+    CHECK(pinned.device[Component::full] == 2);  // the load's and the request's
+    CHECK(ack_load(r, a.load_id));
+    CHECK(path_holds(r, lower, key));
+    const Locks held = locks_of(r, lower);
+    CHECK(held.host[Component::full] == 0);
+    CHECK(held.device[Component::full] == 1);  // the request's own
+    r.cache.unlock(std::move(a.lock));
+    CHECK(r.broken().empty());
+}
+
 TEST_CASE("the host match stays pinned while reclaim evicts host leaves, and loads back byte-exact") {
     Rig<SwaProbed> r(30, 8);
     Probe::reset();
@@ -367,10 +406,11 @@ TEST_CASE("the host match stays pinned while reclaim evicts host leaves, and loa
     Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = page_size});
     Probe::watching = false;
     REQUIRE(a);
-    // One match; four locks: the selection pin, the host match's two pins (the load keeps them until its ack,
-    // instead of releasing them and taking its own), the request's lock.
+    // One match; the host match's two pins (the load keeps them until its ack instead of releasing them and
+    // taking its own) and the request's lock. No selection pin: nothing of the match is on device (the root needs
+    // none); with a device part it is the fourth.
     CHECK(Probe::matches == 1);
-    CHECK(Probe::locks == 4);
+    CHECK(Probe::locks == 3);
     REQUIRE_FALSE(Probe::host_pins_at_evict_host.empty());
     for (const per_component<std::uint32_t>& pins : Probe::host_pins_at_evict_host) {
         CHECK(pins[Component::full] > 0);

@@ -187,6 +187,18 @@ TEST_CASE_TEMPLATE("a cache moved with a load in flight acknowledges it through 
     CHECK(moved->verify().empty());
 }
 
+TEST_CASE("a cache destroyed with a load queued and not submitted cancels its reservation: nothing is dropped") {
+    const std::uint64_t drops = dropped_count();
+    {
+        Rig<SwaSeparate> r(64, 16);
+        const auto key = Rig<SwaSeparate>::key(100, 3);
+        (void)hosted(r, key);
+        REQUIRE(r.cache.load_back(r.cache.match(TokenKey{key}).best_node));
+        CHECK(r.cache.allocator().pending_load_pages(Component::swa) > 0);  // queued, not submitted
+    }
+    CHECK(dropped_count() == drops);
+}
+
 TEST_CASE(
     "tri-pool: a Mamba slot that would move the float under the pending reservation fails the whole load, or "
     "succeeds after evicting a checkpoint") {

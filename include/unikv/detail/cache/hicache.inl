@@ -22,9 +22,11 @@ HiCache<P>::HiCache(backend_type& backend, const ArenaConfig& arena, const HostC
 template <class P>
 HiCache<P>::~HiCache() {
     // The tree goes with the cache: release the locks so they are not reported as dropped. Nothing is freed
-    // here, and the controller (destroyed first) finishes the copies before the memory behind them goes.
+    // here, and the controller (destroyed first) finishes the copies before the memory behind them goes. A load
+    // still queued is never submitted: its reservation is cancelled, not dropped.
     for (Writing& w : writes_) tree_.unlock(std::move(w.device));
     for (Loading& l : loads_) {
+        if (l.dest.swa && !l.dest.swa.submitted()) alloc_.cancel(std::move(l.dest.swa));
         tree_.unlock(std::move(l.device));
         tree_.unlock(std::move(l.host));
     }
