@@ -37,6 +37,22 @@ struct PoolCounts {
     friend bool operator==(const PoolCounts&, const PoolCounts&) = default;
 };
 
+// The load-back plan of `key` (two pages) cached, backed up to host and evicted from device: a host-only node.
+template <class R, class Tree>
+std::span<const LoadBackStep> host_only_plan(R& r, Tree& tree, const std::vector<TokenId>& key) {
+    const std::vector<VirtualPage> device = r.alloc_kv(2);
+    InsertResult ins = tree.insert(TokenKey{key}, {.pages = device});
+    ins.actions.mark_drained();
+    for (Component c : {Component::full, Component::swa}) tree.set_host(ins.node, c, r.host_pages(c, 2));
+    EvictResult evicted = tree.evict(Component::full, 2 * page_len);
+    REQUIRE(evicted.freed(Component::full) == 2 * page_len);
+    evicted.actions.mark_drained();
+    r.alloc.free(device);
+    const MatchResult match = tree.match_prefix(TokenKey{key}, {.host_hits = HostHits::include});
+    REQUIRE(match.device_length == 0);
+    return tree.load_back_plan(match.best_node);
+}
+
 }  // namespace
 
 TEST_CASE("each result that must be consumed and is dropped is reported once, by its kind, through the one handler") {
@@ -93,18 +109,7 @@ TEST_CASE("each result that must be consumed and is dropped is reported once, by
     CHECK(r.broken().empty());
 
     // A load-back ticket of a host-only node, dropped while holding its allocations: rolled back once reported.
-    const std::vector<TokenId> hosted_key = run_of(2 * page_len, 500);
-    const std::vector<VirtualPage> device = r.alloc_kv(2);
-    InsertResult hosted = tree.insert(TokenKey{hosted_key}, {.pages = device});
-    hosted.actions.mark_drained();
-    for (Component c : {Component::full, Component::swa}) tree.set_host(hosted.node, c, r.host_pages(c, 2));
-    EvictResult evicted = tree.evict(Component::full, 2 * page_len);
-    REQUIRE(evicted.freed(Component::full) == 2 * page_len);
-    evicted.actions.mark_drained();
-    r.alloc.free(device);
-    const MatchResult match = tree.match_prefix(TokenKey{hosted_key}, {.host_hits = HostHits::include});
-    REQUIRE(match.device_length == 0);
-    const std::span<const LoadBackStep> plan = tree.load_back_plan(match.best_node);
+    const std::span<const LoadBackStep> plan = host_only_plan(r, tree, run_of(2 * page_len, 500));
     REQUIRE_FALSE(plan.empty());
     const PoolCounts before_ticket = PoolCounts::of(r.alloc);
     {
@@ -128,17 +133,7 @@ TEST_CASE("a consumed result reports nothing: a ticket rolled back or committed,
     RadixTree<Full, Swa> tree(TreeConfig{.page_size = {page_len}, .swa_window = 2 * page_len});
     const unikv::test::DropCounter drops;
 
-    const std::vector<TokenId> key = run_of(2 * page_len, 900);
-    const std::vector<VirtualPage> device = r.alloc_kv(2);
-    InsertResult ins = tree.insert(TokenKey{key}, {.pages = device});
-    ins.actions.mark_drained();
-    for (Component c : {Component::full, Component::swa}) tree.set_host(ins.node, c, r.host_pages(c, 2));
-    EvictResult evicted = tree.evict(Component::full, 2 * page_len);
-    REQUIRE(evicted.freed(Component::full) == 2 * page_len);
-    evicted.actions.mark_drained();
-    r.alloc.free(device);
-    const MatchResult match = tree.match_prefix(TokenKey{key}, {.host_hits = HostHits::include});
-    const std::span<const LoadBackStep> plan = tree.load_back_plan(match.best_node);
+    const std::span<const LoadBackStep> plan = host_only_plan(r, tree, run_of(2 * page_len, 900));
     REQUIRE_FALSE(plan.empty());
     const PoolCounts before = PoolCounts::of(r.alloc);
     {
