@@ -38,11 +38,6 @@ template <class Cache>
 [[nodiscard]] std::int64_t unit_pages(const Cache& cache, Component c, std::int64_t units) noexcept {
     return c == Component::mamba ? units : units / page_tokens(cache);
 }
-// Pages of `c` as tree units, the amount `evict` takes.
-template <class Cache>
-[[nodiscard]] std::int64_t page_units(const Cache& cache, Component c, std::int64_t pages) noexcept {
-    return c == Component::mamba ? pages : pages * page_tokens(cache);
-}
 
 // The refusal of `c`, short by `pages`, with the breakdown as the cache stands. O(pools).
 template <class Cache>
