@@ -131,7 +131,7 @@ struct Rig {
             std::int32_t physical = -1;
             lease.physical(c, std::span(&hp[k], 1), std::span(&physical, 1));
             const std::byte* page = lease.region(c).data + static_cast<std::size_t>(physical) * lease.page_bytes(c);
-            const std::int32_t rows_per_page = c == Component::mamba ? 1 : page_size;
+            const std::int32_t rows_per_page = cache.page_size(c);
             for (std::int32_t r = 0; r < rows_per_page; ++r) {
                 const std::int32_t pos = info.start + static_cast<std::int32_t>(k) * page_size + r;
                 const std::uint32_t want = c == Component::mamba

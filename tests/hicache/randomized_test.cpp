@@ -199,7 +199,7 @@ private:
                 return true;
             }
             REQUIRE(res.pages_short > 0);
-            record(c().evict(res.component, res.pages_short * (res.component == Component::mamba ? 1 : page_size)));
+            record(c().evict(res.component, res.pages_short * c().page_size(res.component)));
         }
         return false;
     }
@@ -340,7 +340,7 @@ private:
         if constexpr (has_swa) cs.push_back(Component::swa);
         if constexpr (has_mamba) cs.push_back(Component::mamba);
         const Component comp = cs[pick(cs.size())];
-        const auto amount = static_cast<std::int64_t>(1 + pick(4)) * (comp == Component::mamba ? 1 : page_size);
+        const auto amount = static_cast<std::int64_t>(1 + pick(4)) * c().page_size(comp);
         const bool fail = coin(5);
         if (fail) backend_.inject_copy_failure(c().controller().stream());
         auto run = c().start_evict(comp, amount);
@@ -355,7 +355,7 @@ private:
         if constexpr (has_mamba) cs.push_back(Component::mamba);
         const Component comp = cs[pick(cs.size())];
         tally_.host_evicted += static_cast<std::uint64_t>(
-            c().evict_host(comp, static_cast<std::int64_t>(1 + pick(4)) * (comp == Component::mamba ? 1 : page_size)));
+            c().evict_host(comp, static_cast<std::int64_t>(1 + pick(4)) * c().page_size(comp)));
     }
     void record(const Eviction& ev) {
         tally_.backed_up += static_cast<std::uint64_t>(ev.backed_up);
@@ -590,7 +590,7 @@ private:
             std::int32_t physical = -1;
             lease.physical(comp, std::span(&hp[k], 1), std::span(&physical, 1));
             const std::byte* page = lease.region(comp).data + static_cast<std::size_t>(physical) * lease.page_bytes(comp);
-            const std::int32_t rows = comp == Component::mamba ? 1 : page_size;
+            const std::int32_t rows = c().page_size(comp);
             for (std::int32_t row = 0; row < rows; ++row) {
                 const std::int32_t pos = info.start + static_cast<std::int32_t>(k) * page_size + row;
                 const std::uint32_t want = comp == Component::mamba ? state_marker(key)

@@ -74,6 +74,8 @@ public:
     [[nodiscard]] std::span<const StateId> states(const TreeAction& a) const noexcept { return list_.states(a); }
     /// The host pages of a `free_host`.
     [[nodiscard]] std::span<const HostPage> host_pages(const TreeAction& a) const noexcept { return list_.host_pages(a); }
+    /// `TreeActions::copy_pages`.
+    [[nodiscard]] std::size_t copy_pages(const TreeAction& a) const noexcept { return list_.copy_pages(a); }
 
 private:
     friend class ActionExecutor;

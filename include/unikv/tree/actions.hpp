@@ -119,6 +119,9 @@ public:
         return uses_states(a) ? std::span<const StateId>(states_).subspan(a.first, a.count)
                               : std::span<const StateId>{};
     }
+    /// Host pages the copy of a `backup` or `write_through` needs: one per page (Full, Swa), one per state
+    /// (Mamba); 0 for other kinds.
+    [[nodiscard]] std::size_t copy_pages(const TreeAction& a) const noexcept { return copies(a) ? a.count : 0; }
     /// The host pages of `free_host`.
     [[nodiscard]] std::span<const HostPage> host_pages(const TreeAction& a) const noexcept {
         return a.kind == ActionKind::free_host ? std::span<const HostPage>(hosts_).subspan(a.first, a.count)
