@@ -146,13 +146,6 @@ private:
 class BareStep {
     using Alloc = UnifiedAllocator<Model::layout, HostBackend>;
     using Tree = RadixTree<Full, Swa>;
-    // What the budget reads.
-    struct View {
-        const Alloc* alloc;
-        const Tree* tree_;
-        [[nodiscard]] const Alloc& allocator() const { return *alloc; }
-        [[nodiscard]] const Tree& tree() const { return *tree_; }
-    };
 
 public:
     BareStep(const ArenaConfig& config)
@@ -171,7 +164,7 @@ public:
             }
         }
         LockReceipt lock = tree_.lock(m.device_node);
-        const View view{&alloc_, &tree_};
+        const CapacityView view = CapacityView::of(alloc_, tree_);
         const Selection s = budget_.check_prefill(
             view, {.prefix_length = m.device_length,
                    .extend = r.prompt - m.device_length,

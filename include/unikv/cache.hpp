@@ -227,7 +227,9 @@ public:
     [[nodiscard]] Admission try_admit(const AdmitRequest& request) { return unikv::try_admit(hc_, budget_, request); }
     /// Realizes the budget for a load-back before it is queued (shared budgets evict and compact here, since a
     /// queued load blocks page moves); `try_admit` calls it for its host hits. Cold.
-    [[nodiscard]] BudgetCheck prepare_load_back(const LoadBackAsk& ask) { return budget_.prepare_load_back(hc_, ask); }
+    [[nodiscard]] BudgetCheck prepare_load_back(const LoadBackAsk& ask) {
+        return detail::prepare_load_back(hc_, budget_, ask);
+    }
 
     // ---- running requests (hot) --------------------------------------------------------------------------
     /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it relieves the
@@ -352,6 +354,12 @@ public:
     [[nodiscard]] HostMode host_mode() const noexcept { return hc_.host_mode(); }
     /// The budget, for inspection (its offsets).
     [[nodiscard]] const budget_type& budget() const noexcept { return budget_; }
+    /// What the budget reads of the cache now (`CapacityView`: per pool free, evictable, locked and in-flight
+    /// pages). O(pools).
+    [[nodiscard]] CapacityView capacity() const { return hc_.capacity(); }
+    /// Tokens per page of `component` (1 for Mamba: a page is a state): the one conversion between the tree's
+    /// units (tokens; states) and pages.
+    [[nodiscard]] std::int32_t page_size(Component component) const noexcept { return hc_.page_size(component); }
     /// The window of the SWA layers in tokens (0 without Swa).
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return window_; }
 

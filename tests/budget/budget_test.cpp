@@ -72,7 +72,7 @@ using SwaProbed = Probed<SwaFullLayout>;
 using TriProbed = Probed<TriPoolLayout>;
 
 // A test-only budget: `Inner`'s, recording every load-back ask, and throwing where told.
-enum class Fault : std::uint8_t { none, selection, after_reclaim };
+enum class Fault : std::uint8_t { none, selection, load_back };
 template <class Inner>
 struct Faulty {
     template <class L>
@@ -86,18 +86,15 @@ struct Faulty {
         Fault fault = Fault::none;
         std::vector<LoadBackAsk> asks;
         mutable std::vector<std::int64_t> protected_at_selection;  // FULL tokens locked while selecting
-        template <class C>
-        Selection check_prefill(const C& cache, const PrefillAsk& ask) const {
-            protected_at_selection.push_back(cache.tree().protected_size(Component::full));
+        Selection check_prefill(const CapacityView& v, const PrefillAsk& ask) const {
+            protected_at_selection.push_back(v[Component::full].locked * v.page_tokens());
             if (fault == Fault::selection) throw std::runtime_error("injected during selection");
-            return base::check_prefill(cache, ask);
+            return base::check_prefill(v, ask);
         }
-        template <class C>
-        BudgetCheck prepare_load_back(C& cache, const LoadBackAsk& ask) {
+        Reclaim prepare_load_back(const CapacityView& v, const LoadBackAsk& ask) {
             asks.push_back(ask);
-            const BudgetCheck out = base::prepare_load_back(cache, ask);
-            if (fault == Fault::after_reclaim) throw std::runtime_error("injected after reclaim");
-            return out;
+            if (fault == Fault::load_back) throw std::runtime_error("injected while preparing the load-back");
+            return base::prepare_load_back(v, ask);
         }
     };
 };
@@ -173,6 +170,41 @@ bool ack_load(Rig<P>& r, std::uint64_t id) {
 
 // ---- budgets -----------------------------------------------------------------------------------------------
 
+// The view a budget reads is the allocator and the tree in pages of each pool (Mamba: states), converted once:
+// cached data is evictable, a lock moves it to locked, and nothing else of the cache reaches a budget.
+TEST_CASE("the capacity view counts every pool in pages: free, evictable, locked") {
+    Rig<TriProbed> r(96, 16);
+    const auto key = Rig<TriProbed>::key(300, 3);
+    const CapacityView empty = r.cache.capacity();
+    CHECK(empty.page_tokens() == page_size);
+    CHECK(empty.swa_window() == window);
+    for (const Component c : all_components) {
+        CAPTURE(c);
+        CHECK(empty[c].present);
+        CHECK(empty[c].page_tokens == r.cache.page_size(c));
+        CHECK(empty[c].page_bytes == r.cache.allocator().spec()[c].page_bytes);
+        CHECK(empty[c].free == r.cache.allocator().available_size(c));
+        CHECK(empty[c].evictable == 0);
+        CHECK(empty[c].locked == 0);
+        CHECK(empty[c].in_flight == 0);
+    }
+    const NodeRef node = r.insert(key);  // 3 FULL pages, 3 live SWA pages, one state
+    const CapacityView cached = r.cache.capacity();
+    CHECK(cached[Component::full].evictable == 3);
+    CHECK(cached[Component::swa].evictable == 3);
+    CHECK(cached[Component::mamba].evictable == 1);
+    CHECK(cached[Component::full].free == r.cache.allocator().available_size(Component::full));
+    CHECK(cached[Component::mamba].free == r.cache.allocator().available_size(Component::mamba));
+    LockReceipt lock = r.cache.lock(node);
+    const CapacityView locked = r.cache.capacity();
+    CHECK(locked[Component::full].evictable == 0);
+    CHECK(locked[Component::full].locked == 3);
+    CHECK(locked[Component::mamba].locked == 1);
+    CHECK(locked[Component::full].locked * page_size == r.cache.tree().protected_size(Component::full));
+    r.cache.unlock(std::move(lock));
+    CHECK(r.cache.capacity()[Component::full].evictable == 3);
+}
+
 TEST_CASE("the base budget is available + evictable - offsets: pending decode tokens are charged first") {
     Rig<SwaProbed> r(40, 16);
     const auto cached = Rig<SwaProbed>::key(100, 4);
@@ -183,9 +215,9 @@ TEST_CASE("the base budget is available + evictable - offsets: pending decode to
     // An extension of e tokens with no decode charges ceil_page(e) + one page.
     const PrefillAsk fits{.extend = static_cast<std::int32_t>(left - page_size), .max_new = 0};
     budget.begin_step({});
-    CHECK(budget.check_prefill(r.cache, fits));
+    CHECK(budget.check_prefill(r.cache.capacity(), fits));
     budget.begin_step({.decode_tokens = 8});  // two pages pre-charged: the same ask is short by them
-    const Selection s = budget.check_prefill(r.cache, fits);
+    const Selection s = budget.check_prefill(r.cache.capacity(), fits);
     REQUIRE_FALSE(s);
     CHECK(s.check.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
                                               .component = Component::full,
@@ -197,7 +229,7 @@ TEST_CASE("the base budget is available + evictable - offsets: pending decode to
           "no room: full short by 2 pages (reclaimable 4, in flight 0, locked 0)");
     // Each admission charges its extension, a page and its decode.
     budget.begin_step({.decode_tokens = 8});
-    budget.reserve(r.cache, {.extend = 5, .max_new = 3});
+    budget.reserve(r.cache.capacity(), {.extend = 5, .max_new = 3});
     CHECK(budget.total_offset() == 8 + 8 + 4 + 3);
 }
 
@@ -205,18 +237,18 @@ TEST_CASE("a request beyond the chunk budget is cut to whole pages of it, and an
     Rig<SwaProbed> r(40, 16);
     BudgetOf<SharedSWABudget, SwaProbed> budget;
     budget.begin_step({.chunk_tokens = 10});
-    const Selection s = budget.check_prefill(r.cache, {.extend = 20, .max_new = 4});
+    const Selection s = budget.check_prefill(r.cache.capacity(), {.extend = 20, .max_new = 4});
     REQUIRE(s);
     CHECK(s.ask.extend == 8);
     CHECK(s.ask.chunked);
     CHECK(s.ask.max_new == 0);  // no decode while chunked
-    budget.reserve(r.cache, s.ask);
+    budget.reserve(r.cache.capacity(), s.ask);
     CHECK(budget.chunk_left() == 2);
     CHECK(budget.swa_offset() == 8 + page_size);  // the SWA estimate of the chunk: one window, one page
-    const Selection none = budget.check_prefill(r.cache, {.extend = 4, .max_new = 4});
+    const Selection none = budget.check_prefill(r.cache.capacity(), {.extend = 4, .max_new = 4});
     REQUIRE_FALSE(none);
     CHECK(none.check.refusal.cause == RefusalCause::chunk_exhausted);
-    CHECK(budget.check_prefill(r.cache, {.extend = 2, .max_new = 4}));  // what is left fits a short request
+    CHECK(budget.check_prefill(r.cache.capacity(), {.extend = 2, .max_new = 4}));  // what is left fits a short request
 }
 
 TEST_CASE("a static SWA partition refuses what the shared arena admits, naming the SWA pages it lacks") {
@@ -228,7 +260,7 @@ TEST_CASE("a static SWA partition refuses what the shared arena admits, naming t
     shared.begin_step({});
     // SWA estimate of 16 + 4 tokens, window 8: 8 past the window, one window, one page = 5 pages.
     const PrefillAsk ask{.extend = 16, .max_new = 4};
-    const Selection s = split.check_prefill(r.cache, ask);
+    const Selection s = split.check_prefill(r.cache.capacity(), ask);
     REQUIRE_FALSE(s);
     CHECK(s.check.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
                                               .component = Component::swa,
@@ -237,7 +269,7 @@ TEST_CASE("a static SWA partition refuses what the shared arena admits, naming t
                                               .pages_in_flight = 0,
                                               .pages_locked = 0});
     r.cache.allocator().bound_pages({});  // the shared arena: unbounded
-    CHECK(shared.check_prefill(r.cache, ask));
+    CHECK(shared.check_prefill(r.cache.capacity(), ask));
     using Split = BudgetOf<PartitionedSWABudget, SwaProbed>;
     CHECK_THROWS_AS(Split(BudgetConfig{}), logic_error);
 }
@@ -259,9 +291,9 @@ TEST_CASE("the shared budget counts evictable pages of one pool for the other: c
     // Extension 8 (SWA estimate 3 pages, 2 evictable SWA pages to spare), decode chosen so FULL asks one page
     // more than fits: the spare SWA bytes cover it.
     const PrefillAsk ask{.extend = 8, .max_new = static_cast<std::int32_t>((most - 2) * page_size)};
-    CHECK(budget.check_prefill(r.cache, ask));
+    CHECK(budget.check_prefill(r.cache.capacity(), ask));
     // Two more FULL pages than that exceed the spare bytes: refused, short by exactly those.
-    const Selection s = budget.check_prefill(r.cache, {.extend = 8, .max_new = ask.max_new + 2 * page_size});
+    const Selection s = budget.check_prefill(r.cache.capacity(), {.extend = 8, .max_new = ask.max_new + 2 * page_size});
     REQUIRE_FALSE(s);
     CHECK(s.check.refusal.component == Component::full);
     CHECK(s.check.refusal.pages_short == 1);
@@ -488,12 +520,12 @@ TEST_CASE("a load-back that stays short refuses as load_back_short and releases 
     CHECK(r.broken().empty());
 }
 
-// Scenario 27: a throw in the middle of admission (during selection, with the device node pinned; after the
-// reclaim, with the host match pinned) propagates, and leaves no pin, no charge and nothing queued.
-TEST_CASE("pins are released when admission throws, in selection and after the reclaim") {
+// Scenario 27: a throw in the middle of admission (during selection, with the device node pinned; while the
+// load-back is prepared, with the host match pinned) propagates, and leaves no pin, no charge and nothing queued.
+TEST_CASE("pins are released when admission throws, in selection and while preparing the load-back") {
     Fault fault = Fault::none;
     SUBCASE("during selection") { fault = Fault::selection; }
-    SUBCASE("after the reclaim") { fault = Fault::after_reclaim; }
+    SUBCASE("while preparing the load-back") { fault = Fault::load_back; }
     Rig<SwaProbed> r(40, 16);
     const auto parent = Rig<SwaProbed>::key(100, 2);
     const auto child = joined(parent, Rig<SwaProbed>::key(900, 2));
@@ -517,7 +549,7 @@ TEST_CASE("pins are released when admission throws, in selection and after the r
                     std::runtime_error);
     REQUIRE(budget.protected_at_selection.size() == 1);
     CHECK(budget.protected_at_selection[0] == protected_full + 8);  // the device prefix was pinned
-    CHECK(budget.asks.size() == (fault == Fault::after_reclaim ? 1u : 0u));
+    CHECK(budget.asks.size() == (fault == Fault::load_back ? 1u : 0u));
     CHECK(locks_of(r, top) == Locks{});
     CHECK(locks_of(r, leaf) == Locks{});
     CHECK(r.cache.tree().protected_size(Component::full) == protected_full);

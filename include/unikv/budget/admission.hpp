@@ -19,15 +19,16 @@
 /// (the exception propagates). A refusal is a value that says why (`AdmissionRefusal`).
 ///
 /// The cache is any type with the calls used here: `match`, `lock`, `unlock`, `load_back(node, host, device)`,
-/// `load_back_plan`,
-/// `allocator()`, `tree()` and, for budgets that reclaim, `relieve` (`HiCache`
-/// has them all). Neither the budget nor the admission keeps a reference to it.
+/// `load_back_plan`, `page_size`, `capacity` (the budget's view) and `reclaim` (what a budget asks to have free
+/// before a load-back is queued); `HiCache` has them all. Neither the budget nor the admission keeps a
+/// reference to it.
 
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include <unikv/budget/asks.hpp>
+#include <unikv/budget/capacity_view.hpp>
 #include <unikv/budget/refusal.hpp>
 #include <unikv/component.hpp>
 #include <unikv/detail/budget/capacity.hpp>
@@ -82,6 +83,15 @@ LockReceipt pin_receipt(Cache& cache, NodeRef node, Tier tier) {
     return node.is_root() ? LockReceipt{} : cache.lock(node, {.tier = tier});
 }
 
+// The budget's answer to `ask` (`Budget::prepare_load_back` over the cache's view), realized: what it asks to
+// have free is reclaimed by the cache (`reclaim`: evictions and compaction), or refused when that runs out.
+template <class Cache, class Budget>
+BudgetCheck prepare_load_back(Cache& cache, Budget& budget, const LoadBackAsk& ask) {
+    const Reclaim r = budget.prepare_load_back(cache.capacity(), ask);
+    if (!r || r.pools.empty()) return r.check;
+    return cache.reclaim(r.demand, r.pools);
+}
+
 inline Admission refused(const AdmissionRefusal& why) {
     Admission out;
     out.refusal = why;
@@ -105,22 +115,19 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
     UNIKV_EXPECTS(input >= 1, "try_admit: the prompt is empty; a request computes at least one token");
     UNIKV_EXPECTS(request.max_new_tokens >= 0, "try_admit: max_new_tokens is ", request.max_new_tokens,
                   "; give the decode limit (0 or more)");
-    const std::int32_t page = detail::page_tokens(cache);
+    const std::int32_t page = cache.page_size(Component::full);
     const MatchResult m = cache.match({request.prompt.tokens.first(static_cast<std::size_t>(input - 1)),
                                        request.prompt.ns});
     const bool host_hit = m.host_hit_length > 0;
     const PrefillAsk wanted{.prefix_length = host_hit ? m.best_length : m.device_length,
                             .extend = input - (host_hit ? m.best_length : m.device_length),
                             .max_new = request.max_new_tokens};
-    LockReceipt selection_pin;  // a device hit's, kept as the request's lock
-    const Selection selected = [&] {
-        detail::held_lock<Cache> pin(cache, detail::pin_receipt(cache, m.device_node, Tier::device));
-        Selection s = budget.check_prefill(std::as_const(cache), wanted);
-        if (s && !host_hit) selection_pin = pin.release();
-        return s;
-    }();
+    // A device hit's selection pin is kept as the request's lock; a host hit's goes before the host pins.
+    detail::held_lock<Cache> kept(cache, detail::pin_receipt(cache, m.device_node, Tier::device));
+    const CapacityView view = cache.capacity();  // with the pin: the reused prefix is not counted as evictable
+    const Selection selected = budget.check_prefill(view, wanted);
     if (!selected) return detail::refused(selected.check.refusal);
-    detail::held_lock<Cache> kept(cache, std::move(selection_pin));
+    if (host_hit && !kept.receipt().empty()) cache.unlock(kept.release());
     const PrefillAsk& ask = selected.ask;
 
     std::uint64_t load_id = 0;
@@ -137,17 +144,17 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
             }
         }
         load.full_tokens = full_rows + ask.extend + ask.max_new + page;
-        if (const BudgetCheck prepared = budget.prepare_load_back(cache, load); !prepared) {
+        if (const BudgetCheck prepared = detail::prepare_load_back(cache, budget, load); !prepared) {
             return detail::refused(prepared.refusal);
         }
         const auto start = cache.load_back(m.best_node, host_pin.receipt(), device_pin.receipt());
         if (!start && start.status != std::remove_cvref_t<decltype(start)>::Status::device_hit) {
-            return detail::refused(detail::refusal_of(cache, RefusalCause::load_back_short, start.failure.component,
-                                                      start.failure.pages_short));
+            return detail::refused(detail::refusal_of(cache.capacity(), RefusalCause::load_back_short,
+                                                      start.failure.component, start.failure.pages_short));
         }
         load_id = start.id;
     }
-    budget.reserve(std::as_const(cache), ask);
+    budget.reserve(view, ask);  // reads the view's geometry only, which no call above changes
     const NodeRef node = host_hit ? m.best_node : m.device_node;
     LockReceipt lock = kept.receipt().empty() ? cache.lock(node, {.tier = Tier::device}) : kept.release();
     return Admission{.admitted = true,

@@ -9,6 +9,8 @@
 #include <limits>
 
 #include <unikv/budget/refusal.hpp>
+#include <unikv/component.hpp>
+#include <unikv/pools/results.hpp>
 
 namespace unikv {
 
@@ -57,6 +59,19 @@ struct LoadBackAsk {
     /// State slots the load adds (1 when its plan has a Mamba step; from the plan, so 0 for budgets that do
     /// not ask for it).
     std::int32_t load_states = 0;
+};
+
+/// What a budget answers a load-back (`prepare_load_back`): whether it fits, and the pages the cache must make
+/// free now, before the load is queued (a queued load blocks page moves until its ack, so the step's
+/// allocations must not need any). The cache reclaims `demand` by relieving the pools of `pools`; an empty
+/// mask asks for nothing.
+struct [[nodiscard]] Reclaim {
+    BudgetCheck check;
+    /// Pages per pool (Mamba: states) to have free once the load is queued (meaningful when `pools` is not empty).
+    CapacityDemand demand{};
+    /// The pools relief may evict from.
+    ComponentMask pools{};
+    explicit constexpr operator bool() const noexcept { return check.fits; }
 };
 
 /// Runtime configuration of a budget (each reads its own fields).

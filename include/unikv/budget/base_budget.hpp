@@ -5,13 +5,14 @@
 /// `available + evictable - total_offset`, in tokens. The step starts with the mixed batch's pending decode
 /// tokens charged; each admission adds its extension (page rounded), one page and its decode. The other pools
 /// of the layout are not budgeted (their allocations can still fall short, and say so). It prepares a
-/// load-back by doing nothing: the load's own relief (`HiCache::relieve`) covers it, and it never asks for the FULL rows a
+/// load-back by asking nothing: the load's own relief (`HiCache::relieve`) covers it, and it never asks for the FULL rows a
 /// load adds (`load_back_needs_full_tokens` is false), so admission never walks the tree for them.
 
 #include <cstdint>
 
 #include <unikv/budget/asks.hpp>
 #include <unikv/budget/budget_concept.hpp>
+#include <unikv/budget/capacity_view.hpp>
 #include <unikv/budget/refusal.hpp>
 #include <unikv/component.hpp>
 #include <unikv/detail/budget/capacity.hpp>
@@ -34,30 +35,27 @@ struct BaseBudget {
 
         /// Selects `ask`: cut to the chunk budget, then checked against the FULL tokens left. Refused with the
         /// FULL shortfall, or `chunk_exhausted`. O(1).
-        template <class Cache>
-        [[nodiscard]] Selection check_prefill(const Cache& cache, const PrefillAsk& ask) const {
-            const std::int32_t page = detail::page_tokens(cache);
+        [[nodiscard]] Selection check_prefill(const CapacityView& v, const PrefillAsk& ask) const {
+            const std::int32_t page = v.page_tokens();
             const auto cut = cut_to_chunk(ask, page);
             if (!cut) return {chunk_refusal(), ask};
-            const std::int64_t left = cache.allocator().available_size(Component::full) * page +
-                                      cache.tree().evictable_size(Component::full) - total_offset();
+            const PoolCapacity& full = v[Component::full];
+            const std::int64_t left = (full.free + full.evictable) * page - total_offset();
             const std::int64_t short_by = full_charge(*cut, page) - left;
             if (short_by <= 0) return {{}, *cut};
-            return {BudgetCheck::refused(detail::refusal_of(cache, RefusalCause::no_room, Component::full,
+            return {BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, Component::full,
                                                             detail::ceil_div(short_by, page))),
                     *cut};
         }
-        /// Nothing to prepare: always fits. O(1).
-        template <class Cache>
-        [[nodiscard]] BudgetCheck prepare_load_back(Cache& cache, const LoadBackAsk& ask) const noexcept {
-            (void)cache;
+        /// Nothing to prepare or reclaim: always fits. O(1).
+        [[nodiscard]] Reclaim prepare_load_back(const CapacityView& v, const LoadBackAsk& ask) const noexcept {
+            (void)v;
             (void)ask;
             return {};
         }
-        /// Charges an admitted prefill to the step. O(1).
-        template <class Cache>
-        void reserve(const Cache& cache, const PrefillAsk& admitted) noexcept {
-            charge_full(admitted, detail::page_tokens(cache));
+        /// Charges an admitted prefill to the step (reads the view's page size only). O(1).
+        void reserve(const CapacityView& v, const PrefillAsk& admitted) noexcept {
+            charge_full(admitted, v.page_tokens());
         }
     };
 };

@@ -5,15 +5,16 @@
 /// impl`, the per-cache budget a composed cache owns. The impl holds only per-step counters, never a pointer to
 /// the cache: every call takes the cache as an argument, so the owner moves freely.
 ///
-/// The protocol an `impl<L>` models (one trait per member that can be detected without a cache type):
+/// The protocol an `impl<L>` models, every member checked (a budget reads the cache only through a
+/// `CapacityView` and returns what the cache should do, so no call depends on the cache's type):
 /// * `impl(const BudgetConfig&)`;
 /// * `static constexpr bool load_back_needs_full_tokens`: whether `prepare_load_back` reads the FULL rows the
 ///   load adds (admission then builds the tree's load-back plan to count them; otherwise it passes the host
 ///   hit length and never walks the tree for it);
 /// * `begin_step(const StepDemand&)` and the offsets `total_offset()`, `swa_offset()`, `state_offset()`;
-/// * over any cache `C` (`allocator()`, `tree()`, `relieve`):
-///   `Selection check_prefill(const C&, const PrefillAsk&) const`, `BudgetCheck prepare_load_back(C&, const
-///   LoadBackAsk&)` and `void reserve(const C&, const PrefillAsk&)`.
+/// * `Selection check_prefill(const CapacityView&, const PrefillAsk&) const`, `Reclaim prepare_load_back(const
+///   CapacityView&, const LoadBackAsk&)` (what the cache must make free before the load is queued) and
+///   `void reserve(const CapacityView&, const PrefillAsk&)`.
 ///
 /// A tag may restrict the layouts it serves: `template <class L> static constexpr budget_layout_rule
 /// layout_rule` names the rule `L` breaks. `check_budget<B, L>()` reports that rule, or the first protocol
@@ -25,6 +26,7 @@
 #include <type_traits>
 
 #include <unikv/budget/asks.hpp>
+#include <unikv/budget/capacity_view.hpp>
 #include <unikv/component.hpp>
 #include <unikv/pools/layout.hpp>
 
@@ -73,9 +75,27 @@ inline constexpr bool has_budget_step_v = requires(I& i, const I& ci, const Step
     { ci.state_offset() } -> std::same_as<std::int64_t>;
 };
 
-/// True when `I` models every detectable member of the budget protocol.
+/// `Selection check_prefill(const CapacityView&, const PrefillAsk&) const`.
 template <class I>
-inline constexpr bool is_budget_impl_v = has_budget_constructor_v<I> && has_load_back_flag_v<I> && has_budget_step_v<I>;
+inline constexpr bool has_check_prefill_v = requires(const I& i, const CapacityView& v, const PrefillAsk& a) {
+    { i.check_prefill(v, a) } -> std::same_as<Selection>;
+};
+
+/// `Reclaim prepare_load_back(const CapacityView&, const LoadBackAsk&)`.
+template <class I>
+inline constexpr bool has_prepare_load_back_v = requires(I& i, const CapacityView& v, const LoadBackAsk& a) {
+    { i.prepare_load_back(v, a) } -> std::same_as<Reclaim>;
+};
+
+/// `reserve(const CapacityView&, const PrefillAsk&)`.
+template <class I>
+inline constexpr bool has_reserve_v = requires(I& i, const CapacityView& v, const PrefillAsk& a) { i.reserve(v, a); };
+
+/// True when `I` models every member of the budget protocol.
+template <class I>
+inline constexpr bool is_budget_impl_v = has_budget_constructor_v<I> && has_load_back_flag_v<I> &&
+                                         has_budget_step_v<I> && has_check_prefill_v<I> &&
+                                         has_prepare_load_back_v<I> && has_reserve_v<I>;
 
 namespace detail {
 template <class B, class L, bool = has_budget_impl_v<B, L>>
@@ -131,12 +151,21 @@ consteval bool check_budget() {
             using I = typename B::template impl<L>;
             constexpr bool ctor = has_budget_constructor_v<I>;
             constexpr bool flag = ctor && has_load_back_flag_v<I>;
+            constexpr bool step = flag && has_budget_step_v<I>;
+            constexpr bool select = step && has_check_prefill_v<I>;
+            constexpr bool prepare = select && has_prepare_load_back_v<I>;
             static_assert(ctor, "unikv: a budget's impl<L> needs a constructor impl(const BudgetConfig&)");
             static_assert(!ctor || flag, "unikv: a budget's impl<L> needs static constexpr bool "
                                          "load_back_needs_full_tokens");
-            static_assert(!flag || has_budget_step_v<I>,
+            static_assert(!flag || step,
                           "unikv: a budget's impl<L> needs begin_step(const StepDemand&) and the offsets "
                           "total_offset(), swa_offset(), state_offset() returning std::int64_t");
+            static_assert(!step || select, "unikv: a budget's impl<L> needs Selection check_prefill(const "
+                                           "CapacityView&, const PrefillAsk&) const");
+            static_assert(!select || prepare, "unikv: a budget's impl<L> needs Reclaim prepare_load_back(const "
+                                              "CapacityView&, const LoadBackAsk&)");
+            static_assert(!prepare || has_reserve_v<I>,
+                          "unikv: a budget's impl<L> needs void reserve(const CapacityView&, const PrefillAsk&)");
         }
         return true;
     }

@@ -18,6 +18,7 @@
 
 #include <unikv/budget/asks.hpp>
 #include <unikv/budget/budget_concept.hpp>
+#include <unikv/budget/capacity_view.hpp>
 #include <unikv/budget/refusal.hpp>
 #include <unikv/component.hpp>
 #include <unikv/detail/budget/capacity.hpp>
@@ -58,52 +59,45 @@ struct PartitionedSWABudget {
 
         /// Selects `ask`: cut to the chunk budget, then FULL (extension, one page, decode) and SWA (the §6.1
         /// estimate) checked against their partitions. O(1).
-        template <class Cache>
-        [[nodiscard]] Selection check_prefill(const Cache& cache, const PrefillAsk& ask) const {
-            const std::int32_t page = detail::page_tokens(cache);
+        [[nodiscard]] Selection check_prefill(const CapacityView& v, const PrefillAsk& ask) const {
+            const std::int32_t page = v.page_tokens();
             const auto cut = cut_to_chunk(ask, page);
             if (!cut) return {chunk_refusal(), ask};
-            return {fits(cache, full_charge(*cut, page), swa_tokens(cache, cut->extend, cut->max_new)), *cut};
+            return {fits(v, full_charge(*cut, page), swa_tokens(v, cut->extend, cut->max_new)), *cut};
         }
         /// Checks the load-back's ask again with the host match pinned (FULL: `ask.full_tokens`; SWA: the
         /// estimate plus the host-only window rows it reserves). Reclaims nothing. O(1).
-        template <class Cache>
-        [[nodiscard]] BudgetCheck prepare_load_back(Cache& cache, const LoadBackAsk& ask) const {
-            const std::int32_t page = detail::page_tokens(cache);
-            return fits(cache, ask.full_tokens,
-                        swa_tokens(cache, ask.extend, ask.max_new) + detail::ceil_page(ask.swa_host_hit, page));
+        [[nodiscard]] Reclaim prepare_load_back(const CapacityView& v, const LoadBackAsk& ask) const {
+            const std::int32_t page = v.page_tokens();
+            return {.check = fits(v, ask.full_tokens,
+                                  swa_tokens(v, ask.extend, ask.max_new) + detail::ceil_page(ask.swa_host_hit, page))};
         }
-        /// Charges an admitted prefill to the step: FULL as the base budget, SWA its estimate. O(1).
-        template <class Cache>
-        void reserve(const Cache& cache, const PrefillAsk& admitted) noexcept {
-            charge_full(admitted, detail::page_tokens(cache));
-            charge_swa(swa_tokens(cache, admitted.extend, admitted.max_new));
+        /// Charges an admitted prefill to the step: FULL as the base budget, SWA its estimate (reads the view's
+        /// geometry only). O(1).
+        void reserve(const CapacityView& v, const PrefillAsk& admitted) noexcept {
+            charge_full(admitted, v.page_tokens());
+            charge_swa(swa_tokens(v, admitted.extend, admitted.max_new));
         }
 
     private:
-        template <class Cache>
-        [[nodiscard]] static std::int64_t swa_tokens(const Cache& cache, std::int64_t extend, std::int64_t max_new) {
-            return detail::swa_estimate_tokens(extend, max_new, cache.tree().config().swa_window,
-                                               detail::page_tokens(cache));
+        [[nodiscard]] static std::int64_t swa_tokens(const CapacityView& v, std::int64_t extend, std::int64_t max_new) {
+            return detail::swa_estimate_tokens(extend, max_new, v.swa_window(), v.page_tokens());
         }
         // Tokens pool `c` can still give: its partition's room (the allocator counts the bound, and the holes
-        // an allocation's compaction may drain), its evictable tokens, minus its offset.
-        template <class Cache>
-        [[nodiscard]] static std::int64_t left(const Cache& cache, Component c, std::int64_t offset) {
-            return cache.allocator().schedulable_available_size(c) * detail::page_tokens(cache) +
-                   cache.tree().evictable_size(c) - offset;
+        // an allocation's compaction may drain), its evictable pages, minus its offset.
+        [[nodiscard]] static std::int64_t left(const CapacityView& v, Component c, std::int64_t offset) {
+            return (v[c].schedulable + v[c].evictable) * v.page_tokens() - offset;
         }
-        template <class Cache>
-        [[nodiscard]] BudgetCheck fits(const Cache& cache, std::int64_t full, std::int64_t swa) const {
-            const std::int32_t page = detail::page_tokens(cache);
-            const std::int64_t full_short = full - left(cache, Component::full, total_offset());
+        [[nodiscard]] BudgetCheck fits(const CapacityView& v, std::int64_t full, std::int64_t swa) const {
+            const std::int32_t page = v.page_tokens();
+            const std::int64_t full_short = full - left(v, Component::full, total_offset());
             if (full_short > 0) {
-                return BudgetCheck::refused(detail::refusal_of(cache, RefusalCause::no_room, Component::full,
+                return BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, Component::full,
                                                                detail::ceil_div(full_short, page)));
             }
-            const std::int64_t swa_short = swa - left(cache, Component::swa, swa_offset());
+            const std::int64_t swa_short = swa - left(v, Component::swa, swa_offset());
             if (swa_short > 0) {
-                return BudgetCheck::refused(detail::refusal_of(cache, RefusalCause::no_room, Component::swa,
+                return BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, Component::swa,
                                                                detail::ceil_div(swa_short, page)));
             }
             return {};

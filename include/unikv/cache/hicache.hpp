@@ -55,6 +55,8 @@
 #include <vector>
 
 #include <unikv/backend/default_backend.hpp>
+#include <unikv/budget/capacity_view.hpp>
+#include <unikv/budget/refusal.hpp>
 #include <unikv/cache/action_executor.hpp>
 #include <unikv/component.hpp>
 #include <unikv/host/host_pool_concept.hpp>
@@ -322,6 +324,14 @@ public:
     /// of host data (`evict_host`). True when something was freed; false for a `leased` shortfall, which
     /// eviction cannot relieve. Write-through and retraction relieve their host pages here. Cold.
     bool relieve_host(const HostAllocResult& short_of);
+    /// Makes demand `d` (pages per pool; Mamba: states) fit in pages that are free now: compacts toward it
+    /// (`ensure_capacity`) and, while a pool is short, relieves it (`relieve`, evicting from `pools`), until
+    /// it fits or relief frees nothing more; then refused with the short pool's breakdown. What a budget's
+    /// `Reclaim` asks before a load-back is queued (reference §6.1, `reclaim_for_prealloc`). Each round frees
+    /// something, so it ends; O(rounds * (eviction + compaction)). Cold.
+    BudgetCheck reclaim(const CapacityDemand& d, ComponentMask pools);
+    /// What a budget reads of the cache now (`CapacityView::of`). O(pools).
+    [[nodiscard]] CapacityView capacity() const { return CapacityView::of(alloc_, tree_); }
     /// Tokens per page of `component` (1 for Mamba: a page is a state), the unit the tree counts in.
     [[nodiscard]] std::int32_t page_size(Component component) const noexcept {
         return alloc_.spec()[component].page_size;

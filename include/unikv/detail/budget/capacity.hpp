@@ -1,13 +1,14 @@
 #pragma once
 // Capacity arithmetic shared by the budgets: page rounding, the SWA estimate of reference §6.1, the refusal of
 // a pool with its breakdown, and the joint fit of a demand over the unified arena with what eviction can
-// reclaim. Every function reads the cache through `allocator()` and `tree()` only and allocates nothing.
+// reclaim. Every function reads a `CapacityView` only and allocates nothing.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
 
+#include <unikv/budget/capacity_view.hpp>
 #include <unikv/budget/refusal.hpp>
 #include <unikv/component.hpp>
 #include <unikv/pools/results.hpp>
@@ -28,54 +29,40 @@ namespace unikv::detail {
     return std::max<std::int64_t>(extend - window, 0) + std::min<std::int64_t>(extend + max_new, window) + page;
 }
 
-template <class Cache>
-[[nodiscard]] std::int32_t page_tokens(const Cache& cache) noexcept {
-    return cache.tree().config().page_size.tokens;
-}
-
-// Tree units of `c` (tokens; states for Mamba) as pages, rounded down (tree units are whole pages).
-template <class Cache>
-[[nodiscard]] std::int64_t unit_pages(const Cache& cache, Component c, std::int64_t units) noexcept {
-    return c == Component::mamba ? units : units / page_tokens(cache);
-}
-
 // The refusal of `c`, short by `pages`, with the breakdown as the cache stands. O(pools).
-template <class Cache>
-[[nodiscard]] AdmissionRefusal refusal_of(const Cache& cache, RefusalCause cause, Component c, std::int64_t pages) {
-    const auto& alloc = cache.allocator();
+[[nodiscard]] inline AdmissionRefusal refusal_of(const CapacityView& v, RefusalCause cause, Component c,
+                                                 std::int64_t pages) noexcept {
     std::size_t held_bytes = 0;
     for (Component p : all_components) {
-        if (!alloc.spec()[p].present) continue;
-        std::int64_t held = alloc.reserved_pages(p);
-        if (p != c && alloc.moves_blocked(p)) held += alloc.hole_pages(p);
-        held_bytes += static_cast<std::size_t>(held) * alloc.spec()[p].page_bytes;
+        std::int64_t held = v[p].in_flight;
+        if (p != c && v[p].moves_blocked) held += v[p].holes;
+        held_bytes += static_cast<std::size_t>(held) * v[p].page_bytes;
     }
     return {.cause = cause,
             .component = c,
             .pages_short = pages,
-            .pages_reclaimable = unit_pages(cache, c, cache.tree().evictable_size(c)),
-            .pages_in_flight = static_cast<std::int64_t>(held_bytes / alloc.spec()[c].page_bytes),
-            .pages_locked = unit_pages(cache, c, cache.tree().protected_size(c))};
+            .pages_reclaimable = v[c].evictable,
+            .pages_in_flight = static_cast<std::int64_t>(held_bytes / v[c].page_bytes),
+            .pages_locked = v[c].locked};
 }
 
 // The pool of `d` (among `pools`) whose demand alone must shrink the least for `d` to fit, and by how much:
 // a binary search over `can_reserve`, O(pools * log pages) capacity queries (each O(pools) or a memo hit).
-template <class Alloc>
-[[nodiscard]] std::pair<Component, std::int64_t> least_shortfall(const Alloc& alloc, const CapacityDemand& d,
-                                                                 ComponentMask pools) {
+[[nodiscard]] inline std::pair<Component, std::int64_t> least_shortfall(const CapacityView& v, const CapacityDemand& d,
+                                                                        ComponentMask pools) {
     Component best = Component::full;
     std::int64_t best_short = -1;
     for (Component c : all_components) {
         if (!pools.has(c) || d[c] == 0) continue;
         CapacityDemand probe = d;
         probe[c] = 0;
-        if (!alloc.can_reserve(probe)) continue;  // no cut of `c` alone is enough
+        if (!v.can_reserve(probe)) continue;  // no cut of `c` alone is enough
         std::int64_t lo = 1;                      // invariant: cutting `hi` pages fits, cutting `lo - 1` does not
         std::int64_t hi = d[c];
         while (lo < hi) {
             const std::int64_t mid = lo + (hi - lo) / 2;
             probe[c] = d[c] - mid;
-            if (alloc.can_reserve(probe)) {
+            if (v.can_reserve(probe)) {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -97,29 +84,26 @@ template <class Alloc>
 // tree can give: each pool's evictable pages cover its own demand first; what is left of them counts, in
 // bytes, for the other pools too while moves are allowed (compaction hands freed bytes between pools). The
 // refusal names the pool that is short by the least. O(pools) plus `can_reserve`; the refusal O(pools * log).
-template <class Cache>
-[[nodiscard]] BudgetCheck joint_fits(const Cache& cache, CapacityDemand d, ComponentMask pools) {
-    const auto& alloc = cache.allocator();
+[[nodiscard]] inline BudgetCheck joint_fits(const CapacityView& v, CapacityDemand d, ComponentMask pools) {
     std::int64_t spare_bytes = 0;
     for (Component c : all_components) {
         if (!pools.has(c)) continue;
-        const std::int64_t evictable = unit_pages(cache, c, cache.tree().evictable_size(c));
-        const std::int64_t take = std::min(d[c], evictable);
+        const std::int64_t take = std::min(d[c], v[c].evictable);
         d[c] -= take;
-        spare_bytes += (evictable - take) * static_cast<std::int64_t>(alloc.spec()[c].page_bytes);
+        spare_bytes += (v[c].evictable - take) * static_cast<std::int64_t>(v[c].page_bytes);
     }
-    if (!alloc.moves_blocked()) {
+    if (!v.moves_blocked()) {
         for (Component c : all_components) {
             if (!pools.has(c)) continue;
-            const auto bytes = static_cast<std::int64_t>(alloc.spec()[c].page_bytes);
+            const auto bytes = static_cast<std::int64_t>(v[c].page_bytes);
             const std::int64_t take = std::min(d[c], spare_bytes / bytes);
             d[c] -= take;
             spare_bytes -= take * bytes;
         }
     }
-    if (alloc.can_reserve(d)) return {};
-    const auto [c, pages] = least_shortfall(alloc, d, pools);
-    return BudgetCheck::refused(refusal_of(cache, RefusalCause::no_room, c, pages));
+    if (v.can_reserve(d)) return {};
+    const auto [c, pages] = least_shortfall(v, d, pools);
+    return BudgetCheck::refused(refusal_of(v, RefusalCause::no_room, c, pages));
 }
 
 }  // namespace unikv::detail

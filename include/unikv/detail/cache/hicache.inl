@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include <unikv/detail/budget/capacity.hpp>
 #include <unikv/detail/transfer/with_relief.hpp>
 #include <unikv/detail/tree/held_lock.hpp>
 
@@ -141,7 +142,7 @@ bool HiCache<P>::write_through(const HostActions& work, const TreeAction& a) {
     // The lock first: nothing is allocated yet if it throws, and the rows stay put while host room is made.
     detail::held_lock<tree_type> device(
         tree_, tree_.lock(a.node, {.tier = Tier::device, .components = ComponentMask::of(Component::full).with(c)}));
-    write_host_.resize(c == Component::mamba ? work.states(a).size() : work.pages(a).size());
+    write_host_.resize(work.copy_pages(a));
     if (!host_room(c, write_host_)) {
         tree_.skip_write_through(a.node, c);
         return false;
@@ -488,7 +489,7 @@ typename HiCache<P>::WriteBackRun HiCache<P>::start_evict(Component component, s
         typename WriteBackRun::Backup& b = run.backups_.emplace_back();
         b.node = a.node;
         b.component = a.component;
-        b.host.resize(a.component == Component::mamba ? run.work_.states(a).size() : run.work_.pages(a).size());
+        b.host.resize(run.work_.copy_pages(a));
         const HostRequest request{.component = a.component, .out = b.host};
         if (!host_.alloc(std::span(&request, 1))) {
             b.host.clear();  // no room: recorded as no copy
@@ -560,6 +561,14 @@ bool HiCache<P>::relieve(const AllocResult& short_of, ComponentMask pools) {
         if (c != short_of.component && pools.has(c) && evicted(c)) return true;
     }
     return false;
+}
+
+template <class P>
+BudgetCheck HiCache<P>::reclaim(const CapacityDemand& d, ComponentMask pools) {
+    const AllocResult r = detail::with_relief([&] { return alloc_.ensure_capacity(d); },
+                                              [&](const AllocResult& short_of) { return relieve(short_of, pools); });
+    if (r) return {};
+    return BudgetCheck::refused(detail::refusal_of(capacity(), RefusalCause::no_room, r.component, r.pages_short));
 }
 
 template <class P>
