@@ -194,7 +194,7 @@ TEST_CASE_TEMPLATE("retract and restore carry the own rows and the window, and k
     CHECK(node_after.device_locks[Component::swa] == node_before.device_locks[Component::swa]);
     CHECK(r.tree.protected_size(Component::full) == protected_full);
     CHECK(r.tree.protected_size(Component::swa) == protected_swa);
-    CHECK(r.tree.check_invariants().empty());
+    CHECK(r.tree.verify().empty());
     CHECK(r.broken().empty());
     CHECK(r.host.verify().empty());
     r.tree.unlock(std::move(a_lock));

@@ -15,6 +15,8 @@
 #include <unikv/tree/radix_tree.hpp>
 #include <unikv/tree/reference_tree.hpp>
 
+#include "broken.hpp"
+
 namespace unikv::test {
 
 inline std::vector<TokenId> toks(std::initializer_list<int> values) { return {values.begin(), values.end()}; }
@@ -136,15 +138,7 @@ std::vector<Act> finish(Tree& tree, NodeRef node, Component c, const std::vector
     return drain(r.actions);
 }
 
-// RadixTree's own invariant check (empty: healthy); the reference core has none.
-template <class Tree>
-std::string invariants(const Tree& tree) {
-    if constexpr (requires { tree.check_invariants(); }) {
-        return tree.check_invariants();
-    } else {
-        return {};
-    }
-}
+using test_verify::broken;
 
 inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages * page_size; }
 

@@ -183,9 +183,11 @@ template <class I>
 inline constexpr bool has_drainable_v = requires(const I& i) {
     { i.drainable() } -> std::convertible_to<std::int32_t>;
 };
-/// `impl.verify(out)` appends broken invariants.
+/// `impl.verify()` returns one line per broken invariant (empty: healthy).
 template <class I>
-inline constexpr bool has_verify_v = requires(const I& i, std::vector<std::string>& out) { i.verify(out); };
+inline constexpr bool has_verify_v = requires(const I& i) {
+    { i.verify() } -> std::same_as<std::vector<std::string>>;
+};
 /// `impl.low_bytes()` and `impl.high_bytes()` give the pool's byte span `[low, high)` on the chain.
 template <class I>
 inline constexpr bool has_byte_span_v = requires(const I& i) {

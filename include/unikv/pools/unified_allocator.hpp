@@ -137,7 +137,8 @@ consteval bool check_pool_impl() {
                   "std::size_t cap) returning FlushResult");
     static_assert(has_idle_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() const returning bool");
     static_assert(has_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks drainable() const returning int32");
-    static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(std::vector<std::string>&) const");
+    static_assert(has_verify_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks std::vector<std::string> verify() const");
     static_assert(has_byte_span_v<I>, "unikv: a pool policy's impl<Backend> lacks low_bytes() or high_bytes() const");
     static_assert(has_transparent_v<I>, "unikv: a pool policy's impl<Backend> lacks transparent() const");
     static_assert(has_project_v<I>,
@@ -369,7 +370,7 @@ public:
     /// Makes `demand` fit now, compacting if that is allowed and helps. Does not allocate.
     AllocResult ensure_capacity(const CapacityDemand& demand);
     /// Every broken invariant, one line each; empty means healthy. Callable any time. O(pages + ids).
-    [[nodiscard]] std::vector<std::string> verify_byte_accounting() const;
+    [[nodiscard]] std::vector<std::string> verify() const;
 
     // ---- diagnostics ---------------------------------------------------------------------------------------
     /// Bound pages of pool `c`.

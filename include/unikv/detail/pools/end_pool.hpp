@@ -167,14 +167,16 @@ public:
         return src.size();
     }
 
-    /// Appends broken invariants: the shared state over the span, and the extent inside the page range.
-    void verify(std::vector<std::string>& out) const {
+    /// Broken invariants, one line each: the shared state over the span, and the extent inside the page range.
+    [[nodiscard]] std::vector<std::string> verify() const {
+        std::vector<std::string> out;
         if (extent_ < 0 || extent_ > spec().usable_pages()) {
             out.push_back(concat(to_string(spec().component), " pool: extent ", extent_, " outside [0, ",
                                  spec().usable_pages(), "]"));
-            return;
+            return out;
         }
         core_.verify(span_lo(), span_hi(), out);
+        return out;
     }
 
 protected:

@@ -126,8 +126,8 @@ public:
     /// holes. Returns the pages moved (0 when blocked, parked, without holes, or a page cannot move).
     std::size_t compact_holes(Side retreat, move_context<B>& ctx, bool blocked);
 
-    /// Appends broken invariants (shared state over the span, parking).
-    void verify(std::vector<std::string>& out) const;
+    /// Broken invariants, one line each (shared state over the span, parking).
+    [[nodiscard]] std::vector<std::string> verify() const;
 
 private:
     [[nodiscard]] const SubPoolSpec& spec() const noexcept { return core_.spec(); }

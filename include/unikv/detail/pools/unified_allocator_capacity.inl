@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// `UnifiedAllocator` definitions: the capacity engine (one exact feasibility check used by every query and
-/// by the shortfall ladder), its memos, and `verify_byte_accounting`. Included at the bottom of
+/// by the shortfall ladder), its memos, and `verify`. Included at the bottom of
 /// `pools/unified_allocator.hpp`.
 ///
 /// `fits(demand, plan)` asks: would every pool get its pages if the ends extended from their current
@@ -314,9 +314,11 @@ std::pair<std::size_t, std::size_t> UnifiedAllocator<L, B>::byte_span(Component 
 // ---- verification -----------------------------------------------------------------------------------------
 
 template <class L, class B>
-std::vector<std::string> UnifiedAllocator<L, B>::verify_byte_accounting() const {
+std::vector<std::string> UnifiedAllocator<L, B>::verify() const {
     std::vector<std::string> out;
-    for_each_pool([&](const auto& p, auto) { p.verify(out); });
+    for_each_pool([&](const auto& p, auto) {
+        for (std::string& line : p.verify()) out.push_back(std::move(line));
+    });
     verify_composite(out);
     return out;
 }
