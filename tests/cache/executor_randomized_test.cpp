@@ -30,7 +30,7 @@ void drive(std::uint64_t salt, std::size_t envelopes) {
     const std::uint64_t drops = dropped_count();
     Driver<L> d(seed, envelopes);
     d.run(ops);
-    CHECK(dropped_count() == drops);  // every list drained, every receipt released
+    CHECK(dropped_count() == drops);  // every list executed, every receipt released
     // The run must have exercised every action kind the layout can produce.
     CHECK(d.executed(ActionKind::free_pages) > 0);
     if constexpr (layout_has_v<L, Component::swa>) {

@@ -1,6 +1,6 @@
 // The executor's hand-back: backups and host frees come back to the caller as `HostActions`, the device frees
 // after a backup wait until `complete` (a backup reads its rows before they are freed), and a `HostActions`
-// dropped before `complete` is reported like an undrained action list. Write-throughs come back too, without
+// dropped before `complete` is reported like an unexecuted action list. Write-throughs come back too, without
 // holding the device actions (their rows stay).
 
 #include <atomic>
@@ -153,7 +153,7 @@ TEST_CASE("a HostActions dropped before complete is reported") {
     }
     CHECK(reports == 1);
     {
-        Scene sc;  // an executed list with nothing for the host is drained at once: no report
+        Scene sc;  // an executed list with nothing for the host is marked executed at once: no report
         EvictResult ev = sc.s.tree.evict(Component::full, 3 * page_size);
         HostActions host = sc.s.exec.execute(sc.s.alloc, ev);
         CHECK(host.empty());

@@ -9,5 +9,5 @@ int main() {
     unikv::detail::ActionsBuilder forged{result.actions};
     forged.free_pages({});
 #endif
-    result.actions.mark_drained();
+    result.actions.mark_executed();
 }

@@ -165,7 +165,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
     }
     SUBCASE("under host pressure only the window is dropped") {
         auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
-        ev.actions.mark_drained();
+        ev.actions.mark_executed();
         CHECK(finish(tree, p.node, S).empty());  // no host room: the copy was not made
         const NodeInfo n = tree.node_info(p.node);
         CHECK_FALSE(n.device[S]);
@@ -416,7 +416,7 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         auto none = tree.evict_host(F, 100);
         CHECK(none.actions.empty());
         auto dev = tree.evict(F, 4);
-        dev.actions.mark_drained();
+        dev.actions.mark_executed();
         auto ev = tree.evict_host(F, 2);
         CHECK(drain(ev.actions) == std::vector<Act>{free_host(F, {110, 111})});
         CHECK(ev.host_freed_of(F) == 2);

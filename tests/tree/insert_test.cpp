@@ -64,7 +64,7 @@ TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, RadixTree
     auto a = tree.insert({key}, {.pages = vpages(1, 4)});
     tree.set_host(a.node, F, hpages(70, 4));
     auto ev = tree.evict(F, 4);
-    ev.actions.mark_drained();
+    ev.actions.mark_executed();
     (void)tree.take_events();
     auto b = tree.insert({key}, {.pages = vpages(30, 4)});
     CHECK(b.actions.empty());

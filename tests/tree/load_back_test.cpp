@@ -175,7 +175,7 @@ TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boun
     auto p = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});
     auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
-    ev.actions.mark_drained();
+    ev.actions.mark_executed();
     CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
 
     const MatchResult h = tree.match_prefix({std::span(key).first(8)}, {.host_hits = HostHits::include});

@@ -153,7 +153,7 @@ TEST_CASE_TEMPLATE("handles to deleted nodes are rejected", Core, RadixTreeCore,
     typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto ev = tree.evict(F, 4);
-    ev.actions.mark_drained();
+    ev.actions.mark_executed();
     CHECK_FALSE(tree.contains(ins.node));
     CHECK_THROWS_AS((void)tree.lock(ins.node), unikv::logic_error);
     CHECK_THROWS_AS(tree.set_host(ins.node, F, hpages(1, 4)), unikv::logic_error);

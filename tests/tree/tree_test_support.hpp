@@ -123,14 +123,14 @@ inline Act recover_locked(std::vector<int> kept, std::vector<int> incoming) {
     return {ActionKind::recover_swa_locked_full, Component::full, std::move(kept), std::move(incoming)};
 }
 
-// Takes the canonical form and marks the list drained.
+// Takes the canonical form and marks the list executed.
 inline std::vector<Act> drain(TreeActions& actions) {
     auto out = canon(actions);
-    actions.mark_drained();
+    actions.mark_executed();
     return out;
 }
 
-// Completes a backup and returns what the completion freed (canonical form), marking it drained.
+// Completes a backup and returns what the completion freed (canonical form), marking it executed.
 // `host` empty: the copy could not be made (no host room).
 template <class Tree>
 std::vector<Act> finish(Tree& tree, NodeRef node, Component c, const std::vector<HostPage>& host = {}) {

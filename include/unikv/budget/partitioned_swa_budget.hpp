@@ -87,7 +87,7 @@ struct PartitionedSWABudget {
                                                detail::page_tokens(cache));
         }
         // Tokens pool `c` can still give: its partition's room (the allocator counts the bound, and the holes
-        // an allocation's compaction may drain), its evictable tokens, minus its offset.
+        // an allocation's compaction may flush), its evictable tokens, minus its offset.
         template <class Cache>
         [[nodiscard]] static std::int64_t left(const Cache& cache, Component c, std::int64_t offset) {
             return cache.allocator().schedulable_available_size(c) * detail::page_tokens(cache) +

@@ -178,10 +178,10 @@ template <class I>
 inline constexpr bool has_idle_v = requires(const I& i) {
     { i.idle() } -> std::convertible_to<bool>;
 };
-/// `impl.drainable()` counts the pages an urgent flush hands back to the pool's frontier.
+/// `impl.flushable()` counts the pages an urgent flush hands back to the pool's frontier.
 template <class I>
-inline constexpr bool has_drainable_v = requires(const I& i) {
-    { i.drainable() } -> std::convertible_to<std::int32_t>;
+inline constexpr bool has_flushable_v = requires(const I& i) {
+    { i.flushable() } -> std::convertible_to<std::int32_t>;
 };
 /// `impl.verify()` returns one line per broken invariant (empty: healthy).
 template <class I>

@@ -136,7 +136,7 @@ consteval bool check_pool_impl() {
                   "unikv: a pool policy's impl<Backend> lacks flush(move_context&, FlushMode, bool blocked, "
                   "std::size_t cap) returning FlushResult");
     static_assert(has_idle_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() const returning bool");
-    static_assert(has_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks drainable() const returning int32");
+    static_assert(has_flushable_v<I>, "unikv: a pool policy's impl<Backend> lacks flushable() const returning int32");
     static_assert(has_verify_v<I>,
                   "unikv: a pool policy's impl<Backend> lacks std::vector<std::string> verify() const");
     static_assert(has_byte_span_v<I>, "unikv: a pool policy's impl<Backend> lacks low_bytes() or high_bytes() const");
@@ -361,7 +361,7 @@ public:
     [[nodiscard]] std::int64_t available_size() const;
     /// Pages pool `c` alone can take now without any move.
     [[nodiscard]] std::int64_t available_size(Component c) const;
-    /// `available_size()` plus what the growth-side neighbours' drainable holes would add, credited only for
+    /// `available_size()` plus what the growth-side neighbours' flushable holes would add, credited only for
     /// lazy neighbours whose moves are allowed now (a gate flip changes it without any allocator write).
     [[nodiscard]] std::int64_t schedulable_available_size() const;
     [[nodiscard]] std::int64_t schedulable_available_size(Component c) const;
@@ -403,7 +403,7 @@ public:
 private:
     using pools_t = typename detail::pool_tuple<L, B>::type;
 
-    // The component of the up end (its demand is what the down end's drained holes must cover). A lone FULL
+    // The component of the up end (its demand is what the down end's flushed holes must cover). A lone FULL
     // pool names FULL here, read only on paths that `has_up_end_` discards.
     static constexpr Component up_component_ = layout_member_t<L, 0>::component;
 

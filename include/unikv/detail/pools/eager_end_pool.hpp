@@ -33,8 +33,8 @@ public:
         (void)this->pack(ctx, true, 0, stopped, [](std::int32_t) { UNIKV_ASSERT(false); });
         UNIKV_ASSERT(this->core_.hole_pages() == 0);
     }
-    /// An eager pool keeps no holes to drain.
-    [[nodiscard]] static constexpr std::int32_t drainable() noexcept { return 0; }
+    /// An eager pool keeps no holes to flush.
+    [[nodiscard]] static constexpr std::int32_t flushable() noexcept { return 0; }
     [[nodiscard]] static constexpr bool idle() noexcept { return true; }
     /// Nothing to flush: the pool compacted when it freed.
     FlushResult flush(move_context<B>&, FlushMode, bool, std::size_t) noexcept { return {}; }

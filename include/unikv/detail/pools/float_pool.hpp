@@ -94,8 +94,8 @@ public:
         park_if_empty();
     }
     void after_release(move_context<B>&) noexcept {}
-    /// A float is not lazy: it offers no drainable holes to its neighbours.
-    [[nodiscard]] static constexpr std::int32_t drainable() noexcept { return 0; }
+    /// A float is not lazy: it offers no flushable holes to its neighbours.
+    [[nodiscard]] static constexpr std::int32_t flushable() noexcept { return 0; }
     [[nodiscard]] bool idle() const noexcept { return !holes_dirty_; }
     /// True when every occupied page can move (no reservation or pending-reuse page).
     [[nodiscard]] bool relocatable() const noexcept {

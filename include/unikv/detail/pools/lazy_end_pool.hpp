@@ -31,7 +31,7 @@ public:
 
     /// Pages an urgent flush would hand back to the frontier (holes and pending reuse), or 0 when
     /// reserved pages pin the span (they never move, so the estimate would be optimistic).
-    [[nodiscard]] std::int32_t drainable() const noexcept {
+    [[nodiscard]] std::int32_t flushable() const noexcept {
         return this->core_.reserved_pages() == 0 ? this->core_.hole_pages() + this->core_.pending_reuse_pages() : 0;
     }
     [[nodiscard]] bool idle() const noexcept {
