@@ -177,8 +177,8 @@ private:
 
     void compare_structure() {
         expect(snapshot(fast_) == snapshot(ref_), "tree structure differs");
-        const std::string bad = test_verify::broken(fast_);
-        if (!bad.empty()) diverged("RadixTree invariant: " + bad);
+        if (const std::string bad = test_verify::broken(fast_); !bad.empty()) diverged("RadixTree: " + bad);
+        if (const std::string bad = test_verify::broken(ref_); !bad.empty()) diverged("ReferenceTree: " + bad);
     }
 
     // Pages, states and host pages currently protected by locks (collected before an eviction).
