@@ -124,7 +124,7 @@ inline Act recover_locked(std::vector<int> kept, std::vector<int> incoming) {
 }
 
 // Takes the canonical form and marks the list executed.
-inline std::vector<Act> drain(TreeActions& actions) {
+inline std::vector<Act> executed(TreeActions& actions) {
     auto out = canon(actions);
     actions.mark_executed();
     return out;
@@ -135,7 +135,7 @@ inline std::vector<Act> drain(TreeActions& actions) {
 template <class Tree>
 std::vector<Act> finish(Tree& tree, NodeRef node, Component c, const std::vector<HostPage>& host = {}) {
     auto r = tree.finish_backup(node, c, host);
-    return drain(r.actions);
+    return executed(r.actions);
 }
 
 using test_verify::broken;
@@ -147,8 +147,8 @@ inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages 
 template <class Tree>
 NodeRef write_back_leaf(Tree& tree, NodeRef leaf) {
     auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
-                                                free_pages({1, 2, 3, 4}), free_states({5})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}),
+                                                   backup(F, {3, 4}), free_pages({1, 2, 3, 4}), free_states({5})});
     return tree.node_info(leaf).parent;
 }
 
