@@ -83,7 +83,7 @@ struct Walkthrough {
     // accounting is intact and its live pages are exactly the tree's.
     void check(const char* step) {
         stream.ref().synchronize();  // queued moves and fills land first
-        bool ok = alloc.verify_byte_accounting().empty() && tree.check_invariants().empty();
+        bool ok = alloc.verify().empty() && tree.verify().empty();
         for (NodeRef n : tree.nodes()) {
             const NodeInfo info = tree.node_info(n);
             for (std::size_t i = 0; i < info.tokens.size() && !info.pages.empty(); ++i) {

@@ -86,7 +86,7 @@ int main() {
     const unikv::MatchResult hit = cache.match({prompt});
     const int again = serve(cache, compute, prompt);
     const unikv::MatchResult served = cache.match({prompt});
-    const bool healthy = cache.verify_byte_accounting().empty();
+    const bool healthy = cache.verify().empty();
     std::printf("first serve: %d wrong rows; evicted %lld FULL tokens (%d backups); host hit of %d tokens\n", first,
                 static_cast<long long>(ev.freed[Component::full]), ev.backed_up, hit.host_hit_length);
     std::printf("second serve: %d wrong rows; %d tokens now on device; accounting %s\n", again, served.device_length,

@@ -157,7 +157,7 @@ public:
             const MatchResult m = cache_.match(match_key(k));
             if ((on_host_ ? m.host_hit_length : m.device_length) != prompt_) return false;
         }
-        return cache_.verify_byte_accounting().empty();
+        return cache_.verify().empty();
     }
     // FULL and SWA host pages of a host-cached prefix (what its load-back allocates).
     [[nodiscard]] std::pair<std::int32_t, std::int32_t> host_pages() {

@@ -134,7 +134,7 @@ public:
         }
     }
     void drop(Request& r) { cache_.unlock(std::move(r.lock)); }
-    [[nodiscard]] bool healthy() const { return cache_.verify_byte_accounting().empty(); }
+    [[nodiscard]] bool healthy() const { return cache_.verify().empty(); }
 
 private:
     HostBackend backend_;
@@ -216,7 +216,7 @@ public:
     }
     void drop(Request& r) { tree_.unlock(std::move(r.lock)); }
     [[nodiscard]] bool healthy() const {
-        return alloc_.verify_byte_accounting().empty() && tree_.check_invariants().empty();
+        return alloc_.verify().empty() && tree_.verify().empty();
     }
 
 private:

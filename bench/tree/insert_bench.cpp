@@ -61,14 +61,14 @@ void BM_insert(benchmark::State& state) {
     };
     auto undo = [&] {
         auto ev = tree.evict(Component::full, fresh_tokens);  // exactly the new class-0 leaves
-        ev.actions.mark_drained();
+        ev.actions.mark_executed();
     };
     for (std::size_t i = 0; i < n; ++i) insert(i);
     // Nodes on an inserted key's path, the new leaf included (inserting it again changes nothing and returns it).
     std::int64_t path_nodes = 0;
     {
         auto again = tree.insert({keys[0]}, {.pages = pages[0]});
-        again.actions.mark_drained();
+        again.actions.mark_executed();
         for (NodeRef x = again.node; !x.is_root(); x = tree.node_info(x).parent) ++path_nodes;
     }
     undo();

@@ -77,7 +77,7 @@ void populate(Tree& tree, const Conversations& c, std::int32_t& next_page, std::
             InsertValues v{.pages = pages, .retention = retention};
             if constexpr (Tree::components::has_mamba) v.state = StateId{next_page};  // a checkpoint per turn
             auto r = tree.insert({key}, v);
-            r.actions.mark_drained();
+            r.actions.mark_executed();
         }
     }
 }

@@ -336,7 +336,7 @@ public:
     // ---- inspection --------------------------------------------------------------------------------------
     /// Every broken rule of the allocator's byte accounting, the tree's invariants and the host pools, one
     /// line each; empty when healthy. Callable in production (cold: O(pages + nodes)).
-    [[nodiscard]] std::vector<std::string> verify_byte_accounting() const { return hc_.verify(); }
+    [[nodiscard]] std::vector<std::string> verify() const { return hc_.verify(); }
     /// The allocator, for what the cache does not forward (flushes, capacity queries). Freeing tree-owned
     /// pages here breaks the tree.
     [[nodiscard]] allocator_type& allocator() noexcept { return hc_.allocator(); }

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Detection of results that must be consumed and were dropped instead: a tree action list never drained, a
+/// Detection of results that must be consumed and were dropped instead: a tree action list never executed, a
 /// lock receipt destroyed while holding locks, a pending reservation neither submitted nor cancelled, a live
 /// retraction backup neither restored nor discarded, a load-back ticket neither committed nor rolled back. Each
 /// is a caller bug that would leak capacity silently, so the library reports every one of them through one
@@ -21,7 +21,7 @@ namespace unikv {
 
 /// What was dropped without being consumed.
 enum class Dropped : std::uint8_t {
-    actions,  ///< a `TreeActions` list destroyed with actions and without `mark_drained()` (its pages leak)
+    actions,  ///< a `TreeActions` list destroyed with actions and without `mark_executed()` (its pages leak)
     receipt,  ///< a `LockReceipt` destroyed while it still held locks (they are never released)
     /// A pending `Reservation` destroyed without being submitted or cancelled. Its pages are cancelled once
     /// reported (so moves of its pool are no longer blocked) and the allocator's `unconsumed_reservations()`
@@ -52,7 +52,7 @@ class reservation_registry;
 /// The default handler's line for `what`.
 [[nodiscard]] constexpr const char* dropped_message(Dropped what) noexcept {
     switch (what) {
-        case Dropped::actions: return "a tree action list was destroyed without being drained";
+        case Dropped::actions: return "a tree action list was destroyed without being executed";
         case Dropped::receipt: return "a lock receipt was destroyed while still holding locks";
         case Dropped::reservation:
             return "a reservation was destroyed without being submitted or cancelled; its pages were cancelled";

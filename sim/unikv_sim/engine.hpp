@@ -28,7 +28,7 @@
 ///    acknowledges them. Copy timing never follows the wall clock, so a replay is repeatable: the same trace
 ///    and setup give the same records, `cache_ns` and wall time aside. A backend without a manual mode runs
 ///    as it is;
-/// 7. `verify_byte_accounting()` every `verify_every` steps (a broken line throws), the step's record, and
+/// 7. `verify()` every `verify_every` steps (a broken line throws), the step's record, and
 ///    the clock advances by `cost(work)`.
 ///
 /// Token ids: prompt tokens come from the trace (`Trace::prompt_tokens`); a generated token of request `r` at
@@ -78,7 +78,7 @@ struct EngineConfig {
     std::int32_t max_running = 256;    ///< requests running at once (decoding, prefilling or mid-chunk)
     std::int32_t chunk_tokens = 8192;  ///< chunked-prefill budget: prompt tokens per step, all requests together
     bool check_rows = false;           ///< write and read row markers (see the file comment)
-    std::int64_t verify_every = 0;     ///< run `verify_byte_accounting()` every this many steps (0: never)
+    std::int64_t verify_every = 0;     ///< run `verify()` every this many steps (0: never)
     std::int64_t max_steps = 0;        ///< stop after this many steps (0: run the trace to its end)
     std::int64_t progress_every = 1000;  ///< steps between progress callbacks
 };

@@ -16,6 +16,7 @@
 #include <unikv/pools/layouts.hpp>
 #include <unikv/pools/unified_allocator.hpp>
 
+#include "broken.hpp"
 #include "row_words.hpp"
 
 namespace alloc_test {
@@ -180,12 +181,8 @@ struct Fixture {
         return true;
     }
 
-    /// `verify_byte_accounting()` joined into one string (empty when healthy), for readable failures.
-    [[nodiscard]] std::string broken() const {
-        std::string out;
-        for (const std::string& line : alloc.verify_byte_accounting()) out += line + "\n";
-        return out;
-    }
+    /// The allocator's broken invariants, one per line (empty when healthy), for readable failures.
+    [[nodiscard]] std::string broken() const { return test_verify::broken(alloc); }
 };
 
 /// A host<->device transfer engine for tests: its own stream, a pinned host buffer, and an event per transfer.

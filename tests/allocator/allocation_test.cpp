@@ -269,7 +269,7 @@ TEST_CASE("an allocator moves with its reservations, and handed-out pages can be
         CHECK(drops[Dropped::reservation] == 1);
     }
     CHECK(moved.unconsumed_reservations() == 1);
-    CHECK(moved.verify_byte_accounting().empty());
+    CHECK(moved.verify().empty());
 }
 
 TEST_CASE_TEMPLATE("a freed row comes back in its order: rows of consecutive ids stay ascending", L, FullLayout,

@@ -10,7 +10,7 @@ using namespace alloc_test;
 TEST_CASE("schedulable size credits a movable lazy neighbour's holes, and a gate flip changes it without a write") {
     Fixture<SwaFullLayout> f(small_config(64 * 128));
     auto pages = f.alloc_kv(10);
-    f.alloc.free_swa(std::span(pages).first(4));  // four drainable SWA holes below the SWA survivors
+    f.alloc.free_swa(std::span(pages).first(4));  // four flushable SWA holes below the SWA survivors
     const std::int64_t available = f.alloc.available_size(Component::full);
     const std::int64_t schedulable = f.alloc.schedulable_available_size(Component::full);
     CHECK(schedulable == available + 4);
@@ -52,7 +52,7 @@ TEST_CASE("capacity queries are memoized on the epoch: a hit does no work, a cha
     REQUIRE(f.alloc.alloc(one));
     CHECK(f.alloc.epoch() > e);
     CHECK(f.alloc.available_size() == a - 1);
-    // The float's schedulable size credits both ends' drainable holes; the ends are not credited by the float.
+    // The float's schedulable size credits both ends' flushable holes; the ends are not credited by the float.
     auto states = f.alloc_states(6);
     f.alloc.free_state(std::span(states).first(4));
     CHECK(f.alloc.schedulable_available_size(Component::swa) >= f.alloc.available_size(Component::swa));

@@ -14,7 +14,7 @@ constexpr std::int64_t guard_pages = 2;
 
 // An end pool that packs only in an urgent flush (opportunistic flushes do nothing) and keeps a guard of free
 // pages beyond its frontier. Built on the shared end span (`detail::end_pool`), it adds what the protocol
-// needs beyond that: releases, flushes, idle, drainable and its own capacity answer.
+// needs beyond that: releases, flushes, idle, flushable and its own capacity answer.
 template <Grow G>
 struct UrgentOnlyEndPool {
     static constexpr Placement placement = Placement::end;
@@ -29,7 +29,7 @@ struct UrgentOnlyEndPool {
         using base::base;
         void release_page(std::int32_t p) { this->core_.add_hole(p); }
         void after_release(detail::move_context<B>&) noexcept {}
-        [[nodiscard]] std::int32_t drainable() const noexcept {
+        [[nodiscard]] std::int32_t flushable() const noexcept {
             return this->core_.reserved_pages() == 0 ? this->core_.hole_pages() : 0;
         }
         [[nodiscard]] bool idle() const noexcept { return this->core_.hole_pages() == 0; }

@@ -1,7 +1,7 @@
 // A randomized model-based test over every shipped layout and pool policy. A simple reference model knows,
 // for each virtual page and state slot, which version of its row markers it should hold; the allocator runs
 // on a manual backend with three streams (its own, a transfer engine's, a forward pass's) that execute in a
-// random interleaving. After every step: verify_byte_accounting() is empty, the counts match the model, and,
+// random interleaving. After every step: verify() is empty, the counts match the model, and,
 // whenever the allocator's stream has drained, every settled row reads back its marker through translation.
 //
 // UNIKV_ALLOC_FUZZ_OPS (total operations over all layouts, default 200000) and UNIKV_ALLOC_FUZZ_SEED
@@ -606,11 +606,8 @@ private:
     }
 
     void check() {
-        const auto broken = alloc_.verify_byte_accounting();
-        if (!broken.empty()) {
-            std::string all;
-            for (const auto& b : broken) all += b + "\n";
-            fail("verify_byte_accounting: " + all);
+        if (const std::string broken = test_verify::broken(alloc_); !broken.empty()) {
+            fail("verify: " + broken);
             return;
         }
         std::int32_t full_live = 0;
@@ -714,7 +711,7 @@ private:
         }
         (void)alloc_.flush(FlushMode::urgent);
         backend_.run_all();
-        expect(alloc_.verify_byte_accounting().empty(), "accounting broken after draining");
+        expect(alloc_.verify().empty(), "accounting broken after draining");
         expect(alloc_.live_pages(Component::full) == 0, "FULL pages left after freeing everything");
         expect(alloc_.hole_pages(Component::full) == 0, "FULL holes left after an urgent flush of an empty pool");
     }

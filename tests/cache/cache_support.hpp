@@ -17,6 +17,7 @@
 #include <unikv/pools/unified_allocator.hpp>
 #include <unikv/tree/radix_tree.hpp>
 
+#include "broken.hpp"
 #include "row_words.hpp"
 
 namespace cache_test {
@@ -147,12 +148,6 @@ inline bool drain(HostBackend& backend, HostBackend::stream_ref stream) {
     return backend.queued(stream) == 0;
 }
 
-/// `verify_byte_accounting()` joined into one string.
-template <class Alloc>
-std::string broken(const Alloc& alloc) {
-    std::string out;
-    for (const std::string& line : alloc.verify_byte_accounting()) out += line + "\n";
-    return out;
-}
+using test_verify::broken;
 
 }  // namespace cache_test

@@ -2,7 +2,7 @@
 // write a marker into every row, finish and insert; a later request matches; eviction writes the cache back
 // to host; a host hit loads back layer by layer; a decode request is retracted and restored; the cache is
 // moved mid-way. Every row is read back through the cache's translation (device) or a lease (host) after each
-// move, and `verify_byte_accounting()` stays empty throughout.
+// move, and `verify()` stays empty throughout.
 
 #include <doctest/doctest.h>
 
@@ -98,11 +98,7 @@ struct Engine {
         cache = &*second;
     }
 
-    [[nodiscard]] std::string broken() const {
-        std::string out;
-        for (const std::string& line : cache->verify_byte_accounting()) out += line + "\n";
-        return out;
-    }
+    [[nodiscard]] std::string broken() const { return test_verify::broken(*cache); }
     [[nodiscard]] std::byte* row(Component c, VirtualToken v) const {
         PhysicalToken p;
         if (c == Component::full) cache->translate_full(std::span(&v, 1), std::span(&p, 1));
@@ -695,7 +691,7 @@ TEST_CASE("finish hands a page-aligned request's Mamba state to the tree and fre
     CHECK(cache.allocator().live_pages(Component::full) == 2);
     CHECK(cache.tree().node_info(fin_a.node).device_locks[Component::full] == 0);
     CHECK(rows.holds(Component::mamba, a_state.value(), marker(Component::mamba, prompt[7], 7)));
-    CHECK(cache.verify_byte_accounting().empty());
+    CHECK(cache.verify().empty());
 }
 
 namespace cache_relief_test {
@@ -953,5 +949,5 @@ TEST_CASE("a static Mamba partition bounds the states: at the bound a new state 
     CHECK(survivors == 1);
     CHECK(rows.holds(Component::mamba, next.value(), marker(Component::mamba, 999, 7)));
     cache.free_state(std::span(&next, 1));
-    CHECK(cache.verify_byte_accounting().empty());
+    CHECK(cache.verify().empty());
 }

@@ -283,7 +283,7 @@ private:
         INFO("step ", step_);
         const std::string alloc_broken = broken(s().alloc);
         REQUIRE(alloc_broken.empty());
-        const std::string tree_broken = s().tree.check_invariants();
+        const std::string tree_broken = broken(s().tree);
         REQUIRE(tree_broken.empty());
         std::int64_t own = 0;
         std::int64_t states = 0;

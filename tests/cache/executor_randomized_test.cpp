@@ -2,7 +2,7 @@
 // shared prefixes are matched, locked, allocated, written, tombstoned and inserted; each component is evicted;
 // SWA tombstones are recovered (also under locked FULL, through `transfer_swa`); Mamba states come and go;
 // flushes and float moves run in between. After every step: the rows of the pages the step matched or wrote
-// read back the markers of the tokens they encode, `verify_byte_accounting()` and `check_invariants()` are
+// read back the markers of the tokens they encode, the allocator's and the tree's `verify()` are
 // empty, and the allocator's live pages per component equal the tree's device pages plus the running requests'
 // own. Every `sweep_every` steps every node's rows are read. UNIKV_EXECUTOR_FUZZ_OPS (total operations over all
 // layouts) and UNIKV_EXECUTOR_FUZZ_SEED run it longer or differently off CI.
@@ -30,7 +30,7 @@ void drive(std::uint64_t salt, std::size_t envelopes) {
     const std::uint64_t drops = dropped_count();
     Driver<L> d(seed, envelopes);
     d.run(ops);
-    CHECK(dropped_count() == drops);  // every list drained, every receipt released
+    CHECK(dropped_count() == drops);  // every list executed, every receipt released
     // The run must have exercised every action kind the layout can produce.
     CHECK(d.executed(ActionKind::free_pages) > 0);
     if constexpr (layout_has_v<L, Component::swa>) {

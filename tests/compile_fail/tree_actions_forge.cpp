@@ -1,5 +1,5 @@
 // expect: ActionsBuilder\(unikv::TreeActions&\).*is private within this context
-// Only the tree cores append to an action list: the list a cache drains is exactly what the tree decided.
+// Only the tree cores append to an action list: the list a cache executes is exactly what the tree decided.
 #include <unikv/tree/radix_tree.hpp>
 
 int main() {
@@ -9,5 +9,5 @@ int main() {
     unikv::detail::ActionsBuilder forged{result.actions};
     forged.free_pages({});
 #endif
-    result.actions.mark_drained();
+    result.actions.mark_executed();
 }

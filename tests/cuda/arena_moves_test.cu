@@ -269,7 +269,7 @@ TEST_CASE_TEMPLATE("rows written through the device tables survive every kind of
         for (std::size_t i = 0; i < ids.size(); ++i) relocated += after[i] != before[i] && after[i].value() != 0;
         INFO("round ", round, ": ", s.pages.size(), " pages, ", s.states.size(), " states live");
         REQUIRE(s.check_all() == 0);
-        REQUIRE(s.alloc_.verify_byte_accounting().empty());
+        REQUIRE(s.alloc_.verify().empty());
     }
     CHECK(relocated > rounds);  // the moves did move live pages
     if (Alloc::has_float) CHECK(room > 0);

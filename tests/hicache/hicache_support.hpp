@@ -176,11 +176,7 @@ struct Rig {
         return done[0].committed;
     }
     /// Every broken rule of the cache, one per line.
-    [[nodiscard]] std::string broken() const {
-        std::string out;
-        for (const std::string& line : cache.verify()) out += line + "\n";
-        return out;
-    }
+    [[nodiscard]] std::string broken() const { return test_verify::broken(cache); }
     [[nodiscard]] std::int32_t live(Component c) const { return cache.allocator().live_pages(c); }
 };
 

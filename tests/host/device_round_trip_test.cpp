@@ -148,7 +148,7 @@ TEST_CASE_TEMPLATE("device pages copied to host pages through a lease and back i
     }
     CHECK(f.kv_holds(others, 9));
     CHECK(host.verify().empty());
-    CHECK(f.alloc.verify_byte_accounting().empty());
+    CHECK(f.alloc.verify().empty());
 }
 
 }  // namespace round_trip_test

@@ -18,6 +18,7 @@
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/pools/layouts.hpp>
 
+#include "broken.hpp"
 #include "row_words.hpp"
 
 namespace host_test {
@@ -96,12 +97,6 @@ std::vector<HostPage> take(auto& pool, Component c, std::size_t n) {
     return pages;
 }
 
-/// `verify()` joined into one string (empty when healthy), for readable failures.
-template <class Pool>
-std::string broken(const Pool& pool) {
-    std::string out;
-    for (const std::string& line : pool.verify()) out += line + "\n";
-    return out;
-}
+using test_verify::broken;
 
 }  // namespace host_test

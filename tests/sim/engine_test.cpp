@@ -186,7 +186,7 @@ reference_hits reference_device_hits(const unikv::sim::Trace& trace, const Repla
         }
         const std::span<const unikv::TokenId> key(prompts[static_cast<std::size_t>(index)]);
         tree.insert({key.first(static_cast<std::size_t>(tokens / page * page))}, {.pages = pages})
-            .actions.mark_drained();  // its duplicate pages are the engine's business, not the reference's
+            .actions.mark_executed();  // its duplicate pages are the engine's business, not the reference's
     };
 
     reference_hits out{.hits = std::vector<std::int32_t>(n, -1)};

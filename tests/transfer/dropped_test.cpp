@@ -1,4 +1,4 @@
-// One reporter for every result that must be consumed (`unikv/dropped.hpp`): an undrained action list, a receipt
+// One reporter for every result that must be consumed (`unikv/dropped.hpp`): an unexecuted action list, a receipt
 // still holding locks, a pending reservation, a live retraction backup and a load-back ticket still holding its
 // allocations each reach the one handler once, with their kind; the reservation and the ticket leave the
 // allocator as it was (the library cancels or rolls them back after the report).
@@ -42,11 +42,11 @@ template <class R, class Tree>
 std::span<const LoadBackStep> host_only_plan(R& r, Tree& tree, const std::vector<TokenId>& key) {
     const std::vector<VirtualPage> device = r.alloc_kv(2);
     InsertResult ins = tree.insert(TokenKey{key}, {.pages = device});
-    ins.actions.mark_drained();
+    ins.actions.mark_executed();
     for (Component c : {Component::full, Component::swa}) tree.set_host(ins.node, c, r.host_pages(c, 2));
     EvictResult evicted = tree.evict(Component::full, 2 * page_len);
     REQUIRE(evicted.freed(Component::full) == 2 * page_len);
-    evicted.actions.mark_drained();
+    evicted.actions.mark_executed();
     r.alloc.free(device);
     const MatchResult match = tree.match_prefix(TokenKey{key}, {.host_hits = HostHits::include});
     REQUIRE(match.device_length == 0);
@@ -61,11 +61,11 @@ TEST_CASE("each result that must be consumed and is dropped is reported once, by
     const unikv::test::DropCounter drops;
     const std::uint64_t reported_before = dropped_count();
 
-    // An action list dropped undrained: a second insert of a cached key hands back its duplicate pages.
+    // An action list dropped unexecuted: a second insert of a cached key hands back its duplicate pages.
     const std::vector<TokenId> key = run_of(2 * page_len, 100);
     const std::vector<VirtualPage> cached = r.alloc_kv(2);
     InsertResult first = tree.insert(TokenKey{key}, {.pages = cached});
-    first.actions.mark_drained();
+    first.actions.mark_executed();
     const std::vector<VirtualPage> duplicate = r.alloc_kv(2);
     {
         InsertResult again = tree.insert(TokenKey{key}, {.pages = duplicate});

@@ -74,7 +74,7 @@ public:
         }
         for (int k = pick(4); k > 0; --k) (void)backend_.run_one(static_cast<std::size_t>(rng_()));
         REQUIRE(s().ctl.has_inflight() == s().alloc.moves_blocked());
-        REQUIRE(s().alloc.verify_byte_accounting().empty());
+        REQUIRE(s().alloc.verify().empty());
         if (i % 32 == 31) sweep();
     }
 

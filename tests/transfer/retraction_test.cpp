@@ -79,7 +79,7 @@ struct Retractable : Fixture<L> {
         std::vector<TokenId> key;
         for (std::int32_t t = 0; t < pages * page; ++t) key.push_back(first_token + t);
         InsertResult ins = tree.insert(TokenKey{key}, {.pages = device});
-        ins.actions.mark_drained();
+        ins.actions.mark_executed();
         for (Component c : all_components) {
             if (this->alloc.spec()[c].present && c != Component::mamba) {
                 std::vector<HostPage> h = host_pages(c, static_cast<std::size_t>(pages));
@@ -88,7 +88,7 @@ struct Retractable : Fixture<L> {
         }
         EvictResult ev = tree.evict(Component::full, pages * page);
         REQUIRE(ev.freed(Component::full) == pages * page);
-        ev.actions.mark_drained();
+        ev.actions.mark_executed();
         this->alloc.free(device);
         return ins.node;
     }
@@ -106,7 +106,7 @@ struct Retractable : Fixture<L> {
             for (const TreeAction& a : ev.actions.list()) {
                 if (a.kind == ActionKind::free_host) host.free(a.component, ev.actions.host_pages(a));
             }
-            ev.actions.mark_drained();
+            ev.actions.mark_executed();
             return ev.host_freed_of(r.component) > 0;
         };
     }
@@ -131,7 +131,7 @@ TEST_CASE_TEMPLATE("retract and restore carry the own rows and the window, and k
     // A 2-page prefix in the tree, locked by two requests.
     const std::vector<VirtualPage> prefix = r.alloc_kv(2);
     InsertResult ins = r.tree.insert(TokenKey{tokens(2 * page, 1000)}, {.pages = prefix});
-    ins.actions.mark_drained();
+    ins.actions.mark_executed();
     const NodeRef shared = ins.node;
     LockReceipt a_lock = r.tree.lock(shared);
     LockReceipt b_lock = r.tree.lock(shared);
@@ -194,7 +194,7 @@ TEST_CASE_TEMPLATE("retract and restore carry the own rows and the window, and k
     CHECK(node_after.device_locks[Component::swa] == node_before.device_locks[Component::swa]);
     CHECK(r.tree.protected_size(Component::full) == protected_full);
     CHECK(r.tree.protected_size(Component::swa) == protected_swa);
-    CHECK(r.tree.check_invariants().empty());
+    CHECK(r.tree.verify().empty());
     CHECK(r.broken().empty());
     CHECK(r.host.verify().empty());
     r.tree.unlock(std::move(a_lock));

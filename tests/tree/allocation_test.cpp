@@ -98,7 +98,7 @@ TEST_CASE("reserve pre-sizes the arena, the child table and the match scratch") 
     counting = true;
     for (const auto& k : keys) {
         auto r = tree.insert({k}, {.pages = page});
-        r.actions.mark_drained();
+        r.actions.mark_executed();
     }
     counting = false;
     CHECK(tree.node_count() == 256);

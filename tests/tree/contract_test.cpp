@@ -101,13 +101,13 @@ void check_derived_tree(TreeConfig config) {
     tree_core_t<Core, mask> tree(config);
     const auto key = test::run(1, 4);
     auto ins = tree.insert({.tokens = key}, {.pages = test::vpages(10, 2)});
-    ins.actions.mark_drained();
+    ins.actions.mark_executed();
     CHECK(tree.match_prefix({.tokens = key}).full_length == 4);
     for (Component c : all_components) {
         bool threw = false;
         try {
             auto ev = tree.evict(c, 0);
-            ev.actions.mark_drained();
+            ev.actions.mark_executed();
         } catch (const unikv::logic_error&) {
             threw = true;
         }

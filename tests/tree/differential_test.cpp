@@ -9,7 +9,7 @@
 // Every few operations the whole structure is compared and RadixTree's own invariant check runs.
 //
 // A divergence is reported with the configuration, seed, operation index and reason. The test installs a
-// counting dropped-result handler, so the action lists and receipts that a divergence leaves undrained while the
+// counting dropped-result handler, so the action lists and receipts that a divergence leaves unexecuted while the
 // failure unwinds are counted instead of aborting the process (the default handler aborts in debug builds).
 //
 // UNIKV_TREE_FUZZ_OPS sets the total operation count (default 35000, split over the configurations below: the
@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "broken.hpp"
 #include "fuzz_env.hpp"
 #include "tree_test_support.hpp"
 
@@ -176,8 +177,8 @@ private:
 
     void compare_structure() {
         expect(snapshot(fast_) == snapshot(ref_), "tree structure differs");
-        const std::string bad = fast_.check_invariants();
-        if (!bad.empty()) diverged("RadixTree invariant: " + bad);
+        if (const std::string bad = test_verify::broken(fast_); !bad.empty()) diverged("RadixTree: " + bad);
+        if (const std::string bad = test_verify::broken(ref_); !bad.empty()) diverged("ReferenceTree: " + bad);
     }
 
     // Pages, states and host pages currently protected by locks (collected before an eviction).
@@ -332,8 +333,8 @@ private:
             writes_.push_back({w.node, b.actions.list()[i].node, w.component, n, false});
             if (chance(50)) do_write(writes_.size() - 1);  // most are committed or skipped at once
         }
-        a.actions.mark_drained();
-        b.actions.mark_drained();
+        a.actions.mark_executed();
+        b.actions.mark_executed();
         history_.emplace_back(key, ns);
         if (history_.size() > 64) history_.erase(history_.begin());
     }
@@ -421,8 +422,8 @@ private:
             expect(a.host_freed == b.host_freed, "drop_host freed units differ");
             ++stats[ta ? "drop_host rejected" : split ? "drop_host after a split" : "drop_host accepted"];
             count(a.actions);
-            a.actions.mark_drained();
-            b.actions.mark_drained();
+            a.actions.mark_executed();
+            b.actions.mark_executed();
         }
         if (done) writes_.erase(writes_.begin() + static_cast<std::ptrdiff_t>(i));
     }
@@ -464,8 +465,8 @@ private:
             expect_not_held(a.actions);
             count(a.actions);
             if (!a.actions.empty()) ++stats["finish_backup freed a node"];
-            a.actions.mark_drained();
-            b.actions.mark_drained();
+            a.actions.mark_executed();
+            b.actions.mark_executed();
         }
     }
 
@@ -495,8 +496,8 @@ private:
             next_host_ += 64;
         }
         // The list is executed (backups copied) before the completions are reported.
-        a.actions.mark_drained();
-        b.actions.mark_drained();
+        a.actions.mark_executed();
+        b.actions.mark_executed();
         finish_backups(a.actions, b.actions, outcome, before);
     }
 
@@ -512,8 +513,8 @@ private:
         expect_unprotected(a.actions, before);
         count(a.actions);
         if (a.host_freed_of(c) > 0) ++stats["host evict made progress"];
-        a.actions.mark_drained();
-        b.actions.mark_drained();
+        a.actions.mark_executed();
+        b.actions.mark_executed();
     }
 
     // Back up the path of a matched node (write-through commit) for one component.

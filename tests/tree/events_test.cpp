@@ -46,7 +46,7 @@ TEST_CASE_TEMPLATE("events report stored and removed data per component and tier
     CHECK(tree.take_events() == std::vector<E>{E{EventKind::stored, S, Tier::host, {}, 6, 2, h6, h8},
                                                E{EventKind::stored, M, Tier::host, {}, 6, 2, h6, h8}});
     auto ev = tree.evict(F, 2);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({4}), free_states({3})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_pages({4}), free_states({3})});
     CHECK(tree.contains(ins.node));
     CHECK(tree.take_events() == std::vector<E>{
                                     E{EventKind::removed, F, Tier::device, {}, 6, 2, h6, h8},

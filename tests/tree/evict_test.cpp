@@ -18,13 +18,13 @@ TEST_CASE_TEMPLATE("FULL eviction takes the least recently used unlocked leaf", 
     CHECK(tree.node_count() == 3);
 
     auto first = tree.evict(F, 1);
-    CHECK(drain(first.actions) == std::vector<Act>{free_pages({10})});
+    CHECK(executed(first.actions) == std::vector<Act>{free_pages({10})});
     CHECK(first.freed(F) == 2);
     CHECK_FALSE(tree.contains(x.node));
 
     // Evicting the other leaf makes the shared node a leaf, which is evicted next.
     auto rest = tree.evict(F, 100);
-    CHECK(drain(rest.actions) == std::vector<Act>{free_pages({20, 1, 2})});
+    CHECK(executed(rest.actions) == std::vector<Act>{free_pages({20, 1, 2})});
     CHECK(rest.freed(F) == 6);
     CHECK(tree.node_count() == 0);
     CHECK(tree.evictable_size(F) == 0);
@@ -37,7 +37,7 @@ TEST_CASE_TEMPLATE("a leaf with a host copy is demoted to host-only", Core, Radi
     tree.set_host(ins.node, F, hpages(60, 3));
     CHECK(tree.host_size(F) == 3);
     auto ev = tree.evict(F, 3);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_pages({1, 2, 3})});
     CHECK(tree.contains(ins.node));
     const NodeInfo n = tree.node_info(ins.node);
     CHECK_FALSE(n.device[F]);
@@ -56,7 +56,7 @@ TEST_CASE_TEMPLATE("ancestors that can no longer end a match are removed with th
         auto ins = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .swa_evicted = 4});
         CHECK(tree.node_count() == 2);
         auto ev = tree.evict(F, 4);
-        CHECK(drain(ev.actions) == std::vector<Act>{free_pages({5, 6, 7, 8, 1, 2, 3, 4})});
+        CHECK(executed(ev.actions) == std::vector<Act>{free_pages({5, 6, 7, 8, 1, 2, 3, 4})});
         CHECK(ev.freed(F) == 8);
         CHECK(ev.freed(S) == 4);
         CHECK(tree.node_count() == 0);
@@ -67,7 +67,7 @@ TEST_CASE_TEMPLATE("ancestors that can no longer end a match are removed with th
         auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
         auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{3}});
         auto ev = tree.evict(M, 1);
-        CHECK(drain(ev.actions) == std::vector<Act>{free_pages({5, 6, 7, 8}), free_states({3}), free_pages({1, 2, 3, 4})});
+        CHECK(executed(ev.actions) == std::vector<Act>{free_pages({5, 6, 7, 8}), free_states({3}), free_pages({1, 2, 3, 4})});
         CHECK(ev.freed(M) == 1);
         CHECK(ev.freed(F) == 8);
         CHECK(tree.node_count() == 0);
@@ -82,7 +82,7 @@ TEST_CASE_TEMPLATE("SWA eviction tombstones internal nodes and cascades to Mamba
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
     auto ev = tree.evict(S, 4);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4}), free_states({1})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4}), free_states({1})});
     CHECK(ev.freed(S) == 4);
     CHECK(ev.freed(M) == 1);
     CHECK(ev.freed(F) == 0);
@@ -92,7 +92,7 @@ TEST_CASE_TEMPLATE("SWA eviction tombstones internal nodes and cascades to Mamba
 
     // The leaf is an unlocked device leaf: SWA eviction takes it whole, and its tombstone parent goes too.
     auto rest = tree.evict(S, 1);
-    CHECK(drain(rest.actions) == std::vector<Act>{free_pages({5, 6, 7, 8}), free_states({2}), free_pages({1, 2, 3, 4})});
+    CHECK(executed(rest.actions) == std::vector<Act>{free_pages({5, 6, 7, 8}), free_states({2}), free_pages({1, 2, 3, 4})});
     CHECK(rest.freed(F) == 8);
     CHECK(tree.node_count() == 0);
     (void)b;
@@ -107,7 +107,7 @@ TEST_CASE_TEMPLATE("lower retention classes are evicted first, LRU within a clas
     std::vector<int> order;
     for (int i = 0; i < 3; ++i) {
         auto ev = tree.evict(F, 1);
-        for (const Act& a : drain(ev.actions)) order.insert(order.end(), a.ids.begin(), a.ids.end());
+        for (const Act& a : executed(ev.actions)) order.insert(order.end(), a.ids.begin(), a.ids.end());
     }
     CHECK(order == std::vector<int>{20, 21, 30, 31, 10, 11});
 
@@ -115,7 +115,7 @@ TEST_CASE_TEMPLATE("lower retention classes are evicted first, LRU within a clas
     auto other = tree.insert({run(40, 2)}, {.pages = vpages(40, 2)});
     tree.set_retention(again.node, 0);  // unpinned: now the older of the two
     auto ev = tree.evict(F, 1);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({10, 11})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_pages({10, 11})});
     (void)pinned;
     (void)old;
     (void)young;
@@ -136,7 +136,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
     SUBCASE("a hosted window is dropped with no copy and no FULL write-back") {
         tree.set_host(p.node, S, hpages(100, 8));
         auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
-        CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+        CHECK(executed(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
         CHECK(ev.freed(S) == 8);
         CHECK(ev.freed(F) == 0);
         CHECK(tree.node_count() == 2);                   // no split: nothing was copied
@@ -146,7 +146,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
     }
     SUBCASE("an unbacked window is backed up once, before it is dropped") {
         auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
-        CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+        CHECK(executed(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
         CHECK(ev.freed(S) == 8);
         CHECK(ev.freed(F) == 0);
         REQUIRE(ev.actions.list()[0].node == p.node);  // the lower part keeps the handle
@@ -165,7 +165,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up an SWA window only when it has 
     }
     SUBCASE("under host pressure only the window is dropped") {
         auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
-        ev.actions.mark_drained();
+        ev.actions.mark_executed();
         CHECK(finish(tree, p.node, S).empty());  // no host room: the copy was not made
         const NodeInfo n = tree.node_info(p.node);
         CHECK_FALSE(n.device[S]);
@@ -188,7 +188,7 @@ TEST_CASE_TEMPLATE("a write-back SWA backup covers one window before the segment
     auto p = tree.insert({std::span(key).first(32)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 10)});
     auto ev = tree.evict(S, 1, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(S, {7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     CHECK(ev.freed(S) == 32);
     CHECK(tree.node_info(p.node).start == 24);
     CHECK(tree.node_info(p.node).length == 8);
@@ -212,7 +212,7 @@ TEST_CASE_TEMPLATE("write-back eviction backs up a Mamba state it drops from a n
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{7}});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{8}});
     auto ev = tree.evict(M, 1, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(M, {7}), free_states({7})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(M, {7}), free_states({7})});
     CHECK(finish(tree, a.node, M, hpages(300, 1)).empty());
     CHECK(ints(tree.node_info(a.node).host[M]) == std::vector<int>{300});
     CHECK(tree.host_size(M) == 1);
@@ -231,7 +231,7 @@ TEST_CASE_TEMPLATE("write-back FULL eviction backs a leaf up and demotes it to h
     typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto ev = tree.evict(F, 4, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     CHECK(ev.freed(F) == 4);
     REQUIRE(ev.actions.list()[0].node == ins.node);
     CHECK(tree.contains(ins.node));
@@ -265,8 +265,8 @@ TEST_CASE_TEMPLATE("a write-back FULL eviction continues up the path in one call
     auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8)});
     auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
-                                                backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
+                                                   backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     CHECK(ev.freed(F) == 8);
     CHECK(ev.actions.list()[0].node == b.node);
     CHECK(ev.actions.list()[2].node == a.node);
@@ -286,8 +286,8 @@ TEST_CASE_TEMPLATE("a FULL leaf backup also copies its SWA window and Mamba stat
     const auto key = run(1, 10);
     auto ins = tree.insert({key}, {.pages = vpages(1, 5), .state = StateId{9}});
     auto ev = tree.evict(F, 1, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {4, 5}), backup(M, {9}), backup(F, {1, 2, 3}),
-                                                backup(F, {4, 5}), free_pages({1, 2, 3, 4, 5}), free_states({9})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(S, {4, 5}), backup(M, {9}), backup(F, {1, 2, 3}),
+                                                   backup(F, {4, 5}), free_pages({1, 2, 3, 4, 5}), free_states({9})});
     CHECK(ev.freed(F) == 10);
     CHECK(ev.freed(S) == 10);
     CHECK(ev.freed(M) == 1);
@@ -316,7 +316,7 @@ TEST_CASE_TEMPLATE("a FULL leaf backup also copies its SWA window and Mamba stat
         CHECK(finish(tree, ins.node, M, hpages(30, 1)).empty());
         CHECK(finish(tree, upper, F, hpages(40, 3)).empty());  // the leaf below still has a backup pending
         auto last = tree.finish_backup(ins.node, F, hpages(50, 2));
-        CHECK(drain(last.actions) ==
+        CHECK(executed(last.actions) ==
               std::vector<Act>{free_host(F, {50, 51}), free_host(M, {30}), free_host(F, {40, 41, 42})});
         CHECK(last.host_freed_of(F) == 10);
         CHECK(last.host_freed_of(M) == 1);
@@ -331,9 +331,10 @@ TEST_CASE_TEMPLATE("a write-back leaf whose copy fails gives back its other host
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{5}});
     tree.set_host(ins.node, M, hpages(300, 1));
     auto ev = tree.evict(F, 4, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4}), free_states({5})});
+    CHECK(executed(ev.actions) ==
+          std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4}), free_states({5})});
     auto done = tree.finish_backup(ins.node, F, {});
-    CHECK(drain(done.actions) == std::vector<Act>{free_host(M, {300})});
+    CHECK(executed(done.actions) == std::vector<Act>{free_host(M, {300})});
     CHECK(done.host_freed_of(M) == 1);
     CHECK_FALSE(tree.contains(ins.node));
     CHECK(tree.host_size(M) == 0);
@@ -346,7 +347,7 @@ TEST_CASE_TEMPLATE("SWA eviction keeps a locked Mamba state on the node it tombs
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
     LockReceipt r = tree.lock(a.node, {.components = ComponentMask::of(F).with(M)});
     auto ev = tree.evict(S, 4);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});
     CHECK(ev.freed(M) == 0);
     CHECK(tree.node_info(a.node).state == StateId{1});
     CHECK(sizes(tree) == Sizes{{4, 4, 1}, {4, 0, 1}});
@@ -366,13 +367,13 @@ TEST_CASE_TEMPLATE("retention classes order SWA and Mamba eviction too", Core, R
     auto iy2 = tree.insert({cat(y, run(40, 4))}, {.pages = vpages(11, 8), .state = StateId{4}});
 
     auto swa = tree.evict(S, 4);  // Y, class 0, not X
-    CHECK(drain(swa.actions) == std::vector<Act>{free_swa({11, 12, 13, 14}), free_states({3})});
+    CHECK(executed(swa.actions) == std::vector<Act>{free_swa({11, 12, 13, 14}), free_states({3})});
     auto mamba = tree.evict(M, 1);  // Y2, the only class-0 state; a leaf, so it goes whole, and Y with it
-    CHECK(drain(mamba.actions) ==
+    CHECK(executed(mamba.actions) ==
           std::vector<Act>{free_pages({15, 16, 17, 18}), free_states({4}), free_pages({11, 12, 13, 14})});
     CHECK(mamba.freed(F) == 8);
     auto pinned = tree.evict(M, 1);  // then class 1 by LRU: X's state (X2's insert refreshed only X2's)
-    CHECK(drain(pinned.actions) == std::vector<Act>{free_states({1})});
+    CHECK(executed(pinned.actions) == std::vector<Act>{free_states({1})});
     CHECK(tree.node_count() == 2);
     (void)ix;
     (void)ix2;
@@ -398,7 +399,7 @@ TEST_CASE_TEMPLATE("set_retention never lowers a shared ancestor", Core, RadixTr
     std::vector<int> order;
     for (int i = 0; i < 3; ++i) {
         auto ev = tree.evict(F, 1);
-        for (const Act& a : drain(ev.actions)) order.insert(order.end(), a.ids.begin(), a.ids.end());
+        for (const Act& a : executed(ev.actions)) order.insert(order.end(), a.ids.begin(), a.ids.end());
     }
     CHECK(order == std::vector<int>{7, 8, 5, 6, 1, 2, 3, 4});
     (void)s2;
@@ -416,9 +417,9 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         auto none = tree.evict_host(F, 100);
         CHECK(none.actions.empty());
         auto dev = tree.evict(F, 4);
-        dev.actions.mark_drained();
+        dev.actions.mark_executed();
         auto ev = tree.evict_host(F, 2);
-        CHECK(drain(ev.actions) == std::vector<Act>{free_host(F, {110, 111})});
+        CHECK(executed(ev.actions) == std::vector<Act>{free_host(F, {110, 111})});
         CHECK(ev.host_freed_of(F) == 2);
         CHECK_FALSE(tree.contains(x.node));
         CHECK(tree.contains(y.node));
@@ -430,14 +431,14 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         auto a = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
         auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
         auto ev = tree.evict(S, 4, {.write_back = EvictBackups::on});
-        CHECK(drain(ev.actions) ==
+        CHECK(executed(ev.actions) ==
               std::vector<Act>{backup(S, {3, 4}), free_swa({1, 2, 3, 4}), backup(M, {1}), free_states({1})});
         CHECK(finish(tree, a.node, S, hpages(50, 2)).empty());
         CHECK(finish(tree, a.node, M, hpages(60, 1)).empty());
         CHECK(tree.host_size(S) == 2);
         CHECK(tree.host_size(M) == 1);
         auto host = tree.evict_host(S, 1);
-        CHECK(drain(host.actions) == std::vector<Act>{free_host(S, {50, 51}), free_host(M, {60})});
+        CHECK(executed(host.actions) == std::vector<Act>{free_host(S, {50, 51}), free_host(M, {60})});
         CHECK(host.host_freed_of(S) == 2);
         CHECK(host.host_freed_of(M) == 1);
         CHECK(tree.contains(a.node));  // internal: FULL stays
@@ -452,17 +453,17 @@ TEST_CASE_TEMPLATE("host eviction deletes host-only leaves by LRU and tombstones
         tree.set_host(b.node, M, hpages(301, 1));
         tree.set_host(b.node, F, hpages(400, 4));
         auto states = tree.evict(M, 1);  // A's state (hosted: no backup)
-        CHECK(drain(states.actions) == std::vector<Act>{free_states({1})});
+        CHECK(executed(states.actions) == std::vector<Act>{free_states({1})});
         auto leaf = tree.evict(F, 4);  // B is demoted: it keeps its FULL and Mamba host copies
-        CHECK(drain(leaf.actions) == std::vector<Act>{free_pages({5, 6, 7, 8}), free_states({2})});
+        CHECK(executed(leaf.actions) == std::vector<Act>{free_pages({5, 6, 7, 8}), free_states({2})});
         CHECK(tree.host_size(M) == 2);
 
         auto first = tree.evict_host(M, 1);  // A's copy is the older one; A keeps its FULL rows
-        CHECK(drain(first.actions) == std::vector<Act>{free_host(M, {300})});
+        CHECK(executed(first.actions) == std::vector<Act>{free_host(M, {300})});
         CHECK(first.host_freed_of(M) == 1);
         CHECK(tree.contains(a.node));
         auto second = tree.evict_host(M, 1);  // B is a FULL host leaf: it goes whole, then A can end no match
-        CHECK(drain(second.actions) ==
+        CHECK(executed(second.actions) ==
               std::vector<Act>{free_host(F, {400, 401, 402, 403}), free_host(M, {301}), free_pages({1, 2, 3, 4})});
         CHECK(second.host_freed_of(F) == 4);
         CHECK(second.host_freed_of(M) == 1);
@@ -481,19 +482,19 @@ TEST_CASE_TEMPLATE("a failed FULL copy of an internal node drops the host-only n
     auto x = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
     auto c = tree.insert({key}, {.pages = vpages(1, 8)});
     auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
-                                                backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(F, {5, 6, 7, 8}), free_pages({5, 6, 7, 8}),
+                                                   backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     SUBCASE("in action order") {
         CHECK(finish(tree, c.node, F, hpages(100, 4)).empty());
         auto last = tree.finish_backup(x.node, F, {});
-        CHECK(drain(last.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+        CHECK(executed(last.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
         CHECK(last.host_freed_of(F) == 4);
     }
     SUBCASE("out of order: the child's copy lands after its parent's failed") {
         CHECK(finish(tree, x.node, F).empty());  // C's backup is still in flight: C stays, so X stays
         CHECK(tree.node_count() == 2);
         auto last = tree.finish_backup(c.node, F, hpages(100, 4));
-        CHECK(drain(last.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+        CHECK(executed(last.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
         CHECK(last.host_freed_of(F) == 4);
     }
     CHECK(tree.node_count() == 0);
@@ -511,7 +512,7 @@ TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, Ra
     tree.set_host(c.node, F, hpages(100, 4));
     LockReceipt keep = tree.lock(c.node, {.tier = Tier::host});
     auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) ==
+    CHECK(executed(ev.actions) ==
           std::vector<Act>{free_pages({5, 6, 7, 8}), backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
     CHECK(finish(tree, x.node, F).empty());
     CHECK(tree.node_count() == 2);
@@ -519,7 +520,7 @@ TEST_CASE_TEMPLATE("a host-locked node below a failed FULL copy stays", Core, Ra
     tree.unlock(std::move(keep));
     CHECK(tree.node_count() == 2);
     auto gone = tree.evict_host(F, 4);
-    CHECK(drain(gone.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+    CHECK(executed(gone.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
     CHECK(tree.node_count() == 0);
     CHECK(tree.host_size(F) == 0);
 }
@@ -550,7 +551,7 @@ TEST_CASE_TEMPLATE("finish_backup completes in any order", Core, RadixTreeCore, 
         CHECK(finish(tree, upper, F, hpages(30, 2)).empty());
         CHECK(finish(tree, ins.node, M, hpages(20, 1)).empty());
         auto last = tree.finish_backup(ins.node, S, hpages(10, 2));
-        CHECK(drain(last.actions) ==
+        CHECK(executed(last.actions) ==
               std::vector<Act>{free_host(S, {10, 11}), free_host(M, {20}), free_host(F, {30, 31})});
         CHECK(tree.node_count() == 0);
         CHECK(tree.host_size(F) == 0);

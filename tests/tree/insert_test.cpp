@@ -19,7 +19,7 @@ TEST_CASE_TEMPLATE("incoming pages that duplicate cached ones come back to be fr
     auto second = tree.insert({key}, {.pages = pages});
     CHECK(second.prefix_length == 8);
     CHECK(second.node == first.node);
-    CHECK(drain(second.actions) == std::vector<Act>{free_pages({9, 10})});
+    CHECK(executed(second.actions) == std::vector<Act>{free_pages({9, 10})});
     CHECK(ints(tree.node_info(first.node).pages) == std::vector<int>{1, 2, 3, 4});
     CHECK(tree.node_count() == 1);
     CHECK(tree.evictable_size(F) == 8);
@@ -64,7 +64,7 @@ TEST_CASE_TEMPLATE("a host-only node adopts the incoming pages", Core, RadixTree
     auto a = tree.insert({key}, {.pages = vpages(1, 4)});
     tree.set_host(a.node, F, hpages(70, 4));
     auto ev = tree.evict(F, 4);
-    ev.actions.mark_drained();
+    ev.actions.mark_executed();
     (void)tree.take_events();
     auto b = tree.insert({key}, {.pages = vpages(30, 4)});
     CHECK(b.actions.empty());
@@ -92,7 +92,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         CHECK(tree.evictable_size(S) == 4);
         auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 0});
         // [0,4): old pages 1,2 freed, 11,12 adopted; [4,8): 13,14 are duplicates.
-        CHECK(drain(again.actions) == std::vector<Act>{free_pages({1, 2, 13, 14})});
+        CHECK(executed(again.actions) == std::vector<Act>{free_pages({1, 2, 13, 14})});
         const NodeInfo upper = tree.node_info(tree.node_info(first.node).parent);
         CHECK(ints(upper.pages) == std::vector<int>{11, 12});
         CHECK(upper.device[S]);
@@ -105,7 +105,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         CHECK(tree.node_count() == 1);
         CHECK(tree.evictable_size(S) == 0);
         auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 4});
-        CHECK(drain(again.actions) == std::vector<Act>{free_pages({11, 12, 3, 4})});
+        CHECK(executed(again.actions) == std::vector<Act>{free_pages({11, 12, 3, 4})});
         CHECK(tree.node_count() == 2);
         const NodeInfo lower = tree.node_info(first.node);
         const NodeInfo upper = tree.node_info(lower.parent);
@@ -122,7 +122,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         CHECK(tree.protected_size(F) == 8);
         CHECK(tree.protected_size(S) == 4);
         auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 0});
-        CHECK(drain(again.actions) ==
+        CHECK(executed(again.actions) ==
               std::vector<Act>{recover_locked({1, 2}, {11, 12}), free_pages({11, 12, 13, 14})});
         const NodeInfo upper = tree.node_info(tree.node_info(first.node).parent);
         CHECK(ints(upper.pages) == std::vector<int>{1, 2});
@@ -140,7 +140,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 4});
         // [0,4) lies before the live range: its incoming pages are duplicates. [4,8) keeps pages 3, 4 (FULL is
         // locked) and takes the SWA rows of 13, 14, which are then freed.
-        CHECK(drain(again.actions) ==
+        CHECK(executed(again.actions) ==
               std::vector<Act>{free_pages({11, 12}), recover_locked({3, 4}, {13, 14}), free_pages({13, 14})});
         CHECK(tree.node_count() == 2);
         const NodeInfo lower = tree.node_info(first.node);
@@ -158,7 +158,7 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         Tree tree({.page_size = {2}, .swa_window = 4});
         auto first = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 4});
         auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 4});
-        CHECK(drain(again.actions) == std::vector<Act>{free_pages({11, 12, 13, 14})});
+        CHECK(executed(again.actions) == std::vector<Act>{free_pages({11, 12, 13, 14})});
         CHECK_FALSE(tree.node_info(tree.node_info(first.node).parent).device[S]);
         CHECK(tree.evictable_size(S) == 4);
     }
@@ -203,7 +203,7 @@ TEST_CASE_TEMPLATE("a Mamba state lands on the end node and a second one is retu
     auto a = tree.insert({key}, {.pages = vpages(1, 6), .state = StateId{5}});
     CHECK(tree.node_info(a.node).state == StateId{5});
     auto b = tree.insert({key}, {.pages = vpages(1, 6), .state = StateId{6}});
-    CHECK(drain(b.actions) == std::vector<Act>{free_states({6})});
+    CHECK(executed(b.actions) == std::vector<Act>{free_states({6})});
     CHECK(tree.evictable_size(M) == 1);
     // A shorter key with a state splits the node; the state goes to the new upper part.
     auto c = tree.insert({std::span(key).first(3)}, {.pages = vpages(1, 3), .state = StateId{7}});

@@ -19,7 +19,7 @@ TEST_CASE_TEMPLATE("an SWA window loaded back onto resident FULL pages is commit
     auto p = tree.insert({k8}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});
     auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(S, {5, 6, 7, 8}), free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
 
     const MatchResult h = tree.match_prefix({k8}, {.host_hits = HostHits::include});
@@ -108,7 +108,7 @@ TEST_CASE_TEMPLATE("a host-only node's FULL, SWA and Mamba load-back is committe
     CHECK(sizes(tree) == Sizes{{8, 4, 1}, {0, 0, 0}});
     // Back on device, the node is an eviction candidate again, and its host copies spare it a backup.
     auto again = tree.evict(F, 8, {.write_back = EvictBackups::on});
-    CHECK(drain(again.actions) == std::vector<Act>{free_pages({13, 14}), free_states({6}), free_pages({11, 12})});
+    CHECK(executed(again.actions) == std::vector<Act>{free_pages({13, 14}), free_states({6}), free_pages({11, 12})});
 }
 
 namespace {
@@ -175,7 +175,7 @@ TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boun
     auto p = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
     auto c = tree.insert({key}, {.pages = vpages(1, 24)});
     auto ev = tree.evict(S, 8, {.write_back = EvictBackups::on});
-    ev.actions.mark_drained();
+    ev.actions.mark_executed();
     CHECK(finish(tree, p.node, S, hpages(200, 4)).empty());
 
     const MatchResult h = tree.match_prefix({std::span(key).first(8)}, {.host_hits = HostHits::include});

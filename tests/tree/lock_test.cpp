@@ -46,13 +46,13 @@ TEST_CASE_TEMPLATE("a device lock covers the FULL path, one SWA window and one M
 
     // Only A's SWA is unlocked: it becomes a tombstone, and its unlocked Mamba state goes with it.
     auto swa = tree.evict(S, 100);
-    CHECK(drain(swa.actions) == std::vector<Act>{free_swa({1, 2}), free_states({1})});
+    CHECK(executed(swa.actions) == std::vector<Act>{free_swa({1, 2}), free_states({1})});
     CHECK(swa.freed(S) == 2);
     CHECK(swa.freed(M) == 1);
     CHECK(swa.freed(F) == 0);
 
     auto mamba = tree.evict(M, 100);
-    CHECK(drain(mamba.actions) == std::vector<Act>{free_states({2})});
+    CHECK(executed(mamba.actions) == std::vector<Act>{free_states({2})});
     CHECK(tree.node_count() == 3);
 
     tree.unlock(std::move(r));
@@ -72,7 +72,7 @@ TEST_CASE_TEMPLATE("early SWA release keeps the FULL path lock", Core, RadixTree
 
     // Every SWA segment can now go, C's too; C stays because its FULL is locked.
     auto ev = tree.evict(S, 100);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2}), free_states({1}), free_swa({3, 4}),
+    CHECK(executed(ev.actions) == std::vector<Act>{free_swa({1, 2}), free_states({1}), free_swa({3, 4}),
                                                 free_states({2}), free_swa({5, 6}), free_states({3})});
     CHECK(tree.node_count() == 3);
     CHECK_THROWS_AS(tree.release_swa(r), unikv::logic_error);
@@ -105,7 +105,7 @@ TEST_CASE_TEMPLATE("host locks keep host values from host eviction", Core, Radix
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 2)});
     tree.set_host(ins.node, F, hpages(40, 2));
     auto ev = tree.evict(F, 4);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_pages({1, 2})});
     LockReceipt pin = tree.lock(ins.node, {.tier = Tier::host});
     CHECK(pin.tier() == Tier::host);
     auto blocked = tree.evict_host(F, 100);
@@ -113,7 +113,7 @@ TEST_CASE_TEMPLATE("host locks keep host values from host eviction", Core, Radix
     CHECK(tree.host_size(F) == 4);
     tree.unlock(std::move(pin));
     auto freed = tree.evict_host(F, 100);
-    CHECK(drain(freed.actions) == std::vector<Act>{free_host(F, {40, 41})});
+    CHECK(executed(freed.actions) == std::vector<Act>{free_host(F, {40, 41})});
     CHECK(freed.host_freed_of(F) == 4);
     CHECK(tree.host_size(F) == 0);
     CHECK(tree.node_count() == 0);
@@ -153,7 +153,7 @@ TEST_CASE_TEMPLATE("handles to deleted nodes are rejected", Core, RadixTreeCore,
     typename Core::template impl<Full> tree({.page_size = {1}});
     auto ins = tree.insert({run(1, 4)}, {.pages = vpages(1, 4)});
     auto ev = tree.evict(F, 4);
-    ev.actions.mark_drained();
+    ev.actions.mark_executed();
     CHECK_FALSE(tree.contains(ins.node));
     CHECK_THROWS_AS((void)tree.lock(ins.node), unikv::logic_error);
     CHECK_THROWS_AS(tree.set_host(ins.node, F, hpages(1, 4)), unikv::logic_error);
@@ -191,7 +191,7 @@ TEST_CASE_TEMPLATE("a device lock must include Full", Core, RadixTreeCore, Refer
     const std::int64_t evictable = tree.evictable_size(F);
     auto all = tree.evict(F, 100);
     CHECK(all.freed(F) == evictable);
-    CHECK(drain(all.actions) == std::vector<Act>{free_pages({1, 2, 3, 4}), free_states({1})});
+    CHECK(executed(all.actions) == std::vector<Act>{free_pages({1, 2, 3, 4}), free_states({1})});
     auto again = tree.insert({run(1, 4)}, {.pages = vpages(1, 4), .state = StateId{1}});
     // A host lock may name any subset.
     LockReceipt host = tree.lock(again.node, {.tier = Tier::host, .components = ComponentMask::of(S)});
@@ -210,18 +210,18 @@ TEST_CASE_TEMPLATE("an SWA host lock covers one window", Core, RadixTreeCore, Re
     tree.set_host(b.node, S, hpages(200, 4));
     LockReceipt keep = tree.lock(b.node, {.components = ComponentMask::of(F)});  // B stays, as a tombstone
     auto dev = tree.evict(S, 8);
-    CHECK(drain(dev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(executed(dev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     LockReceipt pin = tree.lock(b.node, {.tier = Tier::host});
     CHECK(pin.swa_segment_start() == 4);
     CHECK(tree.node_info(a.node).host_locks == per_component<std::uint32_t>{{1, 0, 0}});  // FULL: the whole path
     CHECK(tree.node_info(b.node).host_locks == per_component<std::uint32_t>{{1, 1, 0}});
     auto host = tree.evict_host(S, 100);
-    CHECK(drain(host.actions) == std::vector<Act>{free_host(S, {100, 101, 102, 103})});  // A's copy, not B's
+    CHECK(executed(host.actions) == std::vector<Act>{free_host(S, {100, 101, 102, 103})});  // A's copy, not B's
     CHECK(host.host_freed_of(S) == 4);
     CHECK(tree.host_size(S) == 4);
     tree.unlock(std::move(pin));
     auto rest = tree.evict_host(S, 100);
-    CHECK(drain(rest.actions) == std::vector<Act>{free_host(S, {200, 201, 202, 203})});
+    CHECK(executed(rest.actions) == std::vector<Act>{free_host(S, {200, 201, 202, 203})});
     tree.unlock(std::move(keep));
 }
 
@@ -231,7 +231,7 @@ TEST_CASE_TEMPLATE("a Mamba host lock keeps the node's host state", Core, RadixT
     auto b = tree.insert({run(1, 8)}, {.pages = vpages(1, 8), .state = StateId{2}});
     tree.set_host(a.node, M, hpages(300, 1));
     auto ev = tree.evict(M, 1);  // A's state: hosted, so no backup
-    CHECK(drain(ev.actions) == std::vector<Act>{free_states({1})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_states({1})});
     LockReceipt pin = tree.lock(a.node, {.tier = Tier::host, .components = ComponentMask::of(M)});
     CHECK(tree.node_info(a.node).host_locks == per_component<std::uint32_t>{{0, 0, 1}});
     auto blocked = tree.evict_host(M, 10);
@@ -239,7 +239,7 @@ TEST_CASE_TEMPLATE("a Mamba host lock keeps the node's host state", Core, RadixT
     CHECK(tree.host_size(M) == 1);
     tree.unlock(std::move(pin));
     auto freed = tree.evict_host(M, 10);
-    CHECK(drain(freed.actions) == std::vector<Act>{free_host(M, {300})});
+    CHECK(executed(freed.actions) == std::vector<Act>{free_host(M, {300})});
     CHECK(tree.host_size(M) == 0);
     (void)b;
 }

@@ -83,7 +83,7 @@ TEST_CASE_TEMPLATE("walks alternating among many children, with look-alike first
         keys.push_back(cat(cat(prompt, first_pages[c]), run(1000 + 10 * static_cast<int>(c), 4)));
         const auto pages = cat_pages(vpages(1, 2), vpages(100 * static_cast<int>(c + 1), 2));
         auto r = tree.insert({keys.back()}, {.pages = pages});
-        drain(r.actions);
+        executed(r.actions);
     }
     const auto expected = [](std::size_t c) {
         return std::vector<int>{1, 2, 100 * static_cast<int>(c + 1), 100 * static_cast<int>(c + 1) + 1};
@@ -100,11 +100,11 @@ TEST_CASE_TEMPLATE("walks alternating among many children, with look-alike first
     // Child 0 walked last but one, child 1 last; every other child is older, so evict them first, then child 0.
     for (std::size_t c : {2, 3, 4, 5, 0, 1}) (void)tree.match_prefix({keys[c]});
     auto ev = tree.evict(F, 5 * 8);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({300, 301, 400, 401, 500, 501, 600, 601, 100, 101})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_pages({300, 301, 400, 401, 500, 501, 600, 601, 100, 101})});
     // A new sibling of child 1 with the same first and last token as children 0 and 1.
     const auto twin = cat(cat(prompt, toks({50, 80, 81, 51})), run(2000, 4));
     auto r = tree.insert({twin}, {.pages = cat_pages(vpages(1, 2), vpages(900, 2))});
-    CHECK(drain(r.actions).empty());
+    CHECK(executed(r.actions).empty());
     CHECK(ints(tree.match_prefix({keys[0]}).device_pages) == std::vector<int>{1, 2});  // gone: the prompt only
     CHECK(ints(tree.match_prefix({twin}).device_pages) == std::vector<int>{1, 2, 900, 901});
     CHECK(ints(tree.match_prefix({keys[1]}).device_pages) == expected(1));
@@ -221,7 +221,7 @@ TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Cor
         auto ins = tree.insert({key}, {.pages = vpages(1, 4)});
         tree.set_host(ins.node, F, hpages(50, 4));
         auto ev = tree.evict(F, 8);
-        CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4})});
+        CHECK(executed(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4})});
         CHECK(tree.node_count() == 1);  // demoted, not deleted
 
         const MatchResult device_only = tree.match_prefix({key});
@@ -240,7 +240,7 @@ TEST_CASE_TEMPLATE("host-only data counts only when host hits are included", Cor
         tree.set_host(ins.node, F, hpages(50, 8));
         tree.set_host(ins.node, S, hpages(80, 8));
         auto ev = tree.evict(F, 8);
-        CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4, 5, 6, 7, 8})});
+        CHECK(executed(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4, 5, 6, 7, 8})});
         CHECK(ev.freed(S) == 8);
         const MatchResult m = tree.match_prefix({key}, {.host_hits = HostHits::include});
         CHECK(m.best_length == 8);
@@ -264,7 +264,7 @@ TEST_CASE_TEMPLATE("a match refreshes SWA only within one window plus one page",
 
     // SWA eviction takes the out-of-window nodes A then B, leaving tombstones that still carry FULL.
     auto ev = tree.evict(S, 4);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});
     CHECK(ev.freed(S) == 4);
     CHECK(ev.freed(F) == 0);
     CHECK(tree.evictable_size(S) == 4);
@@ -283,7 +283,7 @@ TEST_CASE_TEMPLATE("a match refreshes FULL along the whole path", Core, RadixTre
     auto y = tree.insert({run(20, 4)}, {.pages = vpages(20, 4)});
     CHECK(tree.match_prefix({run(10, 4)}).device_length == 4);  // x is now the most recent
     auto ev = tree.evict(F, 1);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({20, 21, 22, 23})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_pages({20, 21, 22, 23})});
     CHECK(tree.contains(x.node));
     CHECK_FALSE(tree.contains(y.node));
 }
@@ -298,11 +298,11 @@ TEST_CASE_TEMPLATE("an SWA refresh leaves ancestors beyond one window plus one p
     auto z = tree.insert({run(50, 4)}, {.pages = vpages(50, 4)});
     CHECK(tree.match_prefix({cat(run(1, 4), run(10, 4))}).device_length == 8);
     auto ev = tree.evict(S, 1);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});  // X tombstoned, not Z deleted
+    CHECK(executed(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4})});  // X tombstoned, not Z deleted
     CHECK(tree.contains(z.node));
     // FULL was refreshed on the whole path: Z is now the oldest FULL leaf.
     auto full = tree.evict(F, 1);
-    CHECK(drain(full.actions) == std::vector<Act>{free_pages({50, 51, 52, 53})});
+    CHECK(executed(full.actions) == std::vector<Act>{free_pages({50, 51, 52, 53})});
     (void)x;
     (void)y;
 }
@@ -314,7 +314,7 @@ TEST_CASE_TEMPLATE("a Mamba refresh touches only the matched node", Core, RadixT
     auto z = tree.insert({run(50, 4)}, {.pages = vpages(50, 4), .state = StateId{3}});
     CHECK(tree.match_prefix({run(1, 8)}).device_length == 8);  // refreshes Mamba on B only
     auto ev = tree.evict(M, 1);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_states({1})});  // A's state, not Z whole
+    CHECK(executed(ev.actions) == std::vector<Act>{free_states({1})});  // A's state, not Z whole
     CHECK(tree.contains(z.node));
     CHECK(tree.node_info(b.node).state == StateId{2});
     (void)a;
@@ -334,7 +334,7 @@ TEST_CASE_TEMPLATE("swa_host_hit_length counts host-only SWA within one window o
     tree.set_host(c.node, S, hpages(300, 2));
     LockReceipt keep = tree.lock(c.node, {.components = ComponentMask::of(F)});  // C stays, as a tombstone
     auto ev = tree.evict(S, 8);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_swa({1, 2, 3, 4, 5, 6, 7, 8})});
     const MatchResult m = tree.match_prefix({key}, {.host_hits = HostHits::include});
     CHECK(m.device_length == 0);
     CHECK(m.full_length == 8);

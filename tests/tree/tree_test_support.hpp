@@ -15,6 +15,8 @@
 #include <unikv/tree/radix_tree.hpp>
 #include <unikv/tree/reference_tree.hpp>
 
+#include "broken.hpp"
+
 namespace unikv::test {
 
 inline std::vector<TokenId> toks(std::initializer_list<int> values) { return {values.begin(), values.end()}; }
@@ -121,30 +123,22 @@ inline Act recover_locked(std::vector<int> kept, std::vector<int> incoming) {
     return {ActionKind::recover_swa_locked_full, Component::full, std::move(kept), std::move(incoming)};
 }
 
-// Takes the canonical form and marks the list drained.
-inline std::vector<Act> drain(TreeActions& actions) {
+// Takes the canonical form and marks the list executed.
+inline std::vector<Act> executed(TreeActions& actions) {
     auto out = canon(actions);
-    actions.mark_drained();
+    actions.mark_executed();
     return out;
 }
 
-// Completes a backup and returns what the completion freed (canonical form), marking it drained.
+// Completes a backup and returns what the completion freed (canonical form), marking it executed.
 // `host` empty: the copy could not be made (no host room).
 template <class Tree>
 std::vector<Act> finish(Tree& tree, NodeRef node, Component c, const std::vector<HostPage>& host = {}) {
     auto r = tree.finish_backup(node, c, host);
-    return drain(r.actions);
+    return executed(r.actions);
 }
 
-// RadixTree's own invariant check (empty: healthy); the reference core has none.
-template <class Tree>
-std::string invariants(const Tree& tree) {
-    if constexpr (requires { tree.check_invariants(); }) {
-        return tree.check_invariants();
-    } else {
-        return {};
-    }
-}
+using test_verify::broken;
 
 inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages * page_size; }
 
@@ -153,8 +147,8 @@ inline std::int64_t tokens_of(std::int64_t pages, int page_size) { return pages 
 template <class Tree>
 NodeRef write_back_leaf(Tree& tree, NodeRef leaf) {
     auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
-    CHECK(drain(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}), backup(F, {3, 4}),
-                                                free_pages({1, 2, 3, 4}), free_states({5})});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(S, {3, 4}), backup(M, {5}), backup(F, {1, 2}),
+                                                   backup(F, {3, 4}), free_pages({1, 2, 3, 4}), free_states({5})});
     return tree.node_info(leaf).parent;
 }
 

@@ -27,14 +27,14 @@ TEST_CASE_TEMPLATE("at threshold 1 every inserted node is written through: FULL,
         {.page_size = {1}, .swa_window = 4, .write_through_threshold = 1});
     const auto key = run(1, 8);
     auto a = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{20}});
-    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8}),
-                                               write_through(S, {1, 2, 3, 4, 5, 6, 7, 8}), write_through(M, {20})});
+    CHECK(executed(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8}),
+                                                  write_through(S, {1, 2, 3, 4, 5, 6, 7, 8}), write_through(M, {20})});
     CHECK(pending_of(tree, a.node) == marks(true, true, true));
     CHECK(tree.node_info(a.node).hits == 1);
 
     // Pending: a second insert does not emit again, and eviction passes the node by (set_host needs the rows).
     auto b = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{21}});
-    CHECK(drain(b.actions) == std::vector<Act>{free_states({21})});
+    CHECK(executed(b.actions) == std::vector<Act>{free_states({21})});
     CHECK(tree.node_info(a.node).hits == 2);
     auto held = tree.evict(F, 8);
     CHECK(held.actions.empty());
@@ -52,15 +52,15 @@ TEST_CASE_TEMPLATE("at threshold 1 every inserted node is written through: FULL,
     CHECK(ints(info.host[M]) == ints(hpages(300, 1)));
     CHECK(tree.host_size(F) == 8);
     CHECK(tree.host_size(M) == 1);
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
 
     // Backed up: nothing to write again, and the node can be evicted without a copy.
     auto c = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{22}});
-    CHECK(drain(c.actions) == std::vector<Act>{free_states({22})});
+    CHECK(executed(c.actions) == std::vector<Act>{free_states({22})});
     auto ev = tree.evict(F, 8);
-    CHECK(drain(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4, 5, 6, 7, 8}), free_states({20})});
+    CHECK(executed(ev.actions) == std::vector<Act>{free_pages({1, 2, 3, 4, 5, 6, 7, 8}), free_states({20})});
     CHECK(tree.match_prefix({key}, {.host_hits = HostHits::include}).best_length == 8);
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
 }
 
 TEST_CASE_TEMPLATE("SWA is written through only within one window of the inserted end; a skipped write comes again",
@@ -68,7 +68,7 @@ TEST_CASE_TEMPLATE("SWA is written through only within one window of the inserte
     typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .write_through_threshold = 1});
     const auto key = run(1, 12);
     auto a = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 4)});
-    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4}), write_through(S, {1, 2, 3, 4})});
+    CHECK(executed(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4}), write_through(S, {1, 2, 3, 4})});
     // No host room: both given up, nothing recorded.
     tree.skip_write_through(a.node, F);
     tree.skip_write_through(a.node, S);
@@ -78,11 +78,11 @@ TEST_CASE_TEMPLATE("SWA is written through only within one window of the inserte
 
     // A's FULL comes again; its SWA ends 8 tokens before the new end, out of the window a match there reads.
     auto b = tree.insert({key}, {.pages = vpages(1, 12)});
-    CHECK(drain(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4}), write_through(F, {5, 6, 7, 8, 9, 10, 11, 12}),
-                                               write_through(S, {5, 6, 7, 8, 9, 10, 11, 12})});
+    CHECK(executed(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4}), write_through(F, {5, 6, 7, 8, 9, 10, 11, 12}),
+                                                  write_through(S, {5, 6, 7, 8, 9, 10, 11, 12})});
     CHECK(pending_of(tree, a.node) == marks(true, false, false));
     CHECK(pending_of(tree, b.node) == marks(true, true, false));
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
 }
 
 TEST_CASE_TEMPLATE("write-through selective emits nothing before the second hit; a match is not a hit", Core,
@@ -96,12 +96,12 @@ TEST_CASE_TEMPLATE("write-through selective emits nothing before the second hit;
     CHECK(tree.match_prefix({k8}).device_length == 8);
     CHECK(tree.node_info(a.node).hits == 1);
     auto b = tree.insert({k8}, {.pages = vpages(1, 4)});
-    CHECK(drain(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4})});
+    CHECK(executed(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4})});
     // The extension is new (one hit); the prefix is pending (no second emission).
     auto c = tree.insert({key}, {.pages = vpages(1, 6)});
     CHECK(c.actions.empty());
     auto d = tree.insert({key}, {.pages = vpages(1, 6)});
-    CHECK(drain(d.actions) == std::vector<Act>{write_through(F, {5, 6})});
+    CHECK(executed(d.actions) == std::vector<Act>{write_through(F, {5, 6})});
     CHECK(tree.node_info(a.node).hits == 4);
     CHECK(tree.node_info(d.node).hits == 2);
 }
@@ -112,8 +112,8 @@ TEST_CASE_TEMPLATE("a node split while its write-through is pending gets its hos
         {.page_size = {1}, .swa_window = 4, .events = EventMode::record, .write_through_threshold = 1});
     const auto key = run(1, 8);
     auto a = tree.insert({key}, {.pages = vpages(1, 8)});
-    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8}),
-                                               write_through(S, {1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(executed(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8}),
+                                                  write_through(S, {1, 2, 3, 4, 5, 6, 7, 8})});
     CHECK(tree.match_prefix({std::span(key).first(4)}).device_length == 4);  // splits the node at 4
     const NodeRef upper = tree.node_info(a.node).parent;
     REQUIRE_FALSE(upper.is_root());
@@ -139,11 +139,11 @@ TEST_CASE_TEMPLATE("a node split while its write-through is pending gets its hos
     tree.skip_write_through(a.node, S);
     CHECK(pending_of(tree, upper) == marks(false, false, false));
     CHECK(pending_of(tree, a.node) == marks(false, false, false));
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
 
     // Two nodes now: the next insert writes the SWA of the one within the window.
     auto b = tree.insert({key}, {.pages = vpages(1, 8)});
-    CHECK(drain(b.actions) == std::vector<Act>{write_through(S, {5, 6, 7, 8})});
+    CHECK(executed(b.actions) == std::vector<Act>{write_through(S, {5, 6, 7, 8})});
     CHECK(tree.node_info(upper).hits == 2);
 }
 
@@ -152,10 +152,10 @@ TEST_CASE_TEMPLATE("drop_host after a failed copy frees the host pages of every 
     typename Core::template impl<Full> tree({.page_size = {2}, .write_through_threshold = 1});
     const auto key = run(1, 12);
     auto a = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 4)});
-    CHECK(drain(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4})});
+    CHECK(executed(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4})});
     tree.set_host(a.node, F, hpages(100, 4));
     auto c = tree.insert({key}, {.pages = vpages(1, 6)});
-    CHECK(drain(c.actions) == std::vector<Act>{write_through(F, {5, 6})});
+    CHECK(executed(c.actions) == std::vector<Act>{write_through(F, {5, 6})});
     tree.set_host(c.node, F, hpages(200, 2));
     LockReceipt copy_lock = tree.lock(c.node);  // the cache's device lock, held until the acks
 
@@ -164,7 +164,7 @@ TEST_CASE_TEMPLATE("drop_host after a failed copy frees the host pages of every 
     const NodeRef upper = tree.node_info(a.node).parent;
     CHECK(ints(tree.node_info(upper).host[F]) == ints(hpages(100, 2)));
     auto undo = tree.drop_host(a.node, F);
-    CHECK(drain(undo.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
+    CHECK(executed(undo.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103})});
     CHECK(undo.host_freed_of(F) == 8);
     CHECK(tree.node_info(upper).host[F].empty());
     CHECK(tree.node_info(a.node).host[F].empty());
@@ -172,18 +172,18 @@ TEST_CASE_TEMPLATE("drop_host after a failed copy frees the host pages of every 
     CHECK(tree.host_size(F) == 4);
     CHECK(tree.match_prefix({key}).device_length == 12);  // device data stays
     CHECK_THROWS_AS((void)tree.drop_host(a.node, F), unikv::logic_error);
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
     tree.unlock(std::move(copy_lock));
 
     // Both parts are unbacked nodes now: the next insert writes each through.
     auto d = tree.insert({key}, {.pages = vpages(1, 6)});
-    CHECK(drain(d.actions) == std::vector<Act>{write_through(F, {1, 2}), write_through(F, {3, 4})});
+    CHECK(executed(d.actions) == std::vector<Act>{write_through(F, {1, 2}), write_through(F, {3, 4})});
     tree.skip_write_through(upper, F);
     tree.skip_write_through(a.node, F);
     auto undo_c = tree.drop_host(c.node, F);
-    CHECK(drain(undo_c.actions) == std::vector<Act>{free_host(F, {200, 201})});
+    CHECK(executed(undo_c.actions) == std::vector<Act>{free_host(F, {200, 201})});
     CHECK(tree.host_size(F) == 0);
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
 }
 
 TEST_CASE_TEMPLATE("a Mamba state is written through on the end node only", Core, RadixTreeCore, ReferenceTreeCore) {
@@ -193,20 +193,20 @@ TEST_CASE_TEMPLATE("a Mamba state is written through on the end node only", Core
     CHECK(a.actions.empty());
     // The prefix reaches 2 hits but is not the end node: its FULL only.
     auto b = tree.insert({key}, {.pages = vpages(1, 12), .state = StateId{21}});
-    CHECK(drain(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8})});
+    CHECK(executed(b.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8})});
     auto c = tree.insert({key}, {.pages = vpages(1, 12), .state = StateId{22}});
-    CHECK(drain(c.actions) ==
+    CHECK(executed(c.actions) ==
           std::vector<Act>{free_states({22}), write_through(F, {9, 10, 11, 12}), write_through(M, {21})});
     CHECK(pending_of(tree, a.node) == marks(true, false, false));
     CHECK(pending_of(tree, c.node) == marks(true, false, true));
     tree.set_host(c.node, M, hpages(300, 1));
     CHECK(ints(tree.node_info(c.node).host[M]) == ints(hpages(300, 1)));
     auto undo = tree.drop_host(c.node, M);
-    CHECK(drain(undo.actions) == std::vector<Act>{free_host(M, {300})});
+    CHECK(executed(undo.actions) == std::vector<Act>{free_host(M, {300})});
     CHECK(tree.host_size(M) == 0);
     tree.skip_write_through(a.node, F);
     tree.skip_write_through(c.node, F);
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
 }
 
 // A write-through in flight holds its node: a host eviction that removes a host-only leaf below a stateless
@@ -220,11 +220,11 @@ TEST_CASE_TEMPLATE("a host eviction does not collect a stateless node whose writ
     const auto prefix = std::span(key).first(4);
     // The upper node, stateless, its writes given up; the lower node below it written through and backed up.
     auto a = tree.insert({prefix}, {.pages = vpages(1, 4)});
-    (void)drain(a.actions);
+    (void)executed(a.actions);
     tree.skip_write_through(a.node, F);
     tree.skip_write_through(a.node, S);
     auto b = tree.insert({key}, {.pages = vpages(1, 8), .state = StateId{20}});
-    (void)drain(b.actions);
+    (void)executed(b.actions);
     const NodeRef upper = a.node;
     const NodeRef lower = b.node;
     for (const Component k : {F, S}) {
@@ -234,22 +234,22 @@ TEST_CASE_TEMPLATE("a host eviction does not collect a stateless node whose writ
     tree.set_host(lower, S, hpages(200, 4));
     tree.set_host(lower, M, hpages(300, 1));
     auto off = tree.evict(F, 4);  // the lower node leaves the device: host-only below the stateless upper node
-    (void)drain(off.actions);
+    (void)executed(off.actions);
     REQUIRE(tree.node_info(lower).device[F] == false);
     REQUIRE(tree.node_info(upper).device[F]);
 
     // The prefix again: the upper node's writes are pending when the host makes room by evicting the lower node.
     auto c = tree.insert({prefix}, {.pages = vpages(11, 4)});
-    CHECK(drain(c.actions) ==
+    CHECK(executed(c.actions) ==
           std::vector<Act>{free_pages({11, 12, 13, 14}), write_through(F, {1, 2, 3, 4}), write_through(S, {1, 2, 3, 4})});
     CHECK(pending_of(tree, upper) == marks(true, true, false));
     auto room = tree.evict_host(F, 4);
     CHECK(room.host_freed_of(F) == 4);
-    (void)drain(room.actions);
+    (void)executed(room.actions);
     CHECK_FALSE(tree.contains(lower));
     REQUIRE(tree.contains(upper));  // held by its pending writes
     tree.set_host(upper, F, hpages(400, 4));
     tree.set_host(upper, S, hpages(500, 4));
     CHECK(ints(tree.node_info(upper).host[F]) == ints(hpages(400, 4)));
-    CHECK(invariants(tree).empty());
+    CHECK(broken(tree).empty());
 }

@@ -84,7 +84,7 @@ struct PartitionedSWABudget {
             return detail::swa_estimate_tokens(extend, max_new, v.swa_window(), v.page_tokens());
         }
         // Tokens pool `c` can still give: its partition's room (the allocator counts the bound, and the holes
-        // an allocation's compaction may drain), its evictable pages, minus its offset.
+        // an allocation's compaction may flush), its evictable pages, minus its offset.
         [[nodiscard]] static std::int64_t left(const CapacityView& v, Component c, std::int64_t offset) {
             return (v[c].schedulable + v[c].evictable) * v.page_tokens() - offset;
         }

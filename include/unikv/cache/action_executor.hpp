@@ -15,16 +15,16 @@
 /// owns), it hands back as `HostActions`: a move-only, `[[nodiscard]]` result that owns the list. A backup must
 /// read its rows before they are freed, so once the list reaches its first `backup` the device actions after
 /// it wait in the result too: the caller makes the copies, then calls `complete` (which runs them and marks
-/// the list drained). A `write_through` (a device-to-host copy of rows that stay) is handed back the same way, but
+/// the list executed). A `write_through` (a device-to-host copy of rows that stay) is handed back the same way, but
 /// the device actions after it do not wait: no action of an insert's list frees the rows it reads, and the caller
 /// keeps them device-locked from the commit (`set_host`) until the copy's ack. A `HostActions` destroyed before
-/// `complete` is reported like an undrained action list (`Dropped::actions`, `dropped.hpp`), and the device
+/// `complete` is reported like an unexecuted action list (`Dropped::actions`, `dropped.hpp`), and the device
 /// actions it held are not run.
 ///
 /// The executor holds no reference to the allocator or the tree (each call names the allocator), so a struct
 /// holding all three moves as a whole. A misused allocator call (the tree and the allocator disagree: a caller
 /// bug) throws `logic_error` from the call that found it, naming the id; the actions before it were executed
-/// and the list is left undrained, so the drop is reported too.
+/// and the list is left unexecuted, so the drop is reported too.
 
 #include <array>
 #include <cstddef>
@@ -51,7 +51,7 @@ public:
     /// Takes over `other`'s work; `other` becomes empty.
     HostActions(HostActions&& other) noexcept
         : list_(std::move(other.list_)), host_(std::exchange(other.host_, {})), resume_(std::exchange(other.resume_, 0)) {}
-    /// Takes over `other`'s work; work held before is reported as dropped (its list is undrained).
+    /// Takes over `other`'s work; work held before is reported as dropped (its list is unexecuted).
     HostActions& operator=(HostActions&& other) noexcept {
         if (this != &other) {
             list_ = std::move(other.list_);
@@ -60,7 +60,7 @@ public:
         }
         return *this;
     }
-    /// An undrained list is reported by the list itself (`Dropped::actions`).
+    /// An unexecuted list is reported by the list itself (`Dropped::actions`).
     ~HostActions() = default;
 
     /// The `backup`, `write_through` and `free_host` actions, in list order. Read their ids with `pages`,
@@ -116,7 +116,7 @@ public:
             if (!waiting) run(alloc, out.list_, a);
         }
         if (!waiting) out.resume_ = list.size();
-        if (out.empty()) out.list_.mark_drained();
+        if (out.empty()) out.list_.mark_executed();
         return out;
     }
 
@@ -129,7 +129,7 @@ public:
 
     /// Finishes `work` once the caller made every backup's copy (and recorded it with `finish_backup`, whose
     /// own result goes through `execute`) and freed the host pages: runs the device actions that waited for
-    /// the backups and marks the list drained. Throws `logic_error` (from the allocator call) as `execute`.
+    /// the backups and marks the list executed. Throws `logic_error` (from the allocator call) as `execute`.
     template <class Alloc>
     void complete(Alloc& alloc, HostActions&& work) {
         HostActions done = std::move(work);
@@ -138,7 +138,7 @@ public:
             if (!handed_back(list[i].kind)) run(alloc, done.list_, list[i]);
         }
         done.resume_ = list.size();
-        done.list_.mark_drained();
+        done.list_.mark_executed();
     }
 
 private:

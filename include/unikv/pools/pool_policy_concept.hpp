@@ -178,14 +178,16 @@ template <class I>
 inline constexpr bool has_idle_v = requires(const I& i) {
     { i.idle() } -> std::convertible_to<bool>;
 };
-/// `impl.drainable()` counts the pages an urgent flush hands back to the pool's frontier.
+/// `impl.flushable()` counts the pages an urgent flush hands back to the pool's frontier.
 template <class I>
-inline constexpr bool has_drainable_v = requires(const I& i) {
-    { i.drainable() } -> std::convertible_to<std::int32_t>;
+inline constexpr bool has_flushable_v = requires(const I& i) {
+    { i.flushable() } -> std::convertible_to<std::int32_t>;
 };
-/// `impl.verify(out)` appends broken invariants.
+/// `impl.verify()` returns one line per broken invariant (empty: healthy).
 template <class I>
-inline constexpr bool has_verify_v = requires(const I& i, std::vector<std::string>& out) { i.verify(out); };
+inline constexpr bool has_verify_v = requires(const I& i) {
+    { i.verify() } -> std::same_as<std::vector<std::string>>;
+};
 /// `impl.low_bytes()` and `impl.high_bytes()` give the pool's byte span `[low, high)` on the chain.
 template <class I>
 inline constexpr bool has_byte_span_v = requires(const I& i) {

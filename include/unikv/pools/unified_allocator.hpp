@@ -136,8 +136,9 @@ consteval bool check_pool_impl() {
                   "unikv: a pool policy's impl<Backend> lacks flush(move_context&, FlushMode, bool blocked, "
                   "std::size_t cap) returning FlushResult");
     static_assert(has_idle_v<I>, "unikv: a pool policy's impl<Backend> lacks idle() const returning bool");
-    static_assert(has_drainable_v<I>, "unikv: a pool policy's impl<Backend> lacks drainable() const returning int32");
-    static_assert(has_verify_v<I>, "unikv: a pool policy's impl<Backend> lacks verify(std::vector<std::string>&) const");
+    static_assert(has_flushable_v<I>, "unikv: a pool policy's impl<Backend> lacks flushable() const returning int32");
+    static_assert(has_verify_v<I>,
+                  "unikv: a pool policy's impl<Backend> lacks std::vector<std::string> verify() const");
     static_assert(has_byte_span_v<I>, "unikv: a pool policy's impl<Backend> lacks low_bytes() or high_bytes() const");
     static_assert(has_transparent_v<I>, "unikv: a pool policy's impl<Backend> lacks transparent() const");
     static_assert(has_project_v<I>,
@@ -360,7 +361,7 @@ public:
     [[nodiscard]] std::int64_t available_size() const;
     /// Pages pool `c` alone can take now without any move.
     [[nodiscard]] std::int64_t available_size(Component c) const;
-    /// `available_size()` plus what the growth-side neighbours' drainable holes would add, credited only for
+    /// `available_size()` plus what the growth-side neighbours' flushable holes would add, credited only for
     /// lazy neighbours whose moves are allowed now (a gate flip changes it without any allocator write).
     [[nodiscard]] std::int64_t schedulable_available_size() const;
     [[nodiscard]] std::int64_t schedulable_available_size(Component c) const;
@@ -369,7 +370,7 @@ public:
     /// Makes `demand` fit now, compacting if that is allowed and helps. Does not allocate.
     AllocResult ensure_capacity(const CapacityDemand& demand);
     /// Every broken invariant, one line each; empty means healthy. Callable any time. O(pages + ids).
-    [[nodiscard]] std::vector<std::string> verify_byte_accounting() const;
+    [[nodiscard]] std::vector<std::string> verify() const;
 
     // ---- diagnostics ---------------------------------------------------------------------------------------
     /// Bound pages of pool `c`.
@@ -402,7 +403,7 @@ public:
 private:
     using pools_t = typename detail::pool_tuple<L, B>::type;
 
-    // The component of the up end (its demand is what the down end's drained holes must cover). A lone FULL
+    // The component of the up end (its demand is what the down end's flushed holes must cover). A lone FULL
     // pool names FULL here, read only on paths that `has_up_end_` discards.
     static constexpr Component up_component_ = layout_member_t<L, 0>::component;
 

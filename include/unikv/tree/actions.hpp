@@ -2,7 +2,7 @@
 /// \file
 /// What a tree asks its cache to do. "The tree decides, the cache executes": insert and eviction change the
 /// tree at once and return the pool and host operations that make memory agree with it, as an ordered list the
-/// caller executes front to back and then marks drained. A list destroyed undrained is reported
+/// caller executes front to back and then marks executed. A list destroyed unexecuted is reported
 /// (`Dropped::actions`, see `dropped.hpp`).
 
 #include <cstdint>
@@ -74,26 +74,26 @@ namespace detail {
 class ActionsBuilder;
 }  // namespace detail
 
-/// An ordered, move-only list of actions. Execute front to back, then call `mark_drained()`. A non-empty list
-/// destroyed undrained is reported as `Dropped::actions`.
+/// An ordered, move-only list of actions. Execute front to back, then call `mark_executed()`. A non-empty list
+/// destroyed unexecuted is reported as `Dropped::actions`.
 class TreeActions {
 public:
-    /// An empty (drained) list.
+    /// An empty (executed) list.
     TreeActions() noexcept = default;
     TreeActions(const TreeActions&) = delete;
     TreeActions& operator=(const TreeActions&) = delete;
-    /// Takes over `other`'s actions; `other` becomes empty and drained.
+    /// Takes over `other`'s actions; `other` becomes empty and executed.
     TreeActions(TreeActions&& other) noexcept { take(other); }
-    /// Takes over `other`'s actions; an undrained list held before is reported.
+    /// Takes over `other`'s actions; an unexecuted list held before is reported.
     TreeActions& operator=(TreeActions&& other) noexcept {
         if (this != &other) {
-            report_if_undrained();
+            report_if_unexecuted();
             take(other);
         }
         return *this;
     }
-    /// Reports `Dropped::actions` when the list is non-empty and was never marked drained.
-    ~TreeActions() { report_if_undrained(); }
+    /// Reports `Dropped::actions` when the list is non-empty and was never marked executed.
+    ~TreeActions() { report_if_unexecuted(); }
 
     /// The actions in execution order.
     [[nodiscard]] std::span<const TreeAction> list() const noexcept { return actions_; }
@@ -129,9 +129,9 @@ public:
     }
 
     /// Records that the caller executed every action. Idempotent.
-    void mark_drained() noexcept { drained_ = true; }
-    /// True once `mark_drained()` was called, or when the list is empty.
-    [[nodiscard]] bool drained() const noexcept { return drained_ || actions_.empty(); }
+    void mark_executed() noexcept { executed_ = true; }
+    /// True once `mark_executed()` was called, or when the list is empty.
+    [[nodiscard]] bool executed() const noexcept { return executed_ || actions_.empty(); }
 
 private:
     friend class detail::ActionsBuilder;
@@ -151,19 +151,19 @@ private:
         pages_ = std::move(other.pages_);
         states_ = std::move(other.states_);
         hosts_ = std::move(other.hosts_);
-        drained_ = std::exchange(other.drained_, true);
+        executed_ = std::exchange(other.executed_, true);
         other.actions_.clear();
     }
-    void report_if_undrained() noexcept {
-        if (!drained()) detail::DropReport::report(Dropped::actions);
-        drained_ = true;
+    void report_if_unexecuted() noexcept {
+        if (!executed()) detail::DropReport::report(Dropped::actions);
+        executed_ = true;
     }
 
     std::vector<TreeAction> actions_;
     std::vector<VirtualPage> pages_;
     std::vector<StateId> states_;
     std::vector<HostPage> hosts_;
-    bool drained_ = false;
+    bool executed_ = false;
 };
 
 namespace detail {
@@ -234,7 +234,7 @@ private:
         a.component = c;
         a.first = first;
         out.actions_.push_back(a);
-        out.drained_ = false;
+        out.executed_ = false;
     }
     void append_pages(ActionKind k, std::span<const VirtualPage> pages) {
         if (pages.empty()) return;

@@ -14,7 +14,7 @@ namespace unikv {
 /// Whether a tree records KV events (see `events.hpp`). Recording costs one page-chained hash per inserted page.
 enum class EventMode : std::uint8_t {
     off,     ///< no events; `take_events()` stays empty
-    record,  ///< stored/removed events are appended until `take_events()` drains them
+    record,  ///< stored/removed events are appended until `take_events()` takes them
 };
 
 /// Runtime configuration of a tree core. The component set is compile-time (the tree's template arguments).

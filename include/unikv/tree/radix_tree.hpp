@@ -265,9 +265,10 @@ public:
         return node.index() < nodes_.size() && nodes_[node.index()].alive &&
                nodes_[node.index()].generation == node.generation();
     }
-    /// Recomputes every counter, heap, edge and link from scratch and compares; returns a description of the
-    /// first inconsistency, or an empty string. O(n log n); for tests and debugging.
-    [[nodiscard]] std::string check_invariants() const;
+    /// Recomputes every counter, heap, edge and link from scratch and compares: one line per broken invariant
+    /// (a node's first broken rule; the totals only when every node is well-formed), empty when healthy.
+    /// O(n log n); cold path, for tests and debugging.
+    [[nodiscard]] std::vector<std::string> verify() const;
 
 private:
     using Id = std::uint32_t;

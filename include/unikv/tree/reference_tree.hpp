@@ -15,6 +15,7 @@
 #include <limits>
 #include <optional>
 #include <span>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -104,6 +105,9 @@ public:
         return node.index() < nodes_.size() && nodes_[node.index()].alive &&
                nodes_[node.index()].generation == node.generation();
     }
+    /// See `RadixTree::verify`. This tree caches almost nothing, so it checks only its links, lengths and the
+    /// pending-backup count; the differential test checks the rest against `RadixTree`.
+    [[nodiscard]] std::vector<std::string> verify() const;
 
 private:
     using Id = std::uint32_t;

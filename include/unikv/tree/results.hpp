@@ -118,7 +118,7 @@ struct [[nodiscard]] InsertResult {
     /// Tokens of the key that were already in the tree's structure before the call.
     std::int32_t prefix_length = 0;
     /// Duplicate pages and states to free, SWA recoveries to apply, write-throughs to queue (see
-    /// `TreeConfig::write_through_threshold`): execute, then `mark_drained()`.
+    /// `TreeConfig::write_through_threshold`): execute, then `mark_executed()`.
     TreeActions actions;
 };
 
@@ -128,7 +128,7 @@ struct [[nodiscard]] EvictResult {
     per_component<std::int64_t> device_freed{};
     /// Host units freed per component, same units.
     per_component<std::int64_t> host_freed{};
-    /// Backups first, then frees, in order: execute, then `mark_drained()`.
+    /// Backups first, then frees, in order: execute, then `mark_executed()`.
     TreeActions actions;
 
     /// Device units of `c` freed.

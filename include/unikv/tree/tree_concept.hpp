@@ -11,6 +11,7 @@
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -108,13 +109,14 @@ inline constexpr bool has_take_events_v = requires(T& t) {
     { t.take_events() } -> std::same_as<std::vector<KvEvent>>;
 };
 
-/// Inspection: `node_info`, `node_count`, `nodes`, `contains`.
+/// Inspection: `node_info`, `node_count`, `nodes`, `contains`, and `verify` (one line per broken invariant).
 template <class T>
 inline constexpr bool has_inspection_v = requires(const T& t, NodeRef n) {
     { t.node_info(n) } -> std::same_as<NodeInfo>;
     { t.node_count() } -> std::same_as<std::size_t>;
     { t.nodes() } -> std::same_as<std::vector<NodeRef>>;
     { t.contains(n) } -> std::same_as<bool>;
+    { t.verify() } -> std::same_as<std::vector<std::string>>;
 };
 
 /// Owners are move-only.
@@ -153,7 +155,8 @@ consteval bool check_tree_core() {
     static_assert(has_sizes_v<T>, "unikv: tree core needs `evictable_size`, `protected_size`, `host_size`");
     static_assert(has_set_retention_v<T>, "unikv: tree core needs `set_retention(NodeRef, uint8_t)`");
     static_assert(has_take_events_v<T>, "unikv: tree core needs `std::vector<KvEvent> take_events()`");
-    static_assert(has_inspection_v<T>, "unikv: tree core needs `node_info`, `node_count`, `nodes`, `contains`");
+    static_assert(has_inspection_v<T>, "unikv: tree core needs `node_info`, `node_count`, `nodes`, `contains`, "
+                                        "`std::vector<std::string> verify() const`");
     static_assert(is_move_only_owner_v<T>, "unikv: a tree core is an owner: nothrow-movable and not copyable");
     return true;
 }

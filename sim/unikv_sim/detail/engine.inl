@@ -260,9 +260,9 @@ private:
     }
 
     void verify() {
-        const std::vector<std::string> broken = timed([&] { return cache_.verify_byte_accounting(); });
+        const std::vector<std::string> broken = timed([&] { return cache_.verify(); });
         if (broken.empty()) return;
-        throw std::runtime_error("unikv-sim: step " + std::to_string(step_) + ": the byte accounting is broken (" +
+        throw std::runtime_error("unikv-sim: step " + std::to_string(step_) + ": the cache is broken (" +
                                  std::to_string(broken.size()) + " lines), first: " + broken.front());
     }
 

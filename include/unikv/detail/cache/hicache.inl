@@ -594,10 +594,8 @@ void HiCache<P>::make_backup_room(Component c, std::int64_t pages) {
 
 template <class P>
 std::vector<std::string> HiCache<P>::verify() const {
-    std::vector<std::string> out = alloc_.verify_byte_accounting();
-    if constexpr (requires { tree_.check_invariants(); }) {  // the reference core is checked by comparison
-        if (std::string broken = tree_.check_invariants(); !broken.empty()) out.push_back("tree: " + broken);
-    }
+    std::vector<std::string> out = alloc_.verify();
+    for (std::string& line : tree_.verify()) out.push_back("tree: " + std::move(line));
     for (std::string& line : host_.verify()) out.push_back("host: " + std::move(line));
     return out;
 }

@@ -33,19 +33,20 @@ public:
         (void)this->pack(ctx, true, 0, stopped, [](std::int32_t) { UNIKV_ASSERT(false); });
         UNIKV_ASSERT(this->core_.hole_pages() == 0);
     }
-    /// An eager pool keeps no holes to drain.
-    [[nodiscard]] static constexpr std::int32_t drainable() noexcept { return 0; }
+    /// An eager pool keeps no holes to flush.
+    [[nodiscard]] static constexpr std::int32_t flushable() noexcept { return 0; }
     [[nodiscard]] static constexpr bool idle() noexcept { return true; }
     /// Nothing to flush: the pool compacted when it freed.
     FlushResult flush(move_context<B>&, FlushMode, bool, std::size_t) noexcept { return {}; }
 
-    /// Appends broken invariants (shared state, and no holes between calls).
-    void verify(std::vector<std::string>& out) const {
-        base::verify(out);
+    /// Broken invariants, one line each (shared state, and no holes between calls).
+    [[nodiscard]] std::vector<std::string> verify() const {
+        std::vector<std::string> out = base::verify();
         if (this->core_.hole_pages() != 0 || this->core_.pending_reuse_pages() != 0) {
             out.push_back(concat(to_string(this->core_.spec().component), " pool: an eager pool holds ",
                                  this->core_.hole_pages(), " holes between calls"));
         }
+        return out;
     }
 };
 

@@ -53,9 +53,9 @@ public:
     /// are back at the frontier, unless reserved pages pin it and blockers are honoured), or nullopt when
     /// that span leaves the page range or `room`. The pool protocol's capacity query. O(1).
     [[nodiscard]] std::optional<ByteBand> project(ByteBand room, std::int64_t pages, Projection how) const noexcept {
-        const bool drain = how.flushed && (how.blockers == Blockers::ignored || core_.reserved_pages() == 0);
-        const std::int64_t holes = drain ? 0 : core_.hole_pages();
-        const std::int64_t start = extent_ - (drain ? core_.hole_pages() + core_.pending_reuse_pages() : 0);
+        const bool reclaim = how.flushed && (how.blockers == Blockers::ignored || core_.reserved_pages() == 0);
+        const std::int64_t holes = reclaim ? 0 : core_.hole_pages();
+        const std::int64_t start = extent_ - (reclaim ? core_.hole_pages() + core_.pending_reuse_pages() : 0);
         const std::int64_t end = start + std::max<std::int64_t>(0, pages - holes);
         if (end > spec().usable_pages()) return std::nullopt;
         const ByteBand span = span_bytes_at(static_cast<std::int32_t>(end));
@@ -167,14 +167,16 @@ public:
         return src.size();
     }
 
-    /// Appends broken invariants: the shared state over the span, and the extent inside the page range.
-    void verify(std::vector<std::string>& out) const {
+    /// Broken invariants, one line each: the shared state over the span, and the extent inside the page range.
+    [[nodiscard]] std::vector<std::string> verify() const {
+        std::vector<std::string> out;
         if (extent_ < 0 || extent_ > spec().usable_pages()) {
             out.push_back(concat(to_string(spec().component), " pool: extent ", extent_, " outside [0, ",
                                  spec().usable_pages(), "]"));
-            return;
+            return out;
         }
         core_.verify(span_lo(), span_hi(), out);
+        return out;
     }
 
 protected:

@@ -94,8 +94,8 @@ public:
         park_if_empty();
     }
     void after_release(move_context<B>&) noexcept {}
-    /// A float is not lazy: it offers no drainable holes to its neighbours.
-    [[nodiscard]] static constexpr std::int32_t drainable() noexcept { return 0; }
+    /// A float is not lazy: it offers no flushable holes to its neighbours.
+    [[nodiscard]] static constexpr std::int32_t flushable() noexcept { return 0; }
     [[nodiscard]] bool idle() const noexcept { return !holes_dirty_; }
     /// True when every occupied page can move (no reservation or pending-reuse page).
     [[nodiscard]] bool relocatable() const noexcept {
@@ -126,8 +126,8 @@ public:
     /// holes. Returns the pages moved (0 when blocked, parked, without holes, or a page cannot move).
     std::size_t compact_holes(Side retreat, move_context<B>& ctx, bool blocked);
 
-    /// Appends broken invariants (shared state over the span, parking).
-    void verify(std::vector<std::string>& out) const;
+    /// Broken invariants, one line each (shared state over the span, parking).
+    [[nodiscard]] std::vector<std::string> verify() const;
 
 private:
     [[nodiscard]] const SubPoolSpec& spec() const noexcept { return core_.spec(); }

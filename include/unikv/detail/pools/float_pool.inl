@@ -107,17 +107,19 @@ std::size_t float_pool_impl<B>::compact_holes(Side retreat, move_context<B>& ctx
 }
 
 template <class B>
-void float_pool_impl<B>::verify(std::vector<std::string>& out) const {
+std::vector<std::string> float_pool_impl<B>::verify() const {
+    std::vector<std::string> out;
     if (lo_ > hi_ || hi_ > spec().num_pages || (lo_ < hi_ && lo_ < spec().min_page) ||
         (lo_ == hi_ && lo_ != spec().num_pages)) {
         out.push_back(concat(to_string(spec().component), " float: span [", lo_, ", ", hi_,
                                      ") is out of range or empty without being parked"));
-        return;
+        return out;
     }
     core_.verify(lo_, hi_, out);
     if (lo_ < hi_ && core_.occupied_pages() == core_.hole_pages()) {
         out.push_back(concat(to_string(spec().component), " float: holds only holes but is not parked"));
     }
+    return out;
 }
 
 template <class B>

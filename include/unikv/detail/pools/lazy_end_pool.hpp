@@ -31,7 +31,7 @@ public:
 
     /// Pages an urgent flush would hand back to the frontier (holes and pending reuse), or 0 when
     /// reserved pages pin the span (they never move, so the estimate would be optimistic).
-    [[nodiscard]] std::int32_t drainable() const noexcept {
+    [[nodiscard]] std::int32_t flushable() const noexcept {
         return this->core_.reserved_pages() == 0 ? this->core_.hole_pages() + this->core_.pending_reuse_pages() : 0;
     }
     [[nodiscard]] bool idle() const noexcept {
@@ -67,9 +67,9 @@ public:
         return result;
     }
 
-    /// Appends broken invariants (shared state, and pending-reuse batches that match the page states).
-    void verify(std::vector<std::string>& out) const {
-        base::verify(out);
+    /// Broken invariants, one line each (shared state, and pending-reuse batches that match the page states).
+    [[nodiscard]] std::vector<std::string> verify() const {
+        std::vector<std::string> out = base::verify();
         std::int32_t listed = 0;
         for (const auto& batch : reuse_) {
             for (std::int32_t p : batch.second) {
@@ -84,6 +84,7 @@ public:
             out.push_back(concat(to_string(this->core_.spec().component), " pool: ", listed,
                                  " pending-reuse entries but a count of ", this->core_.pending_reuse_pages()));
         }
+        return out;
     }
 
 private:

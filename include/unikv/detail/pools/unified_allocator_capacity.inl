@@ -1,11 +1,11 @@
 #pragma once
 /// \file
 /// `UnifiedAllocator` definitions: the capacity engine (one exact feasibility check used by every query and
-/// by the shortfall ladder), its memos, and `verify_byte_accounting`. Included at the bottom of
+/// by the shortfall ladder), its memos, and `verify`. Included at the bottom of
 /// `pools/unified_allocator.hpp`.
 ///
 /// `fits(demand, plan)` asks: would every pool get its pages if the ends extended from their current
-/// frontiers (after draining the holes of the ends the plan flushes) and the float took the band left
+/// frontiers (after flushing the holes of the ends the plan names) and the float took the band left
 /// between them (anywhere in it when the plan relocates it)? Each pool answers its part with the protocol's
 /// one capacity query, `project`, inside the room its neighbours leave. The ladder (`relieve`) realizes exactly what
 /// the plan assumes (urgent flushes, then one float relocation), so `can_reserve` and `ensure_capacity`
@@ -116,9 +116,9 @@ auto UnifiedAllocator<L, B>::relief_for(const CapacityDemand& d, Blockers b) con
     const member_roles movable = b == Blockers::ignored ? member_roles{.up = true, .middle = true, .down = true} : this->movable();
     relief_plan plan;
     if constexpr (!has_up_end_) {
-        (void)d;  // no growth-side neighbour: draining its own holes would only copy pages it can reuse in place
+        (void)d;  // no growth-side neighbour: flushing its own holes would only copy pages it can reuse in place
     } else if constexpr (!has_float) {
-        // Each end grows into its neighbour's drained holes.
+        // Each end grows into its neighbour's flushed holes.
         plan.flushed.up = is_lazy_v<up_index> && movable.up && d[Component::full] > 0;
         plan.flushed.down = is_lazy_v<down_index> && movable.down && d[up_component_] > 0;
     } else if (d.full + d.swa + d.mamba > 0) {
@@ -145,7 +145,7 @@ std::int64_t UnifiedAllocator<L, B>::largest_fit(std::size_t shape, relief_plan 
 
 template <class L, class B>
 auto UnifiedAllocator<L, B>::schedulable_credit(std::size_t shape, member_roles movable) const -> relief_plan {
-    // Only lazy growth-side neighbours whose moves are allowed are credited with their drainable holes.
+    // Only lazy growth-side neighbours whose moves are allowed are credited with their flushable holes.
     relief_plan credit;
     const bool joint = shape == component_count;
     if constexpr (!has_up_end_) {
@@ -241,11 +241,11 @@ AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
         }
         const relief_plan plan = relief_for(d, Blockers::honoured);
         if (plan == relief_plan{}) return shortfall_of(d);
-        const auto drain = [&](auto& p, bool flushed) {
-            if (flushed && p.drainable() > 0) (void)p.flush(ctx, FlushMode::urgent, false, 0);
+        const auto flush_holes = [&](auto& p, bool flushed) {
+            if (flushed && p.flushable() > 0) (void)p.flush(ctx, FlushMode::urgent, false, 0);
         };
-        if constexpr (has_up_end_) drain(pool<up_index>(), plan.flushed.up);
-        drain(pool<down_index>(), plan.flushed.down);
+        if constexpr (has_up_end_) flush_holes(pool<up_index>(), plan.flushed.up);
+        flush_holes(pool<down_index>(), plan.flushed.down);
         if (fits(d, {}, Blockers::honoured)) return {};
         if constexpr (has_float) {
             auto& fl = pool<float_index>();
@@ -314,9 +314,11 @@ std::pair<std::size_t, std::size_t> UnifiedAllocator<L, B>::byte_span(Component 
 // ---- verification -----------------------------------------------------------------------------------------
 
 template <class L, class B>
-std::vector<std::string> UnifiedAllocator<L, B>::verify_byte_accounting() const {
+std::vector<std::string> UnifiedAllocator<L, B>::verify() const {
     std::vector<std::string> out;
-    for_each_pool([&](const auto& p, auto) { p.verify(out); });
+    for_each_pool([&](const auto& p, auto) {
+        for (std::string& line : p.verify()) out.push_back(std::move(line));
+    });
     verify_composite(out);
     return out;
 }

@@ -525,101 +525,116 @@ std::vector<NodeRef> RadixTree<Cs...>::nodes() const {
 }
 
 template <class... Cs>
-std::string RadixTree<Cs...>::check_invariants() const {
+std::vector<std::string> RadixTree<Cs...>::verify() const {
     expect_live();
     const std::int32_t ps = config_.page_size.tokens;
     per_component<std::int64_t> evictable{}, locked{}, host{};
     std::vector<std::uint32_t> children(nodes_.size()), device_children(nodes_.size());
     std::size_t live = 0;
     std::int64_t pending = 0;
+    std::vector<std::string> out;
     for (Id id = 1; id < nodes_.size(); ++id) {
         const Node& n = nodes_[id];
         if (!n.alive) continue;
         ++live;
         pending += n.pending[Component::full] + n.pending[Component::swa] + n.pending[Component::mamba];
-        const Node& p = nodes_[n.parent];
-        const auto fail = [&](const char* what) { return detail::concat("node ", id, ": ", what); };
-        if (!p.alive) return fail("parent is dead");
-        if (n.start != (n.parent == root ? 0 : p.end())) return fail("start is not the parent's end");
-        if (n.length <= 0 || n.length % ps != 0 || n.tokens.size() != static_cast<std::size_t>(n.length))
-            return fail("length is not a positive whole number of pages");
-        if (n.token_data != n.tokens.data()) return fail("stale token address");
-        if (n.parent != root && !(n.ns == p.ns)) return fail("namespace differs from the parent's");
-        if (n.key_hash != key_hash_of(n)) return fail("stale edge hash");
-        if (!edges_.has(n.parent, n.key_hash, id)) return fail("missing edge from the parent");
-        if (!n.pages.empty() && n.pages.size() * static_cast<std::size_t>(ps) != n.tokens.size())
-            return fail("page count does not match the length");
-        for (Component c : {Component::full, Component::swa})
-            if (const auto& host = n.host_pages[index_of(c)];
-                !host.empty() && host.size() * static_cast<std::size_t>(ps) != n.tokens.size())
-                return fail("host page count does not match the length");
-        if (n.swa && n.pages.empty()) return fail("SWA rows without FULL pages");
-        if (n.state.is_valid() && n.pages.empty()) return fail("Mamba state without FULL pages");
-        // A device lock always includes Full, so SWA and Mamba locks sit on FULL-locked nodes: the FULL units
-        // counted as evictable are exactly the ones no lock keeps `evict(Full)` from taking.
-        if (n.locks[Component::full] == 0 && (n.locks[Component::swa] > 0 || n.locks[Component::mamba] > 0))
-            return fail("SWA or Mamba device lock without FULL");
-        if (n.pending[Component::full] && !n.pages.empty())
-            return fail("FULL backup pending on a node that still has FULL pages");
-        if (!n.pages.empty() && n.parent != root && p.pages.empty()) return fail("FULL device data under a node without it");
-        for (Component c : all_components) {
-            if (write_pending(n, c) && (!has_device(n, c) || has_host(n, c)))
-                return fail("write-through pending without device data or beside a host copy");
-            if (c == Component::mamba || !joined(n, c)) continue;
-            if (n.parent == root || write_pending(n, c) != write_pending(p, c) ||
-                (!write_pending(n, c) && (!has_host(n, c) || !has_host(p, c))))
-                return fail(detail::concat("split parts of one value disagree (component ", to_string(c), ", bits ",
-                                           int(n.write_bits), " and ", int(p.write_bits), ", host ", has_host(n, c),
-                                           has_host(p, c), ")")
-                                .c_str());
-        }
-        if (joined(n, Component::mamba)) return fail("Mamba value joined to the parent");
-        ++children[n.parent];
-        if (!n.pages.empty()) ++device_children[n.parent];
-        for (Component c : all_components) {
-            if (!in_set(c) && (has_device(n, c) || has_host(n, c) || n.locks[c] || n.host_locks[c]))
-                return fail("data or lock of a component outside the set");
-            if (has_device(n, c)) (n.locks[c] > 0 ? locked : evictable)[c] += units(n, c);
-            if (has_host(n, c)) host[c] += units(n, c);
-            for (std::size_t h : {device_heap(c), host_heap(c)}) {
-                if (!in_set(c)) continue;
-                const bool want = h < component_count ? device_candidate(id, c) : host_candidate(id, c);
-                const std::uint32_t pos = n.heap_pos[h];
-                if (want != (pos != npos)) return fail("heap membership disagrees with the candidate rule");
-                if (pos != npos && pos >= heaps_[h].size()) return fail("heap position is out of range");
+        // A node's rules build on one another (its length before its hashes), so it reports its first broken one.
+        std::string broken = [&]() -> std::string {
+            const Node& p = nodes_[n.parent];
+            const auto fail = [&](const char* what) { return detail::concat("node ", id, ": ", what); };
+            if (!p.alive) return fail("parent is dead");
+            if (n.start != (n.parent == root ? 0 : p.end())) return fail("start is not the parent's end");
+            if (n.length <= 0 || n.length % ps != 0 || n.tokens.size() != static_cast<std::size_t>(n.length))
+                return fail("length is not a positive whole number of pages");
+            if (n.token_data != n.tokens.data()) return fail("stale token address");
+            if (n.parent != root && !(n.ns == p.ns)) return fail("namespace differs from the parent's");
+            if (n.key_hash != key_hash_of(n)) return fail("stale edge hash");
+            if (!edges_.has(n.parent, n.key_hash, id)) return fail("missing edge from the parent");
+            if (!n.pages.empty() && n.pages.size() * static_cast<std::size_t>(ps) != n.tokens.size())
+                return fail("page count does not match the length");
+            for (Component c : {Component::full, Component::swa})
+                if (const auto& host = n.host_pages[index_of(c)];
+                    !host.empty() && host.size() * static_cast<std::size_t>(ps) != n.tokens.size())
+                    return fail("host page count does not match the length");
+            if (n.swa && n.pages.empty()) return fail("SWA rows without FULL pages");
+            if (n.state.is_valid() && n.pages.empty()) return fail("Mamba state without FULL pages");
+            // A device lock always includes Full, so SWA and Mamba locks sit on FULL-locked nodes: the FULL units
+            // counted as evictable are exactly the ones no lock keeps `evict(Full)` from taking.
+            if (n.locks[Component::full] == 0 && (n.locks[Component::swa] > 0 || n.locks[Component::mamba] > 0))
+                return fail("SWA or Mamba device lock without FULL");
+            if (n.pending[Component::full] && !n.pages.empty())
+                return fail("FULL backup pending on a node that still has FULL pages");
+            if (!n.pages.empty() && n.parent != root && p.pages.empty())
+                return fail("FULL device data under a node without it");
+            for (Component c : all_components) {
+                if (write_pending(n, c) && (!has_device(n, c) || has_host(n, c)))
+                    return fail("write-through pending without device data or beside a host copy");
+                if (c == Component::mamba || !joined(n, c)) continue;
+                if (n.parent == root || write_pending(n, c) != write_pending(p, c) ||
+                    (!write_pending(n, c) && (!has_host(n, c) || !has_host(p, c))))
+                    return fail(detail::concat("split parts of one value disagree (component ", to_string(c), ", bits ",
+                                               int(n.write_bits), " and ", int(p.write_bits), ", host ", has_host(n, c),
+                                               has_host(p, c), ")")
+                                    .c_str());
             }
-        }
-        if (config_.events == EventMode::record && n.hash_end != detail::tree::chain_pages(hash_start_of(n), n.tokens, ps))
-            return fail("stale prefix hash");
+            if (joined(n, Component::mamba)) return fail("Mamba value joined to the parent");
+            ++children[n.parent];
+            if (!n.pages.empty()) ++device_children[n.parent];
+            for (Component c : all_components) {
+                if (!in_set(c) && (has_device(n, c) || has_host(n, c) || n.locks[c] || n.host_locks[c]))
+                    return fail("data or lock of a component outside the set");
+                if (has_device(n, c)) (n.locks[c] > 0 ? locked : evictable)[c] += units(n, c);
+                if (has_host(n, c)) host[c] += units(n, c);
+                for (std::size_t h : {device_heap(c), host_heap(c)}) {
+                    if (!in_set(c)) continue;
+                    const bool want = h < component_count ? device_candidate(id, c) : host_candidate(id, c);
+                    const std::uint32_t pos = n.heap_pos[h];
+                    if (want != (pos != npos)) return fail("heap membership disagrees with the candidate rule");
+                    if (pos != npos && pos >= heaps_[h].size()) return fail("heap position is out of range");
+                }
+            }
+            if (config_.events == EventMode::record &&
+                n.hash_end != detail::tree::chain_pages(hash_start_of(n), n.tokens, ps))
+                return fail("stale prefix hash");
+            return {};
+        }();
+        if (!broken.empty()) out.push_back(std::move(broken));
     }
+    if (!out.empty()) return out;  // the totals below are recounted from well-formed nodes only
     for (Id id = 0; id < nodes_.size(); ++id) {
         if (!nodes_[id].alive) continue;
         std::uint32_t listed = 0;
-        for (Id c = nodes_[id].first_child, prev = npos; c != npos; prev = c, c = nodes_[c].next_sibling, ++listed) {
-            if (listed > children[id] || !nodes_[c].alive || nodes_[c].parent != id || nodes_[c].prev_sibling != prev)
-                return detail::concat("node ", id, ": child list is broken");
+        Id c = nodes_[id].first_child;
+        for (Id prev = npos; c != npos; prev = c, c = nodes_[c].next_sibling, ++listed) {
+            if (listed > children[id] || c >= nodes_.size() || !nodes_[c].alive || nodes_[c].parent != id ||
+                nodes_[c].prev_sibling != prev)
+                break;
         }
-        if (listed != children[id]) return detail::concat("node ", id, ": child list misses children");
-        if (nodes_[id].children != children[id]) return detail::concat("node ", id, ": child count is stale");
+        if (c != npos) {
+            out.push_back(detail::concat("node ", id, ": child list is broken"));
+        } else if (listed != children[id]) {
+            out.push_back(detail::concat("node ", id, ": child list misses children"));
+        }
+        if (nodes_[id].children != children[id]) out.push_back(detail::concat("node ", id, ": child count is stale"));
         if (nodes_[id].device_children != device_children[id])
-            return detail::concat("node ", id, ": device child count is stale");
+            out.push_back(detail::concat("node ", id, ": device child count is stale"));
     }
-    if (live != live_nodes_) return "live node count is stale";
-    if (pending != pending_backups_) return "pending backup count is stale";
-    if (edges_.size() != live) return "edge table size differs from the node count";
+    if (live != live_nodes_) out.emplace_back("live node count is stale");
+    if (pending != pending_backups_) out.emplace_back("pending backup count is stale");
+    if (edges_.size() != live) out.emplace_back("edge table size differs from the node count");
     for (Component c : all_components) {
         const auto stale = [&](const char* size) {
             return detail::concat(size, " size of component ", to_string(c), " is stale");
         };
-        if (evictable[c] != evictable_[c]) return stale("evictable");
-        if (locked[c] != protected_[c]) return stale("protected");
-        if (host[c] != host_[c]) return stale("host");
+        if (evictable[c] != evictable_[c]) out.push_back(stale("evictable"));
+        if (locked[c] != protected_[c]) out.push_back(stale("protected"));
+        if (host[c] != host_[c]) out.push_back(stale("host"));
     }
     for (std::size_t h = 0; h < heap_count; ++h) {
         const HeapView view{*this, h};
-        if (!heaps_[h].consistent(view)) return detail::concat("heap ", h, " is out of order or stale");
+        if (!heaps_[h].consistent(view)) out.push_back(detail::concat("heap ", h, " is out of order or stale"));
     }
-    return {};
+    return out;
 }
 
 }  // namespace unikv

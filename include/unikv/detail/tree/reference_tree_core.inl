@@ -286,4 +286,35 @@ std::vector<NodeRef> ReferenceTree<Cs...>::nodes() const {
     return out;
 }
 
+template <class... Cs>
+std::vector<std::string> ReferenceTree<Cs...>::verify() const {
+    expect_live();
+    std::vector<std::string> out;
+    std::int64_t pending = 0;
+    for (Id id = 0; id < nodes_.size(); ++id) {
+        const Node& n = nodes_[id];
+        if (!n.alive) continue;
+        pending += n.pending[Component::full] + n.pending[Component::swa] + n.pending[Component::mamba];
+        const auto fail = [&](const char* what) { out.push_back(detail::concat("node ", id, ": ", what)); };
+        for (Id c : n.children)
+            if (c >= nodes_.size() || !nodes_[c].alive || nodes_[c].parent != id)
+                fail("lists a child that is not its own");
+        if (id == root) continue;
+        if (n.parent >= nodes_.size() || !nodes_[n.parent].alive ||
+            std::count(nodes_[n.parent].children.begin(), nodes_[n.parent].children.end(), id) != 1) {
+            fail("is not listed once by a live parent");
+            continue;  // the rules below compare with the parent
+        }
+        const Node& p = nodes_[n.parent];
+        if (n.start != (n.parent == root ? 0 : p.end())) fail("start is not the parent's end");
+        if (n.length() <= 0 || n.length() % config_.page_size.tokens != 0)
+            fail("length is not a positive whole number of pages");
+        if (n.parent != root && !(n.ns == p.ns)) fail("namespace differs from the parent's");
+        if (!n.pages.empty() && n.pages.size() * static_cast<std::size_t>(config_.page_size.tokens) != n.tokens.size())
+            fail("page count does not match the length");
+    }
+    if (pending != pending_backups_) out.emplace_back("pending backup count is stale");
+    return out;
+}
+
 }  // namespace unikv

@@ -1,4 +1,4 @@
-// Dropped results are detected: an action list destroyed undrained, a receipt destroyed while holding locks.
+// Dropped results are detected: an action list destroyed unexecuted, a receipt destroyed while holding locks.
 // A counting handler replaces the default (which aborts in debug builds) so the test process survives.
 
 #include <doctest/doctest.h>
@@ -9,7 +9,7 @@
 using namespace unikv;
 using namespace unikv::test;
 
-TEST_CASE_TEMPLATE("an undrained action list is reported when it is destroyed", Core, RadixTreeCore,
+TEST_CASE_TEMPLATE("an unexecuted action list is reported when it is destroyed", Core, RadixTreeCore,
                    ReferenceTreeCore) {
     const DropCounter drops;
     typename Core::template impl<Full> tree({.page_size = {1}});
@@ -22,10 +22,10 @@ TEST_CASE_TEMPLATE("an undrained action list is reported when it is destroyed", 
         auto ev = tree.evict(Component::full, 4);
         TreeActions moved = std::move(ev.actions);  // moving hands the duty over, it does not report
         CHECK(drops[Dropped::actions] == 1);
-        moved.mark_drained();
+        moved.mark_executed();
     }
     CHECK(drops[Dropped::actions] == 1);
-    { auto nothing = tree.evict(Component::full, 4); }  // empty lists need no draining
+    { auto nothing = tree.evict(Component::full, 4); }  // empty lists need no marking
     CHECK(drops[Dropped::actions] == 1);
 }
 
