@@ -26,7 +26,7 @@ struct PoolCapacity {
     std::int32_t page_tokens = 1;
     /// Free pages now (`UnifiedAllocator::available_size`).
     std::int64_t free = 0;
-    /// Free pages an allocation can reach: `free` plus the drainable holes compaction would hand over, within
+    /// Free pages an allocation can reach: `free` plus the flushable holes compaction would hand over, within
     /// the pool's bound (`schedulable_available_size`).
     std::int64_t schedulable = 0;
     /// Pages of unlocked tree data eviction can free (the tree's evictable size).
