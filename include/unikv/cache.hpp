@@ -18,55 +18,101 @@
 /// `HostConfig::mode`), so one cache type runs every policy; the constructor refuses a bad one
 /// (`logic_error`, naming the fix).
 ///
-/// Composition: a `Cache` holds one `HiCache` (allocator, tree, action executor, host pools, transfer
-/// controller) and the budget, and adds what an engine needs above them. It composes the `HiCache` rather
-/// than its parts because the `HiCache` already owns the rules that tie those parts together (a load's locks
-/// and ticket until its ack, the write-back drain before rows are freed, one FIFO write lane), and each rule
-/// should have one owner; the cache only adds calls that sit above them:
-/// * one configuration (`CacheConfig`): the tree's page size and window are taken from the arena's, so the
-///   two cannot disagree;
-/// * request allocation with relief: `alloc_extend` / `alloc_decode` that fall short are relieved by the
-///   `HiCache`'s one relief path (`relieve`, shared with load-back and the budgets) and retried while it frees
-///   something (room made for one pool can leave another short);
-/// * retraction (`backup` / `restore`) on the `HiCache`'s controller and host pools, whose host shortfall
-///   evicts host data through the tree;
-/// * admission (`begin_step`, `try_admit`, `prepare_load_back`): the budget holds no pointer, so the cache
-///   hands it its `HiCache` on every call (`budget/admission.hpp`);
-/// * a request's rows (`prefix_rows`, `alloc_rows`, `finish`): the bookkeeping every engine repeats between
-///   admission and insert (the prefix's rows from the match, a tail page that the tree cannot take);
-/// * the bundle's compatibility check, and the constructor's checks of the write policy and host mode against
-///   it.
+/// One class: the cache owns its parts side by side (the allocator, the tree, the action executor, the host
+/// pools, the transfer controller, the budget; reference §3.4, §4.2, §7, §11) and every rule that ties them
+/// together. "The tree decides, the cache executes": each call asks the tree, runs the actions through the
+/// executor, and makes the copies the actions ask for. Everything but the budget lives in its base
+/// `detail::cache::CacheCore`, keyed on the policies it uses (backend, layout, tree core, host pools,
+/// storage), so bundles that differ only in their budget share one instantiation of it; an engine names only
+/// `Cache`. Its definitions are split by concern: `detail/cache/requests.inl` (construction, the tree,
+/// requests' rows and allocation, inspection), `transfers.inl` (load-back, write-through, eviction with
+/// write-back, retraction), `relief.inl` (the one relief path).
+///
+/// Rules the cache keeps:
+/// * Load-back (`load_back`, `start_loading`, `loading_check`): the host match is host-locked and the target
+///   device-locked; the device side is allocated by `prepare_load_back` (FULL ids, the SWA reservation of only
+///   the missing window rows, the Mamba slot; a pool that falls short is relieved, `relieve`, and retried)
+///   and queued as one load. The targets stay owned until the ack: the pending reservation blocks
+///   moves until `start_loading` submits it, the host-transfer gate after. At the ack a copy that succeeded is
+///   committed to the tree step by step, in plan order; a failed one frees its destinations, so the node stays
+///   host-only and no wrong row is served. Either way both locks are released.
+/// * Exceptions: a lock the cache takes for one of its calls is held by a guard (`detail::held_lock`) until a
+///   record that outlives the call takes it, so a throw inside the call releases it. Acks are marked on their
+///   records before any is finished, so a throw while finishing one (a commit, a `drop_host`) loses no other:
+///   the next check finishes them. What such a throw leaves is said at each call.
+/// * Write-through (`insert`, `start_writing`, `writing_check`), under `WritePolicy::through` / `selective`:
+///   the cache sets the tree's `write_through_threshold` from the policy (`HostConfig::write`), so `insert` returns a
+///   `write_through` action per component of each node that reached it. Per action: host pages (when short,
+///   relieved by host eviction, `relieve_host`; still short: `skip_write_through`, no copy), a device lock of
+///   the node (FULL and the component), the D2H queued, then `set_host` commits the host value. The lock is
+///   held until the ack: the rows the copy reads cannot be evicted, and since the node keeps its device data
+///   `evict_host` cannot take the host copy either (no host lock needed). At the ack the lock goes; a copy that
+///   failed is first undone with `drop_host` (its host pages freed, on every part of a node split meanwhile),
+///   so no row is served from a host copy that does not hold it, and the device data stays. A load-back never
+///   targets such a node: it holds its device data.
+/// * Eviction (`evict`): under `WritePolicy::back`, device data without a host copy is backed up before it is dropped:
+///   host pages per backup, one D2H queue, submitted and drained (the only blocking call), and only then the
+///   tree records the copies (`finish_backup`) and the executor frees the device rows. A backup the host
+///   cannot take (no room, or a failed copy) is recorded as none: the tree drops the unbacked data (a FULL
+///   leaf's subtree, never a locked node; an SWA window alone, the FULL rows stay). Under the other policies
+///   eviction asks for no backups. `evict_host` frees host copies. A host shortfall during a write-back does
+///   not evict host data and retry: the tree takes no call (`evict_host` included) while backups are pending,
+///   so such a backup is made as "no copy".
+/// * One write lane: write-backs and write-throughs share the controller's write queue, told apart by their
+///   `CacheTag`. A policy does one or the other (`write_policies.hpp`), so the write-back drain of
+///   `finish_evict`, run under `WritePolicy::back` only, meets backups alone.
+/// * The write policy and the host mode are runtime values of `HostConfig` (`write`, `mode`), checked by the
+///   constructor: one cache type serves every policy.
+///
+/// * Admission (`begin_step`, `try_admit`, `prepare_load_back`): the budget holds no pointer; it reads the
+///   cache's `capacity()` view and returns what the cache should do (`cache/admission.hpp`).
+/// * A request's rows (`prefix_rows`, `alloc_rows`, `finish`): the bookkeeping every engine repeats between
+///   admission and insert (the prefix's rows from the match, a tail page that the tree cannot take).
 /// Every hot call (match, insert, lock, allocation without shortfall, translation, waits) inlines straight
 /// through to the allocator and the tree: no virtual call, no `std::function`.
 ///
-/// Move safety: the `HiCache` holds no pointer between its parts and the cache adds none, so a `Cache` moves
-/// with loads in flight (acknowledged through the moved-to object). The backend lives outside and must outlive
-/// the cache. Threading: one scheduler thread drives a cache.
+/// Move safety: no member points at another (the controller, the executor and every pending load or write refer
+/// to the allocator and the host pools only through call arguments), so a cache moves with loads and writes
+/// in flight and is acknowledged through the moved-to object. The backend lives outside and must outlive the
+/// cache. Destruction with transfers in flight is allowed: their locks are released quietly (the tree goes
+/// too) and the controller's stream finishes the copies before the memory they touch is freed.
+/// Threading: one scheduler thread drives a cache.
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
-#include <unikv/budget/admission.hpp>
 #include <unikv/budget/base_budget.hpp>
 #include <unikv/budget/budget_concept.hpp>
+#include <unikv/budget/capacity_view.hpp>
+#include <unikv/budget/refusal.hpp>
+#include <unikv/cache/action_executor.hpp>
+#include <unikv/cache/admission.hpp>
 #include <unikv/cache/compatibility.hpp>
-#include <unikv/cache/hicache.hpp>
+#include <unikv/component.hpp>
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/host/no_host_tier.hpp>
 #include <unikv/host/separate_host_pools.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/pools/results.hpp>
+#include <unikv/pools/unified_allocator.hpp>
 #include <unikv/storage/no_storage.hpp>
 #include <unikv/transfer/host_mode.hpp>
+#include <unikv/transfer/load_back.hpp>
 #include <unikv/transfer/retraction.hpp>
+#include <unikv/transfer/transfer_controller.hpp>
 #include <unikv/transfer/write_policies.hpp>
+#include <unikv/tree/handles.hpp>
 #include <unikv/tree/options.hpp>
 #include <unikv/tree/radix_tree.hpp>
+#include <unikv/tree/results.hpp>
+#include <unikv/tree/tree_concept.hpp>
 
 namespace unikv {
 
@@ -117,9 +163,88 @@ struct FinishOptions {
     std::uint8_t retention = 0;
 };
 
+/// What `Cache::load_back` did.
+struct [[nodiscard]] LoadBackStart {
+    /// How the call ended.
+    enum class Status : std::uint8_t {
+        queued,      ///< the load is queued under `id`: `start_loading`, then `loading_check` acknowledges it
+        device_hit,  ///< nothing to load: every component serves the node from the device
+        short_of_pages,  ///< a pool stayed short once relief freed nothing more (`failure`); everything rolled back
+        /// an earlier load still in flight loads SWA rows this one needs (they are bound under the same FULL
+        /// pages): nothing was done; acknowledge it (`loading_check`) and match again
+        loading,
+    };
+    Status status = Status::device_hit;
+    /// The load's id (`queued` only; ids start at 1).
+    std::uint64_t id = 0;
+    /// The pool that stayed short (`short_of_pages` only).
+    LoadBackShortfall failure{};
+    /// True when the load was queued.
+    explicit operator bool() const noexcept { return status == Status::queued; }
+};
+
+/// One load acknowledged by `Cache::loading_check`.
+struct LoadDone {
+    /// The id `load_back` returned.
+    std::uint64_t id = 0;
+    /// The node loaded.
+    NodeRef node{};
+    /// True when the copy succeeded and the tree serves the node from the device now; false when it failed:
+    /// its destinations were freed and the node is as before the load (host-only where it was).
+    bool committed = false;
+};
+
+/// What an eviction did (`Cache::evict`).
+struct Eviction {
+    /// Device units freed per component (tokens; states for Mamba), backed-up data included.
+    per_component<std::int64_t> freed{};
+    /// Backups whose copy was made and recorded as the host value.
+    std::int32_t backed_up = 0;
+    /// Backups recorded as no copy (no host room, or the copy failed): their data was dropped.
+    std::int32_t dropped = 0;
+};
+
+/// One write-through acknowledged by `Cache::writing_check`.
+struct WriteDone {
+    /// The write's id (`CacheInsert::first_write` onwards).
+    std::uint64_t id = 0;
+    /// The node written (its lower part when it was split meanwhile).
+    NodeRef node{};
+    /// The component copied.
+    Component component = Component::full;
+    /// True when the copy succeeded and the node's host copy stands; false when it failed (the host value was
+    /// dropped: `drop_host`, its pages freed) or the tree never took it (`set_host` threw): the device data
+    /// stays.
+    bool committed = false;
+};
+
+/// What `Cache::insert` did.
+struct CacheInsert {
+    /// The node ending at the key's end: lock it for the request.
+    NodeRef node{};
+    /// Tokens of the key that were already cached.
+    std::int32_t prefix_length = 0;
+    /// Write-throughs queued (committed with `set_host`); their ids are `first_write` onwards, one each.
+    std::int32_t writes = 0;
+    /// Write-throughs skipped: the host had no room even after evicting host data.
+    std::int32_t skipped = 0;
+    /// The id of the first write queued by this insert (the next id when `writes == 0`).
+    std::uint64_t first_write = 0;
+};
+
+/// The tag of a cache transfer on its controller: which kind, and its id within that kind (a load's id, a
+/// backup's index in its eviction run, a write-through's id). Write-backs and write-throughs share the write
+/// lane, so the kind tells their acks apart.
+struct CacheTag {
+    /// What the transfer is.
+    enum class Kind : std::uint8_t { load, write_back, write_through };
+    Kind kind = Kind::load;
+    std::uint64_t id = 0;
+};
+
 namespace detail::cache {
 
-// The tag of an explicit tree (`tree_core = RadixTree<Full, Swa>`), so the `HiCache` takes it like any tag.
+// The tag of an explicit tree (`tree_core = RadixTree<Full, Swa>`), so the cache core takes it like any tag.
 template <class Tree>
 struct fixed_tree_core {
     template <class... Cs>
@@ -129,68 +254,94 @@ struct fixed_tree_core {
 template <class T>
 using tree_core_tag_t = std::conditional_t<is_explicit_tree_v<T>, fixed_tree_core<T>, T>;
 
-// The `HiCache` bundle of a cache bundle: keyed on the four policies a `HiCache` uses, not on the whole bundle, so
-// bundles that differ only in their budget (or storage) share one `HiCache` instantiation.
-template <class Backend, class Layout, class TreeCore, class HostPools>
-struct hicache_policies {
+// The policies a `CacheCore` uses: a cache bundle without its budget.
+template <class Backend, class Layout, class TreeCore, class HostPools, class Storage>
+struct core_policies {
     using backend = Backend;
     using layout = Layout;
     using tree_core = TreeCore;
     using host_pools = HostPools;
+    using storage = Storage;
 };
 
+/// Everything of `Cache` but its budget (see the file comment): an engine names `Cache`, whose base this is.
+/// `P` names `backend`, `layout`, `tree_core` (a tag), `host_pools` and `storage`. Move-only.
 template <class P>
-using hicache_of_t = HiCache<hicache_policies<typename P::backend, typename P::layout,
-                                              tree_core_tag_t<typename P::tree_core>, typename P::host_pools>>;
-
-}  // namespace detail::cache
-
-/// The composed cache (see the file comment). Move-only.
-template <class Policies>
-class Cache {
+class CacheCore {
 public:
-    using policies = Policies;
-    using hicache_type = detail::cache::hicache_of_t<Policies>;
-    using backend_type = typename hicache_type::backend_type;
-    using layout_type = typename hicache_type::layout_type;
-    using allocator_type = typename hicache_type::allocator_type;
-    using tree_type = typename hicache_type::tree_type;
-    using host_pools_type = typename hicache_type::host_pools_type;
-    using controller_type = typename hicache_type::controller_type;
-    using budget_type = budget_t<typename Policies::budget, typename Policies::layout>;
+    using backend_type = typename P::backend;
+    using layout_type = typename P::layout;
+    using allocator_type = UnifiedAllocator<layout_type, backend_type>;
+    using tree_type = tree_core_t<typename P::tree_core, layout_components_v<layout_type>>;
+    using host_pools_type = typename P::host_pools::template impl<backend_type, layout_type>;
+    using controller_type = TransferController<backend_type, host_pools_type, CacheTag>;
     using stream_ref = typename backend_type::stream_ref;
     /// The layout's pools.
     static constexpr bool has_swa = allocator_type::has_swa;
     static constexpr bool has_mamba = allocator_type::has_mamba;
     /// `backup` and `restore` compile (a host tier, no Mamba).
-    static constexpr bool can_retract = cache_retracts_v<Policies>;
+    static constexpr bool can_retract = cache_retracts_v<P>;
+
+    static_assert(check_host_pool<typename P::host_pools, backend_type, layout_type>());
+
+    /// The backups of one eviction, submitted and not yet recorded (`start_evict`). Move-only; hand it to
+    /// `finish_evict`, which must be the next call on the cache (the tree takes no other call meanwhile).
+    class [[nodiscard]] WriteBackRun {
+    public:
+        WriteBackRun(WriteBackRun&&) noexcept = default;
+        WriteBackRun& operator=(WriteBackRun&&) noexcept = default;
+        /// Copies (D2H) submitted on the transfer stream.
+        [[nodiscard]] std::size_t copies() const noexcept { return copies_; }
+
+    private:
+        friend class CacheCore;
+        explicit WriteBackRun(HostActions&& work) noexcept : work_(std::move(work)) {}
+        struct Backup {
+            NodeRef node{};
+            Component component = Component::full;
+            std::vector<HostPage> host;  // empty: no copy
+        };
+        HostActions work_;
+        std::vector<Backup> backups_;
+        per_component<std::int64_t> freed_{};
+        std::size_t copies_ = 0;
+    };
 
     /// An empty cache over `backend` (which must outlive it at its address), its allocator's work on `stream`:
-    /// the arena, host pools and tree of `config` (the tree's page size and window are the arena's). Throws
-    /// what the parts throw for a bad configuration (`logic_error`, naming what to change) or for memory
-    /// (`out_of_memory`); before anything is built, `logic_error` for a write policy or host mode the bundle
-    /// cannot run: a bad `HostWrites` (`check_host_writes`), a policy other than `WritePolicy::none` under
-    /// `NoHostTier`, `HostMode::buffer_only` over a layout with Mamba or without a storage tier.
-    Cache(backend_type& backend, const CacheConfig& config, stream_ref stream);
-    /// Moves every part; transfers in flight are acknowledged through the moved-to cache.
-    Cache(Cache&&) noexcept = default;
-    Cache(const Cache&) = delete;
-    Cache& operator=(const Cache&) = delete;
-    /// Not assignable, like its `HiCache`: build a new cache.
-    Cache& operator=(Cache&&) = delete;
-    ~Cache() = default;
+    /// the arena, host pools and tree of `config` (the tree's page size and window are the arena's, its
+    /// `write_through_threshold` the write policy's), a controller with its own transfer stream. Throws
+    /// `logic_error`, before anything is built, for a write policy or host mode the bundle cannot run: a bad
+    /// `HostWrites` (`check_host_writes`), a policy other than `WritePolicy::none` under `NoHostTier`,
+    /// `HostMode::buffer_only` over a layout with Mamba or without a storage tier. Throws what the parts throw
+    /// for a bad configuration (`logic_error`, naming what to change) or for memory (`out_of_memory`).
+    CacheCore(backend_type& backend, const CacheConfig& config, stream_ref stream);
+    /// Moves every part; loads and writes in flight are acknowledged through the moved-to cache.
+    CacheCore(CacheCore&&) noexcept = default;
+    CacheCore(const CacheCore&) = delete;
+    CacheCore& operator=(const CacheCore&) = delete;
+    /// Not assignable: the controller refuses an assignment over copies in flight, so build a new cache.
+    CacheCore& operator=(CacheCore&&) = delete;
+    /// Releases the locks of the loads and writes still in flight (without committing or undoing anything:
+    /// the tree goes with the cache); the controller's stream then finishes their copies.
+    ~CacheCore();
 
-    // ---- requests and the tree (hot) ---------------------------------------------------------------------
-    /// The longest cached prefix of `key`, host hits included under `HostMode::cache` (`best_node` then needs a
-    /// `load_back`). O(key / page size), no allocation once the tree's scratch has grown.
-    MatchResult match(TokenKey key) { return hc_.match(key); }
-    /// Caches `key` (whole pages) with the request's `values`; duplicate pages are freed. See
-    /// `HiCache::insert`. O(key + new pages).
-    CacheInsert insert(TokenKey key, const InsertValues& values) { return hc_.insert(key, values); }
-    /// Locks `node` for a request (device tier by default): its data is not evicted until `unlock`. O(depth).
-    [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {}) { return hc_.lock(node, options); }
-    /// Releases a lock. O(depth).
-    void unlock(LockReceipt&& receipt) { hc_.unlock(std::move(receipt)); }
+    // ---- the tree, executed ------------------------------------------------------------------------------
+    /// The longest cached prefix of `key`, host hits included under `HostMode::cache` (`best_node` then needs
+    /// a `load_back`). Same cost and validity as `match_prefix`.
+    MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = host_hits_}); }
+    /// Caches `key` with the request's `values` (its pages from `allocator()`) and executes the actions
+    /// (duplicate pages freed, SWA recoveries). Under a write-through policy it then queues the write-throughs the
+    /// tree asks for (see the file comment; `start_writing` submits them), evicting host data for room and
+    /// skipping a write the host still cannot take. On an exception the writes not yet queued are skipped; a
+    /// write whose copy was queued keeps its lock until its ack, which also frees host pages the tree did not
+    /// take. Preconditions: those of `insert`; no eviction run open.
+    /// O(key + pages written) plus a host eviction when short; allocates nothing once the write records and
+    /// the host-page scratch have grown.
+    CacheInsert insert(TokenKey key, const InsertValues& values);
+    /// `lock` of the tree (device or host tier).
+    [[nodiscard]] LockReceipt lock(NodeRef node, LockOptions options = {}) { return tree_.lock(node, options); }
+    /// `unlock` of the tree.
+    void unlock(LockReceipt&& receipt) { tree_.unlock(std::move(receipt)); }
 
     // ---- a request's rows (hot; the engine's side of admission and finish) --------------------------------
     /// Writes the virtual tokens of `prefix`, an admitted request's cached prefix
@@ -215,25 +366,9 @@ public:
     CacheInsert finish(TokenKey tokens, std::span<const VirtualToken> rows, LockReceipt&& lock,
                        const FinishOptions& options = {});
 
-    // ---- admission ---------------------------------------------------------------------------------------
-    /// Starts a scheduling step: the running decode requests' pending tokens are pre-charged and the chunked
-    /// prefill budget set (`StepDemand`). O(1).
-    void begin_step(const StepDemand& step) { budget_.begin_step(step); }
-    /// Admits `request` into the step, or says why not (`unikv::try_admit`, reference §6.2): match, selection
-    /// by the budget, a host hit pinned, reclaimed for and queued for load-back, the budget charged and the
-    /// request's node locked (`Admission::lock`; unlock it when done). A refusal is a value naming the
-    /// component, pages short, reclaimable, blocked by transfers and held by locks. Every pin is released on
-    /// every path. Cost: see `unikv::try_admit`.
-    [[nodiscard]] Admission try_admit(const AdmitRequest& request) { return unikv::try_admit(hc_, budget_, request); }
-    /// Realizes the budget for a load-back before it is queued (shared budgets evict and compact here, since a
-    /// queued load blocks page moves); `try_admit` calls it for its host hits. Cold.
-    [[nodiscard]] BudgetCheck prepare_load_back(const LoadBackAsk& ask) {
-        return detail::prepare_load_back(hc_, budget_, ask);
-    }
-
     // ---- running requests (hot) --------------------------------------------------------------------------
     /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it relieves the
-    /// pool (`HiCache::relieve`: evicts its shortfall from the tree, backing it up first under `WritePolicy::back`, or
+    /// pool (`relieve`: evicts its shortfall from the tree, backing it up first under `WritePolicy::back`, or
     /// the missing bytes from the other pools when it has nothing evictable) and retries, as long as each
     /// relief frees something: in the one arena, room made for one pool can leave the next one short (an SWA
     /// page is not a FULL page's size). Nothing is allocated on failure. O(tokens) without a shortfall, no
@@ -244,12 +379,12 @@ public:
     AllocResult alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out);
     /// Frees a request's own whole virtual pages (those the tree did not take): `UnifiedAllocator::free`.
     /// Throws `logic_error` for pages not allocated (nothing freed). O(pages), no stream work on lazy pools.
-    void free(std::span<const VirtualPage> pages) { hc_.allocator().free(pages); }
+    void free(std::span<const VirtualPage> pages) { alloc_.free(pages); }
     /// Tombstones the SWA rows of pages that slid out of a request's window (`UnifiedAllocator::free_swa`).
     void free_swa(std::span<const VirtualPage> pages)
         requires has_swa
     {
-        hc_.allocator().free_swa(pages);
+        alloc_.free_swa(pages);
     }
     /// Mamba state slots for requests (`UnifiedAllocator::alloc_state`), with the same relief as
     /// `alloc_extend`.
@@ -259,65 +394,100 @@ public:
     void free_state(std::span<const StateId> states)
         requires has_mamba
     {
-        hc_.allocator().free_state(states);
+        alloc_.free_state(states);
     }
 
     // ---- translation (hot; allocation-free; unmapped ids give the sink) ----------------------------------
     /// Physical FULL tokens of virtual tokens. O(n).
     void translate_full(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const {
-        hc_.allocator().translate_full(in, out);
+        alloc_.translate_full(in, out);
     }
     /// Physical SWA tokens of virtual tokens (tombstones give the sink). O(n).
     void translate_swa(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const
         requires has_swa
     {
-        hc_.allocator().translate_swa(in, out);
+        alloc_.translate_swa(in, out);
     }
     /// Physical Mamba slots of state ids. O(n).
     void translate_state(std::span<const StateId> in, std::span<PhysicalPage> out) const
         requires has_mamba
     {
-        hc_.allocator().translate_state(in, out);
+        alloc_.translate_state(in, out);
     }
     /// The device page tables for kernels that translate on the device (`UnifiedAllocator::device_tables`):
     /// call it right before queueing them. Never blocks.
-    [[nodiscard]] DeviceTables device_tables() { return hc_.allocator().device_tables(); }
+    [[nodiscard]] DeviceTables device_tables() { return alloc_.device_tables(); }
 
-    // ---- load-back and per-layer waits -------------------------------------------------------------------
-    /// Loads a host-hit match's `best_node` back (`HiCache::load_back`: locks, destinations relieved while
-    /// short, one queued load; all rolled back on a shortfall). O(pages of the plan).
-    LoadBackStart load_back(NodeRef node) { return hc_.load_back(node); }
-    /// Submits every queued load; returns the number submitted. Never blocks.
-    std::size_t start_loading() { return hc_.start_loading(); }
-    /// Acknowledges finished loads, never blocking (`HiCache::loading_check`). Valid until the next call.
-    [[nodiscard]] std::span<const LoadDone> loading_check() { return hc_.loading_check(); }
-    /// Makes `compute` wait (a stream wait, never a host block) for layer `layer` of the submitted loads, so
-    /// layer `layer` computes while later layers still load.
-    void wait_layer(stream_ref compute, std::int32_t layer) const { hc_.wait_layer(compute, layer); }
+    // ---- load-back ---------------------------------------------------------------------------------------
+    /// Loads `node` (a host-hit match's `best_node`) back: locks it (host and device tiers), allocates its
+    /// plan's destinations, relieving a pool that falls short (`relieve`) while that frees something, queues
+    /// one load of every step and keeps the load until its ack. On a shortfall, and on an exception from any
+    /// part of it (the plan, an eviction, the queue), everything it allocated is rolled back, both locks are
+    /// released and nothing is queued. Precondition (`logic_error`, nothing
+    /// changes): `node` alive, every component accepts it in some tier, no eviction run open. O(pages of the
+    /// plan); allocates the load's record.
+    LoadBackStart load_back(NodeRef node);
+    /// `load_back(node)` with the caller's own locks on `node` handed over instead of taking new ones (admission
+    /// pins a host hit this way): `host` and `device` lock `node` itself in the host and the device tier, every
+    /// component each (`lock(node, {.tier = ...})`). When the load is queued it moves both into its record and
+    /// keeps them until its ack; on any other outcome, a throw included, they stay the caller's, unchanged.
+    /// Precondition (`logic_error`, nothing changes): those of `load_back(node)`, and the receipts as described.
+    LoadBackStart load_back(NodeRef node, LockReceipt& host, LockReceipt& device);
+    /// The tree's `load_back_plan(node)`: what a load-back of `node` would copy, without copying anything
+    /// (admission counts the FULL rows a load adds from it). Valid until the next call that changes the tree.
+    [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node) { return tree_.load_back_plan(node); }
+    /// Submits every queued load (`TransferController::start_loading`); returns the number submitted.
+    std::size_t start_loading() { return ctl_.start_loading(alloc_, host_); }
+    /// Acknowledges finished loads, in submission order, never blocking: commits each successful one to the
+    /// tree step by step in plan order (FULL with its pages, SWA, Mamba with its slot), frees the destinations
+    /// of a failed one, and releases both locks of each. The span is valid until the next `loading_check`.
+    /// When a commit throws (memory, a broken tree invariant) the exception propagates after that load's locks
+    /// are released: the node is served from device as far as it committed, from the host beyond, and the
+    /// destinations it did not commit stay allocated (the tree may hold part of them: nothing is freed
+    /// twice). The loads acknowledged after it, and those finished before it, are reported by the next check.
+    [[nodiscard]] std::span<const LoadDone> loading_check();
+    /// Makes `compute` wait (a stream wait) for layer `layer` of the latest submitted loads.
+    void wait_layer(stream_ref compute, std::int32_t layer) const { ctl_.wait_layer(compute, layer); }
     /// Loads queued or submitted and not yet acknowledged.
-    [[nodiscard]] std::size_t loads_in_flight() const noexcept { return hc_.loads_in_flight(); }
+    [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
 
     // ---- write-through -----------------------------------------------------------------------------------
-    /// Submits the write-throughs `insert` queued (under a write-through policy); returns the number submitted. Never
-    /// blocks.
-    std::size_t start_writing() { return hc_.start_writing(); }
-    /// Acknowledges finished write-throughs, never blocking (`HiCache::writing_check`), together with those a
-    /// `backup` settled since the last call. Valid until the next call. O(acks); allocates nothing unless a
-    /// `backup` settled writes.
+    /// Submits every queued write (`TransferController::start_writing`); returns the number submitted. Rows a
+    /// forward computed: make `controller().stream()` wait the forward's event first. Never blocks.
+    std::size_t start_writing() { return ctl_.start_writing(alloc_, host_); }
+    /// Acknowledges finished write-throughs in queue order, never blocking (plus those a throw in the last
+    /// check left finished but unreported, and those a `backup` settled since the last call): releases each
+    /// one's device lock, after `drop_host` for a failed copy. The span is valid until the next
+    /// `writing_check`. Precondition (`logic_error`): no eviction run open (its backups' acks belong to
+    /// `finish_evict`). O(acks + writes in flight); allocates nothing unless a `backup` settled writes. When a
+    /// `drop_host` throws, that write keeps its lock (its host copy must not serve a row) and the next check
+    /// finishes it with the writes after it; the writes finished before it are reported then too.
     [[nodiscard]] std::span<const WriteDone> writing_check();
     /// Write-throughs queued or submitted and not yet acknowledged.
-    [[nodiscard]] std::size_t writes_in_flight() const noexcept { return hc_.writes_in_flight(); }
+    [[nodiscard]] std::size_t writes_in_flight() const noexcept { return writes_.size(); }
 
     // ---- eviction ----------------------------------------------------------------------------------------
-    /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go, backing up
-    /// first under `WritePolicy::back` (blocks on those copies). Cold.
-    Eviction evict(Component component, std::int64_t amount) { return hc_.evict(component, amount); }
-    /// Frees `amount` host units of `component` or all that can go; returns the units freed. Cold.
-    std::int64_t evict_host(Component component, std::int64_t amount) { return hc_.evict_host(component, amount); }
+    /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go:
+    /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WritePolicy::back` only).
+    Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
+    /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
+    /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none
+    /// when the host is short: no copy) and submits the copies, without waiting for them. The rows the
+    /// copies read stay allocated until `finish_evict`. Nodes with a
+    /// write-through in flight are device-locked, so they are no candidates.
+    WriteBackRun start_evict(Component component, std::int64_t amount);
+    /// The second half of `evict`: drains the copies (blocks), records each backup with the tree (its host
+    /// pages, or none for a failed copy, whose host pages are freed), executes what that frees, then frees the
+    /// device rows the backups read (a throw while they are recorded leaves the rest pending in the tree: it is
+    /// not recovered). Precondition: `run` is from the previous call on this cache.
+    Eviction finish_evict(WriteBackRun&& run);
+    /// Frees `amount` host units of `component` or all that can go (`evict_host` of the tree, executed);
+    /// returns the host units freed.
+    std::int64_t evict_host(Component component, std::int64_t amount);
 
     // ---- retraction (preempted decode requests; needs `can_retract`) -------------------------------------
     /// Backs `request`'s own FULL rows and SWA window up into the host pool (`retract`, synchronized), relieving
-    /// a host shortfall by host eviction (`HiCache::relieve_host`) while that frees something. On a live backup the caller
+    /// a host shortfall by host eviction (`relieve_host`) while that frees something. On a live backup the caller
     /// frees the request's own pages (`free`) and drops its prefix lock; on a failed one (`failure()` says
     /// why) nothing changed. Retraction has the write lane to itself, so write-throughs in flight are first
     /// submitted, waited for and acknowledged (reported by the next `writing_check`). Throws `logic_error`
@@ -331,53 +501,218 @@ public:
     /// flight: acknowledge it first (`loading_check`). Cold: O(pages) plus one host synchronization.
     bool restore(RetractionBackup& backup, const RequestRows& fresh);
     /// Gives a backup's host pages back without restoring it (the request is aborted).
-    void discard(RetractionBackup& backup) { backup.discard(hc_.host_pools()); }
+    void discard(RetractionBackup& backup) { backup.discard(host_); }
+
+    // ---- relief: the one way every allocation that fell short makes room ---------------------------------
+    /// One round of relief for a device allocation that fell short as `short_of` says (the pool, its pages
+    /// missing, why): evicts those pages of that pool; when the pool has nothing evictable and bytes are
+    /// missing (`Shortfall::room`: the pools share the arena, and compaction hands freed bytes over), the same
+    /// bytes from the first other pool of `pools` that has something to evict. Under write-back it first
+    /// evicts host data until the host can take the backups of what it evicts (FULL pages and SWA windows;
+    /// states when there is room), so nothing is dropped unbacked where the host could make room. Returns
+    /// true when something was freed: the caller retries, and relieves again while it does
+    /// (`detail::with_relief`); every round frees something, so the rounds end. The cache's allocations,
+    /// load-back and the budgets' reclaim all relieve here. Cold: one eviction (blocking on its backups under
+    /// write-back) and one host eviction per round.
+    bool relieve(const AllocResult& short_of, ComponentMask pools = ComponentMask::all());
+    /// One round of relief for a host allocation that fell short as `short_of` says: evicts its missing pages
+    /// of host data (`evict_host`). True when something was freed; false for a `leased` shortfall, which
+    /// eviction cannot relieve. Write-through and retraction relieve their host pages here. Cold.
+    bool relieve_host(const HostAllocResult& short_of);
+    /// Makes demand `d` (pages per pool; Mamba: states) fit in pages that are free now: compacts toward it
+    /// (`ensure_capacity`) and, while a pool is short, relieves it (`relieve`, evicting from `pools`), until
+    /// it fits or relief frees nothing more; then refused with the short pool's breakdown. What a budget's
+    /// `Reclaim` asks before a load-back is queued (reference §6.1, `reclaim_for_prealloc`). Each round frees
+    /// something, so it ends; O(rounds * (eviction + compaction)). Cold.
+    BudgetCheck reclaim(const CapacityDemand& d, ComponentMask pools);
+    /// What a budget reads of the cache now (`CapacityView::of`). O(pools).
+    [[nodiscard]] CapacityView capacity() const { return CapacityView::of(alloc_, tree_); }
+    /// Tokens per page of `component` (1 for Mamba: a page is a state), the unit the tree counts in.
+    [[nodiscard]] std::int32_t page_size(Component component) const noexcept {
+        return alloc_.spec()[component].page_size;
+    }
 
     // ---- inspection --------------------------------------------------------------------------------------
     /// Every broken rule of the allocator's byte accounting, the tree's invariants and the host pools, one
     /// line each; empty when healthy. Callable in production (cold: O(pages + nodes)).
-    [[nodiscard]] std::vector<std::string> verify() const { return hc_.verify(); }
-    /// The allocator, for what the cache does not forward (flushes, capacity queries). Freeing tree-owned
-    /// pages here breaks the tree.
-    [[nodiscard]] allocator_type& allocator() noexcept { return hc_.allocator(); }
-    [[nodiscard]] const allocator_type& allocator() const noexcept { return hc_.allocator(); }
+    [[nodiscard]] std::vector<std::string> verify() const;
+    /// The allocator: a request allocates its own pages here and translates its rows.
+    [[nodiscard]] allocator_type& allocator() noexcept { return alloc_; }
+    [[nodiscard]] const allocator_type& allocator() const noexcept { return alloc_; }
     /// The tree, for inspection (`node_info`, sizes).
-    [[nodiscard]] const tree_type& tree() const noexcept { return hc_.tree(); }
+    [[nodiscard]] const tree_type& tree() const noexcept { return tree_; }
     /// The host pools, for inspection (usage, a lease to read host rows). Allocating or freeing here behind the
     /// cache's back breaks the tree's host accounting.
-    [[nodiscard]] host_pools_type& host_pools() noexcept { return hc_.host_pools(); }
+    [[nodiscard]] host_pools_type& host_pools() noexcept { return host_; }
     /// The transfer controller, for inspection (its stream, what is in flight).
-    [[nodiscard]] const controller_type& controller() const noexcept { return hc_.controller(); }
+    [[nodiscard]] const controller_type& controller() const noexcept { return ctl_; }
     /// The write policy the cache runs (`HostConfig::write`, checked).
-    [[nodiscard]] const HostWrites& writes() const noexcept { return hc_.writes(); }
+    [[nodiscard]] const HostWrites& writes() const noexcept { return host_writes_; }
     /// The host mode the cache runs (`HostConfig::mode`, checked).
-    [[nodiscard]] HostMode host_mode() const noexcept { return hc_.host_mode(); }
-    /// The budget, for inspection (its offsets).
-    [[nodiscard]] const budget_type& budget() const noexcept { return budget_; }
-    /// What the budget reads of the cache now (`CapacityView`: per pool free, evictable, locked and in-flight
-    /// pages). O(pools).
-    [[nodiscard]] CapacityView capacity() const { return hc_.capacity(); }
-    /// Tokens per page of `component` (1 for Mamba: a page is a state): the one conversion between the tree's
-    /// units (tokens; states) and pages.
-    [[nodiscard]] std::int32_t page_size(Component component) const noexcept { return hc_.page_size(component); }
+    [[nodiscard]] HostMode host_mode() const noexcept { return host_mode_; }
     /// The window of the SWA layers in tokens (0 without Swa).
-    [[nodiscard]] std::int32_t window_tokens() const noexcept { return window_; }
+    [[nodiscard]] std::int32_t window_tokens() const noexcept { return tree_.config().swa_window; }
 
 private:
-    // `alloc()`, relieved (`HiCache::relieve`) and retried while the relief frees something.
-    template <class Alloc>
-    AllocResult relieved(Alloc&& alloc);
-    // The retraction request of `rows` in this cache's geometry.
-    RetractionRequest retraction_of(const RequestRows& rows) const;
+
+private:
+    // A step of an ongoing load, kept for its commit (the tree's plan is only valid until its next call).
+    struct Step {
+        NodeRef node{};
+        Component component = Component::full;
+        std::int32_t start = 0;          // first token of the node when the load was made
+        std::uint32_t full_offset = 0;   // FULL: first of its pages in the destinations
+        std::uint32_t under_offset = 0;  // SWA on resident FULL pages: first of them in `swa_under`
+        std::uint32_t pages = 0;
+        bool resident = false;           // SWA: bound under the node's resident FULL pages (not this load's)
+    };
+    // One load queued or submitted, until its ack.
+    struct Loading {
+        std::uint64_t id = 0;
+        NodeRef node{};
+        LockReceipt device;
+        LockReceipt host;
+        bool acked = false;      // the controller acknowledged it; `loading_check` finishes it
+        bool succeeded = false;  // the copy succeeded (once acked)
+        std::vector<Step> steps;
+        LoadBackDestinations dest;
+        std::vector<VirtualPage> swa_under;  // resident FULL pages SWA rows were bound under (freed on failure)
+    };
+
+    // One write-through queued or submitted, until its ack. The host pages need no record: the tree holds them
+    // from `set_host`, and `drop_host` hands them back for a failed copy.
+    struct Writing {
+        std::uint64_t id = 0;
+        NodeRef node{};
+        Component component = Component::full;
+        LockReceipt device;  // FULL and `component`: the rows the copy reads stay put
+        bool hosted = false;     // the tree holds the host value (`set_host` returned, or got that far)
+        bool acked = false;      // the controller acknowledged it; `finish_writes` finishes it
+        bool succeeded = false;  // the copy succeeded (once acked)
+        bool dropped = false;    // a failed copy's host value was dropped (`drop_host` returned)
+        std::vector<HostPage> orphan{};  // host pages of a `set_host` that threw before the tree took them
+    };
+
+    // `host` with its write policy and host mode checked against each other and the policies (see the
+    // constructor); throws `logic_error`.
+    static const HostConfig& checked(const HostConfig& host);
+    // The tree of `config`: FULL's page size, the arena's window where the layout has Swa, the write policy's
+    // write-through threshold.
+    static TreeConfig tree_config(const CacheConfig& config, const HostWrites& writes);
+    // The D2H request of a `backup` or `write_through` action into `host`.
+    static TransferRequest d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host);
+    // Host pages for `out`, relieved (`relieve_host`) while short; false when still short.
+    bool host_room(Component component, std::span<HostPage> out);
+    // Under write-back: evicts host data until the host can take the backups of evicting `pages` pages of `c`.
+    void make_backup_room(Component c, std::int64_t pages);
+    // Queues the write-through `a` of `work`, or skips it; true when queued.
+    bool write_through(const HostActions& work, const TreeAction& a);
+    // Marks the write-throughs among `acks` acknowledged: the oldest unmarked records (one FIFO write lane).
+    void mark_writes(std::span<const typename controller_type::ack_type> acks) noexcept;
+    // Finishes the acknowledged write-throughs (a prefix of `writes_`), reports them into `write_acked_` and
+    // forgets them; a throw leaves the one that threw, and those after it, for the next call.
+    void finish_writes();
+    // The write-throughs acknowledged now (`writing_check` without the settled ones).
+    std::span<const WriteDone> check_writes();
     // Submits, waits for and acknowledges every write-through in flight, keeping the acks in `settled_`.
     void settle_writes();
+    // The retraction request of `rows` in this cache's geometry.
+    RetractionRequest retraction_of(const RequestRows& rows) const;
+    // `alloc()`, relieved (`relieve`) and retried while the relief frees something.
+    template <class Alloc>
+    AllocResult relieved(Alloc&& alloc);
+    // Copies `plan` into `plan_` (spans into the cache's buffers), so evictions during allocation keep it.
+    void copy_plan(std::span<const LoadBackStep> plan);
+    // Frees the destinations of a failed load (the reservation itself was consumed by the submission).
+    void release(Loading& load) noexcept;
+    // True when any of `pages` has SWA rows bound although the tree holds their SWA as evicted: only a load in
+    // flight binds them so (under resident FULL pages), and it commits them at its ack. O(pages).
+    [[nodiscard]] bool swa_bound_by_load(std::span<const VirtualPage> pages);
+    // Commits a load whose copy succeeded, against the tree's plan as it is now, and frees what it no longer needs.
+    void commit(Loading& load);
+    // Executes a tree result that asks for no backup: device frees and host frees.
+    template <class Result>
+    void run_actions(Result& result);
+    void free_host(const HostActions& work);
 
-    hicache_type hc_;
-    budget_type budget_;
-    std::int32_t window_ = 0;
+    HostWrites host_writes_;  // first: checked before any part is built
+    HostMode host_mode_ = HostMode::cache;
+    HostHits host_hits_ = HostHits::include;  // `match`'s: host copies are matched under `HostMode::cache` only
+    allocator_type alloc_;
+    host_pools_type host_;
+    tree_type tree_;
+    ActionExecutor exec_;
+    std::vector<Loading> loads_;  // in submission order
+    std::vector<LoadDone> done_;  // the acks of the last `loading_check`
+    std::vector<LoadDone> load_acked_;  // finished, reported by the next `loading_check`
+    std::uint64_t next_load_ = 1;
+    std::vector<Writing> writes_;           // in queue order, which is ack order (one FIFO write lane)
+    std::vector<WriteDone> write_done_;     // the acks of the last `writing_check`
+    std::vector<WriteDone> write_acked_;    // finished by a check that threw, reported by the next one
+    std::vector<HostPage> write_host_;      // scratch: a write-through's host pages
+    std::uint64_t next_write_ = 1;
+    std::size_t open_backups_ = 0;          // copies of the eviction run between `start_evict` and `finish_evict`
+    std::vector<LoadBackStep> plan_;                   // scratch: the plan being allocated
+    per_component<std::vector<HostPage>> plan_host_;   // scratch: its host pages, per component, plan order
+    std::vector<VirtualPage> plan_under_;              // scratch: SWA steps' resident FULL pages
+    std::vector<std::uint8_t> taken_;                  // scratch of `commit`: destinations committed
+    std::vector<VirtualPage> spare_;                   // scratch of `commit`: destinations to free
+    std::vector<PhysicalPage> bound_;                  // scratch of `swa_bound_by_load`
     std::vector<WriteDone> settled_;   // acks of writes a `backup` settled, for the next `writing_check`
     std::vector<WriteDone> reported_;  // what the last `writing_check` returned when it had settled acks
     std::vector<VirtualPage> finish_pages_;  // scratch of `finish`: a request's pages, whole ones first
+    controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
+};
+
+template <class P>
+using core_of_t = CacheCore<core_policies<typename P::backend, typename P::layout, tree_core_tag_t<typename P::tree_core>,
+                                          typename P::host_pools, typename P::storage>>;
+
+}  // namespace detail::cache
+
+/// The composed cache (see the file comment): `detail::cache::CacheCore`'s calls plus the budget and
+/// admission. Move-only.
+template <class Policies>
+class Cache : public detail::cache::core_of_t<Policies> {
+    using core = detail::cache::core_of_t<Policies>;
+
+public:
+    using policies = Policies;
+    using budget_type = budget_t<typename Policies::budget, typename Policies::layout>;
+    using typename core::stream_ref;
+
+    /// The core of `config` (see `CacheCore`'s constructor) and the budget of `config.budget`; a static
+    /// partition bounds the pools themselves (`PartitionedSWABudget`). Throws what those throw.
+    Cache(typename core::backend_type& backend, const CacheConfig& config, stream_ref stream);
+    /// Moves every part; transfers in flight are acknowledged through the moved-to cache.
+    Cache(Cache&&) noexcept = default;
+    Cache(const Cache&) = delete;
+    Cache& operator=(const Cache&) = delete;
+    /// Not assignable: build a new cache.
+    Cache& operator=(Cache&&) = delete;
+    ~Cache() = default;
+
+    // ---- admission ---------------------------------------------------------------------------------------
+    /// Starts a scheduling step: the running decode requests' pending tokens are pre-charged and the chunked
+    /// prefill budget set (`StepDemand`). O(1).
+    void begin_step(const StepDemand& step) { budget_.begin_step(step); }
+    /// Admits `request` into the step, or says why not (`unikv::try_admit`, reference §6.2): match, selection
+    /// by the budget, a host hit pinned, reclaimed for and queued for load-back, the budget charged and the
+    /// request's node locked (`Admission::lock`; unlock it when done). A refusal is a value naming the
+    /// component, pages short, reclaimable, blocked by transfers and held by locks. Every pin is released on
+    /// every path. Cost: see `unikv::try_admit`.
+    [[nodiscard]] Admission try_admit(const AdmitRequest& request) { return unikv::try_admit(*this, budget_, request); }
+    /// Realizes the budget for a load-back before it is queued (shared budgets evict and compact here, since a
+    /// queued load blocks page moves); `try_admit` calls it for its host hits. Cold.
+    [[nodiscard]] BudgetCheck prepare_load_back(const LoadBackAsk& ask) {
+        return detail::prepare_load_back(*this, budget_, ask);
+    }
+
+    /// The budget, for inspection (its offsets).
+    [[nodiscard]] const budget_type& budget() const noexcept { return budget_; }
+
+private:
+    budget_type budget_;
 };
 
 /// A bundle that breaks a rule gets this empty stand-in, whose only member is the failing check: the rule's
@@ -390,4 +725,6 @@ class Cache<Policies> {
 
 }  // namespace unikv
 
-#include <unikv/detail/cache/cache.inl>
+#include <unikv/detail/cache/requests.inl>
+#include <unikv/detail/cache/transfers.inl>
+#include <unikv/detail/cache/relief.inl>

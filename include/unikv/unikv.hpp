@@ -8,7 +8,7 @@
 
 #include <unikv/arena/model.hpp>
 #include <unikv/backend/default_backend.hpp>
-#include <unikv/budget/admission.hpp>
+#include <unikv/cache/admission.hpp>
 #include <unikv/budget/base_budget.hpp>
 #include <unikv/budget/partitioned_mamba_budget.hpp>
 #include <unikv/budget/partitioned_swa_budget.hpp>
@@ -17,7 +17,6 @@
 #include <unikv/cache.hpp>
 #include <unikv/cache/action_executor.hpp>
 #include <unikv/cache/compatibility.hpp>
-#include <unikv/cache/hicache.hpp>
 #include <unikv/component.hpp>
 #include <unikv/config.hpp>
 #include <unikv/error.hpp>

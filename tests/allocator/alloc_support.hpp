@@ -23,7 +23,7 @@ namespace alloc_test {
 
 using namespace unikv;
 
-/// The eager twin of `FullLayout` (not shipped: a dense model without HiCache), so the lone-pool eager path runs.
+/// The eager twin of `FullLayout` (not shipped: a dense model without a host tier), so the lone-pool eager path runs.
 using EagerFullLayout = FullOnly<Pool<Component::full, EagerEndPool<Grow::down>>>;
 
 /// FULL and SWA entries of 32 bytes (1 layer, 1 head, head_dim 8, bf16), Mamba slots of 64 bytes.

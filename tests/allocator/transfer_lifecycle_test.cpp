@@ -1,4 +1,4 @@
-// The allocator-level HiCache transfer lifecycle scenarios of reference §9 (1, 3, 8, 9, 12, 13, 14, 17, 18) on
+// The allocator-level host-tier transfer lifecycle scenarios of reference §9 (1, 3, 8, 9, 12, 13, 14, 17, 18) on
 // the [Swa lazy up | Full lazy down] layout, with a manual backend: a move that runs before the transfer it
 // must follow, or a page reused too early, shows up as wrong row contents.
 

@@ -1,4 +1,4 @@
-// Budgets and admission (reference §6, §9 scenarios 5, 6, 26, 27, 28) on HiCache over a manual HostBackend:
+// Budgets and admission (reference §6, §9 scenarios 5, 6, 26, 27, 28) on a Cache over a manual HostBackend:
 // what each budget charges and refuses (with the refusal's breakdown), the shared budget's reclaim before a
 // load is queued (so the step's allocations need no page move while the load blocks them), the host match
 // pinned across reclaim, every pin released on success, refusal and an exception, and the FULL load-back spec
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include <unikv/budget/admission.hpp>
+#include <unikv/cache/admission.hpp>
 #include <unikv/budget/base_budget.hpp>
 #include <unikv/budget/partitioned_swa_budget.hpp>
 #include <unikv/budget/shared_hybrid_budget.hpp>

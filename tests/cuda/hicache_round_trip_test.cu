@@ -1,4 +1,4 @@
-// The HiCache round trip of tests/hicache (round_trip_scenario.hpp) on the GPU: the arena in device memory,
+// The cache's round trip of tests/hicache (round_trip_scenario.hpp) on the GPU: the arena in device memory,
 // the host pools pinned, every copy through the CUDA backend's page-envelope copies; rows written and read
 // back with cudaMemcpyAsync through translation. Runs only on a GPU (scripts/gpu-check.sh).
 #include <doctest/doctest.h>

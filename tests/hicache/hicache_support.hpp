@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the HiCache tests: a cache on a manual HostBackend (so each test decides when the copies run),
+// Shared by the host-tier cache tests: a cache on a manual HostBackend (so each test decides when the copies run),
 // requests whose every row (FULL and SWA per token, the Mamba state) carries a marker written through
 // translation, and readers of device rows (through translation) and host rows (through a lease), so a row a
 // wrong free, move, copy or commit touched reads back wrong.
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include <unikv/backend/host_backend.hpp>
-#include <unikv/cache/hicache.hpp>
+#include <unikv/cache.hpp>
 #include <unikv/host/page_envelope_host.hpp>
 #include <unikv/host/separate_host_pools.hpp>
 #include <unikv/tree/reference_tree.hpp>
@@ -28,7 +28,8 @@ using namespace cache_test;
 /// The policies under test: manual host backend, layout `L`, host pools `H`. The write policy is the `Rig`'s
 /// runtime argument.
 template <class L, class H = SeparateHostPools>
-struct Policies : DefaultHiCachePolicies<L> {
+struct Policies : DefaultCachePolicies {
+    using layout = L;
     using backend = HostBackend;
     using host_pools = H;
 };
@@ -42,7 +43,7 @@ inline constexpr HostWrites write_selective{.policy = WritePolicy::selective, .t
 /// requests.
 template <class P>
 struct Rig {
-    using Cache = HiCache<P>;
+    using Cache = unikv::Cache<P>;
     using Alloc = typename Cache::allocator_type;
     static constexpr bool has_swa = Alloc::has_swa;
     static constexpr bool has_mamba = Alloc::has_mamba;
@@ -52,8 +53,7 @@ struct Rig {
     Cache cache;
 
     Rig(std::size_t envelopes, per_component<std::int32_t> host_pages, const HostWrites& writes = write_back)
-        : cache(backend, config(envelopes), host_config(host_pages, writes),
-                TreeConfig{.page_size = {page_size}, .swa_window = has_swa ? window : 0}, stream) {}
+        : cache(backend, {.arena = config(envelopes), .host = host_config(host_pages, writes)}, stream) {}
     Rig(std::size_t envelopes, std::int32_t host_pages, const HostWrites& writes = write_back)
         : Rig(envelopes, per_component<std::int32_t>{.values = {host_pages, host_pages, host_pages}}, writes) {}
 
@@ -180,7 +180,7 @@ struct Rig {
     [[nodiscard]] std::int32_t live(Component c) const { return cache.allocator().live_pages(c); }
 };
 
-/// A tree call HiCache makes inside its own calls, to throw from (once) in a `Faulty` cache.
+/// A tree call the cache makes inside its own calls, to throw from (once) in a `Faulty` cache.
 enum class TreeFault : std::uint8_t { none, load_back_plan, evict, commit_load_back, set_host, drop_host };
 struct TreeFaults {
     /// The call that throws next, before it changes anything; reset to `none` when it has.

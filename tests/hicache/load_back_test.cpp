@@ -1,4 +1,4 @@
-// Load-back through HiCache: the targets stay owned from `load_back` to the ack (pending reservation, then
+// Load-back through the cache: the targets stay owned from `load_back` to the ack (pending reservation, then
 // the host-transfer gate; fresh allocations and evictions leave them alone), only the missing window rows
 // are reserved, a pool that stays short rolls the whole load back, a failed copy commits nothing, and a cache
 // moved with a load in flight acknowledges it through the moved-to object.

@@ -1,4 +1,4 @@
-// HiCache end to end, randomized, on every layout that takes a host tier and under every write policy:
+// The cache with its host tier end to end, randomized, on every layout that takes a host tier and under every write policy:
 // requests over shared prefixes are matched (host hits included), allocated, marked row by row, decoded,
 // inserted, locked and released; host hits are loaded back (`load_back`, `start_loading`, `loading_check`)
 // while other requests run; each component is evicted (write-back drains) and host data too; running decode
@@ -16,7 +16,7 @@
 //
 // The write policy is a runtime value of the cache (`HostConfig::write`): one test case per policy, one
 // subcase per layout, so each layout's cache type serves all three policies. Select a configuration with
-// doctest's filters, e.g. `test_hicache --test-case='HiCache keeps*WritePolicy::selective*' --subcase='TriPool*'`
+// doctest's filters, e.g. `test_hicache --test-case='Cache keeps*WritePolicy::selective*' --subcase='TriPool*'`
 // (the policies: `WritePolicy::back`, `WritePolicy::through`, `WritePolicy::selective`).
 
 #include <algorithm>
@@ -53,7 +53,7 @@ struct Tally {
 
 template <class P>
 class HiDriver {
-    using Cache = HiCache<P>;
+    using Cache = unikv::Cache<P>;
     using Alloc = typename Cache::allocator_type;
     using HostPools = typename Cache::host_pools_type;
     using Retractor = TransferController<HostBackend, HostPools, std::uint64_t>;
@@ -84,9 +84,11 @@ class HiDriver {
 public:
     HiDriver(const HostWrites& writes, std::uint64_t seed, std::size_t envelopes, std::int32_t host_pages)
         : rng_(seed), stream_(backend_.make_stream()) {
-        slots_[0].emplace(backend_, config(envelopes),
-                          Rig<P>::host_config({.values = {host_pages, host_pages, host_pages}}, writes),
-                          TreeConfig{.page_size = {page_size}, .swa_window = has_swa ? window : 0}, stream_);
+        slots_[0].emplace(backend_,
+                          CacheConfig{.arena = config(envelopes),
+                                      .host = Rig<P>::host_config({.values = {host_pages, host_pages, host_pages}},
+                                                                  writes)},
+                          stream_);
         bind(0);
         if constexpr (can_retract) retractor_.emplace(backend_);
     }
@@ -648,15 +650,15 @@ void drive_layouts(const HostWrites& writes) {
 
 }  // namespace
 
-TEST_CASE("HiCache keeps every served row right under random requests, loads, evictions and retractions "
+TEST_CASE("Cache keeps every served row right under random requests, loads, evictions and retractions "
           "(WritePolicy::back)") {
     drive_layouts(write_back);
 }
-TEST_CASE("HiCache keeps every served row right under random requests, loads, evictions and retractions "
+TEST_CASE("Cache keeps every served row right under random requests, loads, evictions and retractions "
           "(WritePolicy::through)") {
     drive_layouts(write_through);
 }
-TEST_CASE("HiCache keeps every served row right under random requests, loads, evictions and retractions "
+TEST_CASE("Cache keeps every served row right under random requests, loads, evictions and retractions "
           "(WritePolicy::selective, threshold 2)") {
     drive_layouts(write_selective);
 }

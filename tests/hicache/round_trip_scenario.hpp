@@ -1,5 +1,5 @@
 #pragma once
-// One HiCache round trip written once for any backend: run on the manual HostBackend in tests/hicache (so its
+// One cache round trip written once for any backend: run on the manual HostBackend in tests/hicache (so its
 // logic executes in every CI run) and on CudaBackend in tests/cuda (arena on the device, pinned host pools).
 // Over SWA+FULL with two layers per row: a request's rows are written through translation, inserted, evicted
 // under write-back (the D2H drained before the rows go), matched as a host hit, loaded back layer by layer
@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include <unikv/cache/hicache.hpp>
+#include <unikv/cache.hpp>
 #include <unikv/pools/layouts.hpp>
 #include <unikv/transfer/retraction.hpp>
 
@@ -43,9 +43,10 @@ constexpr std::uint32_t layer_word(Component c, TokenId token, std::int32_t pos,
            static_cast<std::uint32_t>(pos) * 40503u ^ static_cast<std::uint32_t>(layer) * 0x01000193u;
 }
 
-/// The HiCache over SWA+FULL on `Device`'s backend, host pools `H` (write-back: `HostConfig`'s default).
+/// The cache over SWA+FULL on `Device`'s backend, host pools `H` (write-back: `HostConfig`'s default).
 template <class Device, class H>
-struct Policies : DefaultHiCachePolicies<SwaFullLayout> {
+struct Policies : DefaultCachePolicies {
+    using layout = SwaFullLayout;
     using backend = typename Device::backend_type;
     using host_pools = H;
 };
@@ -54,12 +55,11 @@ template <class Device, class H>
 class Scenario {
 public:
     using B = typename Device::backend_type;
-    using Cache = HiCache<Policies<Device, H>>;
+    using Cache = unikv::Cache<Policies<Device, H>>;
 
     explicit Scenario(Device& device)
         : dev_(device),
-          cache_(device.backend, arena(), host(), TreeConfig{.page_size = {page_size}, .swa_window = window},
-                 stream_.ref()) {}
+          cache_(device.backend, {.arena = arena(), .host = host()}, stream_.ref()) {}
 
     void run() {
         const std::vector<TokenId> prefix = tokens(100, 3 * page_size);

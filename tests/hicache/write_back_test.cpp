@@ -1,4 +1,4 @@
-// Eviction-driven write-back through HiCache: a backup's rows stay owned until its copy ran (copies run by
+// Eviction-driven write-back through the cache: a backup's rows stay owned until its copy ran (copies run by
 // hand on the manual backend), then go; what is hosted is dropped without a copy; when the host cannot take a
 // backup only the unbacked data goes (the SWA window alone, or a FULL leaf's subtree), never a locked node.
 // Also the backend-neutral round trip (round_trip_scenario.hpp) on the manual host backend, the same code

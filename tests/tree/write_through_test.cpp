@@ -211,7 +211,7 @@ TEST_CASE_TEMPLATE("a Mamba state is written through on the end node only", Core
 
 // A write-through in flight holds its node: a host eviction that removes a host-only leaf below a stateless
 // tri-pool node (which cannot end a match: no Mamba in any tier) must not collect that node while its write is
-// pending, or the copy's record names a deleted node (found by the randomized HiCache test at seed 4242).
+// pending, or the copy's record names a deleted node (found by the randomized cache test at seed 4242).
 TEST_CASE_TEMPLATE("a host eviction does not collect a stateless node whose write-through is pending", Core,
                    RadixTreeCore, ReferenceTreeCore) {
     typename Core::template impl<Full, Swa, Mamba> tree(

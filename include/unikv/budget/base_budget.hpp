@@ -5,7 +5,7 @@
 /// `available + evictable - total_offset`, in tokens. The step starts with the mixed batch's pending decode
 /// tokens charged; each admission adds its extension (page rounded), one page and its decode. The other pools
 /// of the layout are not budgeted (their allocations can still fall short, and say so). It prepares a
-/// load-back by asking nothing: the load's own relief (`HiCache::relieve`) covers it, and it never asks for the FULL rows a
+/// load-back by asking nothing: the load's own relief (`Cache::relieve`) covers it, and it never asks for the FULL rows a
 /// load adds (`load_back_needs_full_tokens` is false), so admission never walks the tree for them.
 
 #include <cstdint>

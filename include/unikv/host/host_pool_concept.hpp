@@ -47,7 +47,7 @@ namespace unikv {
 /// The host tier's configuration. Sizes: give either `total_bytes` (split over the components in proportion to
 /// their device bytes by `SeparateHostPools`, see `split_host_bytes`; one buffer shared by the sides of
 /// `PageEnvelopeHost`) or `pages` per component (0 for an absent component). Use: `write` and `mode`, read by
-/// the cache (`HiCache`, `Cache`), which checks them; the host pools ignore them.
+/// the cache (`Cache`), which checks them; the host pools ignore them.
 struct HostConfig {
     /// Host bytes in all; used when every entry of `pages` is 0.
     std::size_t total_bytes = 0;

@@ -236,7 +236,7 @@ inline constexpr bool layout_middle_floats_v = detail::middle_members_float<L>()
 template <class L>
 inline constexpr bool layout_reservations_not_eager_v = detail::reservations_not_eager<L>();
 
-/// Rule: reservations only on the SWA pool (HiCache loads SWA windows into reserved physical pages).
+/// Rule: reservations only on the SWA pool (the cache loads SWA windows into reserved physical pages).
 template <class L>
 inline constexpr bool layout_reservations_on_swa_v = detail::reservations_on_swa<L>();
 
@@ -383,7 +383,7 @@ consteval bool check_layout() {
                   "unikv: PhysicalReservations on an EagerEndPool: an eager pool compacts on every free and would "
                   "move reserved pages under a queued load; use LazyEndPool (or FloatPool) for the reserving pool");
     static_assert(broken != rule::reservations_on_swa,
-                  "unikv: PhysicalReservations are only for the Swa pool (HiCache loads SWA windows into reserved "
+                  "unikv: PhysicalReservations are only for the Swa pool (the cache loads SWA windows into reserved "
                   "physical pages); Full and Mamba load through alloc / alloc_state; drop PhysicalReservations "
                   "from that pool");
     return true;

@@ -8,7 +8,7 @@
 /// | `SwaFullLayout` | `[Swa LazyEnd up (reservations) | Full LazyEnd down]` |
 /// | `MambaFullLayout` | `[Mamba LazyEnd up | Full LazyEnd down]` |
 /// | `TriPoolLayout` | `[Mamba LazyEnd up | Swa Float (reservations) | Full LazyEnd down]` |
-/// | `EagerSwaFullLayout` | `[Swa EagerEnd up | Full EagerEnd down]` (no HiCache: no gates, no reservations) |
+/// | `EagerSwaFullLayout` | `[Swa EagerEnd up | Full EagerEnd down]` (no host tier: no gates, no reservations) |
 /// | `EagerMambaFullLayout` | `[Mamba EagerEnd up | Full EagerEnd down]` |
 
 #include <unikv/pools/layout.hpp>

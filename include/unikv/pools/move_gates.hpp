@@ -22,7 +22,7 @@ namespace unikv {
 
 /// The two independent gate slots.
 enum class MoveGateSlot : std::uint8_t {
-    host_transfer,  ///< HiCache: closed while any host<->device transfer is queued or unacknowledged
+    host_transfer,  ///< the cache's: closed while any host<->device transfer is queued or unacknowledged
     disagg,         ///< PD disaggregation: closed while a destination is published to a peer
 };
 

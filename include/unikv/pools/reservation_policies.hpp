@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The shipped reservation policies. A pool with `PhysicalReservations` serves `alloc_physical`: HiCache
+/// The shipped reservation policies. A pool with `PhysicalReservations` serves `alloc_physical`: the cache
 /// loads an SWA window into reserved physical pages that are later bound under FULL's virtual ids.
 
 #include <unikv/pools/reservation_policy_concept.hpp>

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// `TransferEvents`: the completion events of host<->device transfers (HiCache loads and writes) that every
+/// `TransferEvents`: the completion events of host<->device transfers (the cache's loads and writes) that every
 /// page move must be ordered after. Keys are (owner, direction); registering a key again replaces its event.
 /// Waiting is a stream dependency (`stream.wait(event)`), never a host block.
 

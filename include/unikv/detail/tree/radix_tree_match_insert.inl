@@ -232,7 +232,7 @@ auto RadixTree<Cs...>::overlap(Id id, Walk& walk) -> Id {
     const bool disjoint = std::mismatch(incoming.begin(), incoming.end(), mine.begin(),
                                         [](VirtualPage a, VirtualPage b) { return a != b; })
                               .first == incoming.end();
-    // A host-locked SWA copy may be loading into rows bound under the node's pages (HiCache's load-back): the
+    // A host-locked SWA copy may be loading into rows bound under the node's pages (the cache's load-back): the
     // load commits them at its ack, so the request's rows go as duplicates.
     const bool recoverable = components::has_swa && !nodes_[id].swa && nodes_[id].host_locks[Component::swa] == 0 &&
                              disjoint && walk.live_from < to;

@@ -20,7 +20,7 @@
 ///
 /// The cache is any type with the calls used here: `match`, `lock`, `unlock`, `load_back(node, host, device)`,
 /// `load_back_plan`, `page_size`, `capacity` (the budget's view) and `reclaim` (what a budget asks to have free
-/// before a load-back is queued); `HiCache` has them all. Neither the budget nor the admission keeps a
+/// before a load-back is queued); `Cache` has them all. Neither the budget nor the admission keeps a
 /// reference to it.
 
 #include <cstdint>
@@ -67,7 +67,7 @@ struct [[nodiscard]] Admission {
     std::int32_t max_new_tokens = 0;
     /// True when the extension was cut to the step's chunk budget: the rest comes in later steps.
     bool chunked = false;
-    /// The queued load-back (`HiCache::loading_check` reports it), 0 when nothing is loaded.
+    /// The queued load-back (`Cache::loading_check` reports it), 0 when nothing is loaded.
     std::uint64_t load_id = 0;
     /// The request's device lock on `node` (empty when refused): unlock it when the request is done with it.
     LockReceipt lock;
