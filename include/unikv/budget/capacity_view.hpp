@@ -39,8 +39,6 @@ struct PoolCapacity {
     std::int64_t holes = 0;
     /// The pool's moves are blocked (a pending reservation or a host transfer in flight).
     bool moves_blocked = false;
-    /// The pool's bound (`bound_pages`, a partitioned budget's), 0 when unbounded.
-    std::int64_t bound = 0;
 };
 
 /// What a budget reads of a cache (see the file comment). Taken with `of`; O(pools) to take, O(1) to read.
@@ -70,8 +68,7 @@ public:
                            .locked = tree.protected_size(c) / tokens,
                            .in_flight = alloc.reserved_pages(c),
                            .holes = alloc.hole_pages(c),
-                           .moves_blocked = alloc.moves_blocked(c),
-                           .bound = alloc.page_bound(c)};
+                           .moves_blocked = alloc.moves_blocked(c)};
         }
         return v;
     }
