@@ -525,7 +525,7 @@ public:
     /// `Reclaim` asks before a load-back is queued (reference §6.1, `reclaim_for_prealloc`). Each round frees
     /// something, so it ends; O(rounds * (eviction + compaction)). Cold.
     BudgetCheck reclaim(const CapacityDemand& d, ComponentMask pools);
-    /// What a budget reads of the cache now (`CapacityView::of`). O(pools).
+    /// What a budget reads of the cache, each count read on access (`CapacityView::of`). O(1).
     [[nodiscard]] CapacityView capacity() const { return CapacityView::of(alloc_, tree_); }
     /// Tokens per page of `component` (1 for Mamba: a page is a state), the unit the tree counts in.
     [[nodiscard]] std::int32_t page_size(Component component) const noexcept {

@@ -87,7 +87,7 @@ struct Faulty {
         std::vector<LoadBackAsk> asks;
         mutable std::vector<std::int64_t> protected_at_selection;  // FULL tokens locked while selecting
         Selection check_prefill(const CapacityView& v, const PrefillAsk& ask) const {
-            protected_at_selection.push_back(v[Component::full].locked * v.page_tokens());
+            protected_at_selection.push_back(v[Component::full].locked() * v.page_tokens());
             if (fault == Fault::selection) throw std::runtime_error("injected during selection");
             return base::check_prefill(v, ask);
         }
@@ -180,29 +180,29 @@ TEST_CASE("the capacity view counts every pool in pages: free, evictable, locked
     CHECK(empty.swa_window() == window);
     for (const Component c : all_components) {
         CAPTURE(c);
-        CHECK(empty[c].present);
-        CHECK(empty[c].page_tokens == r.cache.page_size(c));
-        CHECK(empty[c].page_bytes == r.cache.allocator().spec()[c].page_bytes);
-        CHECK(empty[c].free == r.cache.allocator().available_size(c));
-        CHECK(empty[c].evictable == 0);
-        CHECK(empty[c].locked == 0);
-        CHECK(empty[c].in_flight == 0);
+        CHECK(empty[c].present());
+        CHECK(empty[c].page_tokens() == r.cache.page_size(c));
+        CHECK(empty[c].page_bytes() == r.cache.allocator().spec()[c].page_bytes);
+        CHECK(empty[c].free() == r.cache.allocator().available_size(c));
+        CHECK(empty[c].evictable() == 0);
+        CHECK(empty[c].locked() == 0);
+        CHECK(empty[c].in_flight() == 0);
     }
     const NodeRef node = r.insert(key);  // 3 FULL pages, 3 live SWA pages, one state
     const CapacityView cached = r.cache.capacity();
-    CHECK(cached[Component::full].evictable == 3);
-    CHECK(cached[Component::swa].evictable == 3);
-    CHECK(cached[Component::mamba].evictable == 1);
-    CHECK(cached[Component::full].free == r.cache.allocator().available_size(Component::full));
-    CHECK(cached[Component::mamba].free == r.cache.allocator().available_size(Component::mamba));
+    CHECK(cached[Component::full].evictable() == 3);
+    CHECK(cached[Component::swa].evictable() == 3);
+    CHECK(cached[Component::mamba].evictable() == 1);
+    CHECK(cached[Component::full].free() == r.cache.allocator().available_size(Component::full));
+    CHECK(cached[Component::mamba].free() == r.cache.allocator().available_size(Component::mamba));
     LockReceipt lock = r.cache.lock(node);
     const CapacityView locked = r.cache.capacity();
-    CHECK(locked[Component::full].evictable == 0);
-    CHECK(locked[Component::full].locked == 3);
-    CHECK(locked[Component::mamba].locked == 1);
-    CHECK(locked[Component::full].locked * page_size == r.cache.tree().protected_size(Component::full));
+    CHECK(locked[Component::full].evictable() == 0);
+    CHECK(locked[Component::full].locked() == 3);
+    CHECK(locked[Component::mamba].locked() == 1);
+    CHECK(locked[Component::full].locked() * page_size == r.cache.tree().protected_size(Component::full));
     r.cache.unlock(std::move(lock));
-    CHECK(r.cache.capacity()[Component::full].evictable == 3);
+    CHECK(r.cache.capacity()[Component::full].evictable() == 3);
 }
 
 TEST_CASE("the base budget is available + evictable - offsets: pending decode tokens are charged first") {

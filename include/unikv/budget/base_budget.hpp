@@ -39,8 +39,8 @@ struct BaseBudget {
             const std::int32_t page = v.page_tokens();
             const auto cut = cut_to_chunk(ask, page);
             if (!cut) return {chunk_refusal(), ask};
-            const PoolCapacity& full = v[Component::full];
-            const std::int64_t left = (full.free + full.evictable) * page - total_offset();
+            const PoolCapacity full = v[Component::full];
+            const std::int64_t left = (full.free() + full.evictable()) * page - total_offset();
             const std::int64_t short_by = full_charge(*cut, page) - left;
             if (short_by <= 0) return {{}, *cut};
             return {BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, Component::full,

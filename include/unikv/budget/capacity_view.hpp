@@ -1,99 +1,139 @@
 #pragma once
 /// \file
-/// `CapacityView`: everything a budget reads of a cache, and nothing else (reference §6.1). The cache fills
-/// it (`Cache::capacity()`) from its allocator and its tree, converting the tree's units (tokens; states for
-/// Mamba) into pages once, here, so a budget never converts by hand; a budget's calls take it by const
+/// `CapacityView`: everything a budget reads of a cache, and nothing else (reference §6.1). The cache hands it
+/// out (`Cache::capacity()`) over its allocator and its tree; the view converts the tree's units (tokens;
+/// states for Mamba) into pages, here, so a budget never converts by hand. A budget's calls take it by const
 /// reference and return what the cache should do (`Selection`, `Reclaim`), so the budget concept can check
-/// every call a budget makes (`budget_concept.hpp`). Plain values plus one capacity query (`can_reserve`),
-/// which the view forwards to the allocator it was taken from: valid until the next call that changes the
-/// cache.
+/// every call a budget makes (`budget_concept.hpp`). Each count is read when asked, not when the view is
+/// taken: an admission that fits reads three or four counts, and only a refusal reads the whole breakdown.
+/// Valid until the next call that changes the cache.
 
 #include <cstddef>
 #include <cstdint>
 
+#include <unikv/arena/model.hpp>
 #include <unikv/component.hpp>
 #include <unikv/pools/results.hpp>
 
 namespace unikv {
 
-/// One pool as a budget sees it, in pages of that pool (Mamba: states).
-struct PoolCapacity {
+class CapacityView;
+
+/// One pool as a budget sees it, in pages of that pool (Mamba: states). A handle into its view: every count
+/// is one allocator or tree query, O(1) unless it says otherwise.
+class PoolCapacity {
+public:
     /// The layout has the pool; every count below is 0 otherwise.
-    bool present = false;
+    [[nodiscard]] bool present() const noexcept { return spec_->present; }
     /// Bytes of one page (one state).
-    std::size_t page_bytes = 0;
+    [[nodiscard]] std::size_t page_bytes() const noexcept { return spec_->page_bytes; }
     /// Tokens per page (1 for Mamba).
-    std::int32_t page_tokens = 1;
+    [[nodiscard]] std::int32_t page_tokens() const noexcept { return spec_->page_size; }
     /// Free pages now (`UnifiedAllocator::available_size`).
-    std::int64_t free = 0;
+    [[nodiscard]] std::int64_t free() const;
     /// Free pages an allocation can reach: `free` plus the flushable holes compaction would hand over, within
-    /// the pool's bound (`schedulable_available_size`).
-    std::int64_t schedulable = 0;
+    /// the pool's bound (`schedulable_available_size`). O(pools).
+    [[nodiscard]] std::int64_t schedulable() const;
     /// Pages of unlocked tree data eviction can free (the tree's evictable size).
-    std::int64_t evictable = 0;
+    [[nodiscard]] std::int64_t evictable() const;
     /// Pages of tree data held by locks: running requests, admission pins, loads awaiting their ack.
-    std::int64_t locked = 0;
+    [[nodiscard]] std::int64_t locked() const;
     /// Pages of reservations that in-flight loads have not bound yet.
-    std::int64_t in_flight = 0;
+    [[nodiscard]] std::int64_t in_flight() const;
     /// Holes compaction would return, and cannot while the pool's moves are blocked (`moves_blocked`).
-    std::int64_t holes = 0;
+    [[nodiscard]] std::int64_t holes() const;
     /// The pool's moves are blocked (a pending reservation or a host transfer in flight).
-    bool moves_blocked = false;
+    [[nodiscard]] bool moves_blocked() const;
+
+private:
+    friend class CapacityView;
+    PoolCapacity(const CapacityView& view, Component c) noexcept;
+
+    const CapacityView* view_;
+    const SubPoolSpec* spec_;
+    Component component_;
 };
 
-/// What a budget reads of a cache (see the file comment). Taken with `of`; O(pools) to take, O(1) to read.
+/// What a budget reads of a cache (see the file comment). O(1) to take; each count is read on access.
 class CapacityView {
 public:
-    /// The view of `alloc` (a `UnifiedAllocator`) and `tree` (a tree core) as they stand. O(pools).
+    /// The view of `alloc` (a `UnifiedAllocator`) and `tree` (a tree core), read as they stand at each access.
+    /// O(1).
     template <class Alloc, class Tree>
-    [[nodiscard]] static CapacityView of(const Alloc& alloc, const Tree& tree) {
+    [[nodiscard]] static CapacityView of(const Alloc& alloc, const Tree& tree) noexcept {
         CapacityView v;
         v.alloc_ = &alloc;
+        v.tree_ = &tree;
+        v.spec_ = &alloc.spec();
+        v.page_tokens_ = tree.config().page_size.tokens;
+        v.swa_window_ = tree.config().swa_window;
+        v.count_ = &count_of<Alloc, Tree>;
         v.can_reserve_ = [](const void* a, const CapacityDemand& d) {
             return static_cast<const Alloc*>(a)->can_reserve(d);
         };
-        v.page_tokens_ = tree.config().page_size.tokens;
-        v.swa_window_ = tree.config().swa_window;
-        v.moves_blocked_ = alloc.moves_blocked();
-        for (Component c : all_components) {
-            const auto& spec = alloc.spec()[c];
-            if (!spec.present) continue;
-            const std::int64_t tokens = spec.page_size;  // tree units per page
-            v.pools_[c] = {.present = true,
-                           .page_bytes = spec.page_bytes,
-                           .page_tokens = spec.page_size,
-                           .free = alloc.available_size(c),
-                           .schedulable = alloc.schedulable_available_size(c),
-                           .evictable = tree.evictable_size(c) / tokens,
-                           .locked = tree.protected_size(c) / tokens,
-                           .in_flight = alloc.reserved_pages(c),
-                           .holes = alloc.hole_pages(c),
-                           .moves_blocked = alloc.moves_blocked(c)};
-        }
         return v;
     }
 
     /// Pool `c`. O(1).
-    [[nodiscard]] const PoolCapacity& operator[](Component c) const noexcept { return pools_[c]; }
+    [[nodiscard]] PoolCapacity operator[](Component c) const noexcept { return {*this, c}; }
     /// Tokens per FULL and SWA page.
     [[nodiscard]] std::int32_t page_tokens() const noexcept { return page_tokens_; }
     /// The SWA window in tokens (0: no window).
     [[nodiscard]] std::int32_t swa_window() const noexcept { return swa_window_; }
-    /// Some pool's moves are blocked: compaction cannot hand bytes between pools now.
-    [[nodiscard]] bool moves_blocked() const noexcept { return moves_blocked_; }
+    /// Some pool's moves are blocked: compaction cannot hand bytes between pools now. O(pools).
+    [[nodiscard]] bool moves_blocked() const { return count_(alloc_, tree_, Count::any_moves_blocked, Component::full) != 0; }
     /// Whether `demand` fits in free pages with the compaction an allocation may run
     /// (`UnifiedAllocator::can_reserve`). O(pools) or a memo hit.
     [[nodiscard]] bool can_reserve(const CapacityDemand& demand) const { return can_reserve_(alloc_, demand); }
 
 private:
+    friend class PoolCapacity;
+    enum class Count : std::uint8_t { free, schedulable, evictable, locked, in_flight, holes, moves_blocked,
+                                      any_moves_blocked };
+
     CapacityView() = default;
 
-    per_component<PoolCapacity> pools_{};
+    template <class Alloc, class Tree>
+    static std::int64_t count_of(const void* a, const void* t, Count what, Component c) {
+        const auto& alloc = *static_cast<const Alloc*>(a);
+        const auto& tree = *static_cast<const Tree*>(t);
+        switch (what) {
+        case Count::free: return alloc.available_size(c);
+        case Count::schedulable: return alloc.schedulable_available_size(c);
+        case Count::evictable: return tree.evictable_size(c) / alloc.spec()[c].page_size;
+        case Count::locked: return tree.protected_size(c) / alloc.spec()[c].page_size;
+        case Count::in_flight: return alloc.reserved_pages(c);
+        case Count::holes: return alloc.hole_pages(c);
+        case Count::moves_blocked: return alloc.moves_blocked(c) ? 1 : 0;
+        case Count::any_moves_blocked: return alloc.moves_blocked() ? 1 : 0;
+        }
+        return 0;
+    }
+    [[nodiscard]] std::int64_t count(Count what, Component c) const {
+        return (*spec_)[c].present ? count_(alloc_, tree_, what, c) : 0;
+    }
+
+    const void* alloc_ = nullptr;
+    const void* tree_ = nullptr;
+    const ArenaSpec* spec_ = nullptr;
     std::int32_t page_tokens_ = 1;
     std::int32_t swa_window_ = 0;
-    bool moves_blocked_ = false;
-    const void* alloc_ = nullptr;
+    std::int64_t (*count_)(const void*, const void*, Count, Component) = nullptr;
     bool (*can_reserve_)(const void*, const CapacityDemand&) = nullptr;
 };
+
+inline PoolCapacity::PoolCapacity(const CapacityView& view, Component c) noexcept
+    : view_(&view), spec_(&(*view.spec_)[c]), component_(c) {}
+inline std::int64_t PoolCapacity::free() const { return view_->count(CapacityView::Count::free, component_); }
+inline std::int64_t PoolCapacity::schedulable() const {
+    return view_->count(CapacityView::Count::schedulable, component_);
+}
+inline std::int64_t PoolCapacity::evictable() const { return view_->count(CapacityView::Count::evictable, component_); }
+inline std::int64_t PoolCapacity::locked() const { return view_->count(CapacityView::Count::locked, component_); }
+inline std::int64_t PoolCapacity::in_flight() const { return view_->count(CapacityView::Count::in_flight, component_); }
+inline std::int64_t PoolCapacity::holes() const { return view_->count(CapacityView::Count::holes, component_); }
+inline bool PoolCapacity::moves_blocked() const {
+    return view_->count(CapacityView::Count::moves_blocked, component_) != 0;
+}
 
 }  // namespace unikv

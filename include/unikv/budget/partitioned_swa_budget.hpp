@@ -86,7 +86,7 @@ struct PartitionedSWABudget {
         // Tokens pool `c` can still give: its partition's room (the allocator counts the bound, and the holes
         // an allocation's compaction may flush), its evictable pages, minus its offset.
         [[nodiscard]] static std::int64_t left(const CapacityView& v, Component c, std::int64_t offset) {
-            return (v[c].schedulable + v[c].evictable) * v.page_tokens() - offset;
+            return (v[c].schedulable() + v[c].evictable()) * v.page_tokens() - offset;
         }
         [[nodiscard]] BudgetCheck fits(const CapacityView& v, std::int64_t full, std::int64_t swa) const {
             const std::int32_t page = v.page_tokens();

@@ -31,19 +31,19 @@ namespace unikv::detail {
 
 // The refusal of `c`, short by `pages`, with the breakdown as the cache stands. O(pools).
 [[nodiscard]] inline AdmissionRefusal refusal_of(const CapacityView& v, RefusalCause cause, Component c,
-                                                 std::int64_t pages) noexcept {
+                                                 std::int64_t pages) {
     std::size_t held_bytes = 0;
     for (Component p : all_components) {
-        std::int64_t held = v[p].in_flight;
-        if (p != c && v[p].moves_blocked) held += v[p].holes;
-        held_bytes += static_cast<std::size_t>(held) * v[p].page_bytes;
+        std::int64_t held = v[p].in_flight();
+        if (p != c && v[p].moves_blocked()) held += v[p].holes();
+        held_bytes += static_cast<std::size_t>(held) * v[p].page_bytes();
     }
     return {.cause = cause,
             .component = c,
             .pages_short = pages,
-            .pages_reclaimable = v[c].evictable,
-            .pages_in_flight = static_cast<std::int64_t>(held_bytes / v[c].page_bytes),
-            .pages_locked = v[c].locked};
+            .pages_reclaimable = v[c].evictable(),
+            .pages_in_flight = static_cast<std::int64_t>(held_bytes / v[c].page_bytes()),
+            .pages_locked = v[c].locked()};
 }
 
 // The pool of `d` (among `pools`) whose demand alone must shrink the least for `d` to fit, and by how much:
@@ -88,14 +88,15 @@ namespace unikv::detail {
     std::int64_t spare_bytes = 0;
     for (Component c : all_components) {
         if (!pools.has(c)) continue;
-        const std::int64_t take = std::min(d[c], v[c].evictable);
+        const std::int64_t evictable = v[c].evictable();
+        const std::int64_t take = std::min(d[c], evictable);
         d[c] -= take;
-        spare_bytes += (v[c].evictable - take) * static_cast<std::int64_t>(v[c].page_bytes);
+        spare_bytes += (evictable - take) * static_cast<std::int64_t>(v[c].page_bytes());
     }
     if (!v.moves_blocked()) {
         for (Component c : all_components) {
             if (!pools.has(c)) continue;
-            const auto bytes = static_cast<std::int64_t>(v[c].page_bytes);
+            const auto bytes = static_cast<std::int64_t>(v[c].page_bytes());
             const std::int64_t take = std::min(d[c], spare_bytes / bytes);
             d[c] -= take;
             spare_bytes -= take * bytes;
