@@ -100,6 +100,7 @@
 #include <unikv/host/no_host_tier.hpp>
 #include <unikv/host/separate_host_pools.hpp>
 #include <unikv/ids.hpp>
+#include <unikv/pools/reservation.hpp>
 #include <unikv/pools/results.hpp>
 #include <unikv/pools/unified_allocator.hpp>
 #include <unikv/storage/no_storage.hpp>
@@ -170,8 +171,8 @@ struct [[nodiscard]] LoadBackStart {
         queued,      ///< the load is queued under `id`: `start_loading`, then `loading_check` acknowledges it
         device_hit,  ///< nothing to load: every component serves the node from the device
         short_of_pages,  ///< a pool stayed short once relief freed nothing more (`failure`); everything rolled back
-        /// an earlier load still in flight loads SWA rows this one needs (they are bound under the same FULL
-        /// pages): nothing was done; acknowledge it (`loading_check`) and match again
+        /// an earlier load still in flight copies part of what this one needs (`LoadBackStep::loading`): nothing
+        /// was done; acknowledge it (`loading_check`) and match again
         loading,
     };
     Status status = Status::device_hit;
@@ -438,13 +439,12 @@ public:
     [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node) { return tree_.load_back_plan(node); }
     /// Submits every queued load (`TransferController::start_loading`); returns the number submitted.
     std::size_t start_loading() { return ctl_.start_loading(alloc_, host_); }
-    /// Acknowledges finished loads, in submission order, never blocking: commits each successful one to the
-    /// tree step by step in plan order (FULL with its pages, SWA, Mamba with its slot), frees the destinations
-    /// of a failed one, and releases both locks of each. The span is valid until the next `loading_check`.
-    /// When a commit throws (memory, a broken tree invariant) the exception propagates after that load's locks
-    /// are released: the node is served from device as far as it committed, from the host beyond, and the
-    /// destinations it did not commit stay allocated (the tree may hold part of them: nothing is freed
-    /// twice). The loads acknowledged after it, and those finished before it, are reported by the next check.
+    /// Acknowledges finished loads, in submission order, never blocking: the tree finishes each
+    /// (`finish_load`: a successful copy is installed on every node that still lacks it, as the tree stands now),
+    /// what no node took is freed (all of a failed copy's destinations), and both locks of each are released.
+    /// The span is valid until the next `loading_check`. When finishing throws (memory) the load stays, locks
+    /// and all: the tree's finish is idempotent, so the next check goes on where it stopped and reports it then,
+    /// with the loads acknowledged after it. Nothing is lost or freed twice.
     [[nodiscard]] std::span<const LoadDone> loading_check();
     /// Makes `compute` wait (a stream wait) for layer `layer` of the latest submitted loads.
     void wait_layer(stream_ref compute, std::int32_t layer) const { ctl_.wait_layer(compute, layer); }
@@ -556,27 +556,15 @@ public:
 private:
 
 private:
-    // A step of an ongoing load, kept for its commit (the tree's plan is only valid until its next call).
-    struct Step {
-        NodeRef node{};
-        Component component = Component::full;
-        std::int32_t start = 0;          // first token of the node when the load was made
-        std::uint32_t full_offset = 0;   // FULL: first of its pages in the destinations
-        std::uint32_t under_offset = 0;  // SWA on resident FULL pages: first of them in `swa_under`
-        std::uint32_t pages = 0;
-        bool resident = false;           // SWA: bound under the node's resident FULL pages (not this load's)
-    };
-    // One load queued or submitted, until its ack.
+    // One load queued or submitted, until its ack. The tree records what it copies (`begin_load`).
     struct Loading {
         std::uint64_t id = 0;
         NodeRef node{};
         LockReceipt device;
         LockReceipt host;
+        Reservation swa;         // the SWA rows' reservation: cancelled if the load is never submitted
         bool acked = false;      // the controller acknowledged it; `loading_check` finishes it
         bool succeeded = false;  // the copy succeeded (once acked)
-        std::vector<Step> steps;
-        LoadBackDestinations dest;
-        std::vector<VirtualPage> swa_under;  // resident FULL pages SWA rows were bound under (freed on failure)
     };
 
     // One write-through queued or submitted, until its ack. The host pages need no record: the tree holds them
@@ -623,13 +611,8 @@ private:
     AllocResult relieved(Alloc&& alloc);
     // Copies `plan` into `plan_` (spans into the cache's buffers), so evictions during allocation keep it.
     void copy_plan(std::span<const LoadBackStep> plan);
-    // Frees the destinations of a failed load (the reservation itself was consumed by the submission).
-    void release(Loading& load) noexcept;
-    // True when any of `pages` has SWA rows bound although the tree holds their SWA as evicted: only a load in
-    // flight binds them so (under resident FULL pages), and it commits them at its ack. O(pages).
-    [[nodiscard]] bool swa_bound_by_load(std::span<const VirtualPage> pages);
-    // Commits a load whose copy succeeded, against the tree's plan as it is now, and frees what it no longer needs.
-    void commit(Loading& load);
+    // Frees what the tree's `finish_load` handed back, in its order.
+    void free_leftovers(const LoadLeftovers& left);
     // Executes a tree result that asks for no backup: device frees and host frees.
     template <class Result>
     void run_actions(Result& result);
@@ -655,9 +638,6 @@ private:
     std::vector<LoadBackStep> plan_;                   // scratch: the plan being allocated
     per_component<std::vector<HostPage>> plan_host_;   // scratch: its host pages, per component, plan order
     std::vector<VirtualPage> plan_under_;              // scratch: SWA steps' resident FULL pages
-    std::vector<std::uint8_t> taken_;                  // scratch of `commit`: destinations committed
-    std::vector<VirtualPage> spare_;                   // scratch of `commit`: destinations to free
-    std::vector<PhysicalPage> bound_;                  // scratch of `swa_bound_by_load`
     std::vector<WriteDone> settled_;   // acks of writes a `backup` settled, for the next `writing_check`
     std::vector<WriteDone> reported_;  // what the last `writing_check` returned when it had settled acks
     std::vector<VirtualPage> finish_pages_;  // scratch of `finish`: a request's pages, whole ones first

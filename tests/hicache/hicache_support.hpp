@@ -181,7 +181,7 @@ struct Rig {
 };
 
 /// A tree call the cache makes inside its own calls, to throw from (once) in a `Faulty` cache.
-enum class TreeFault : std::uint8_t { none, load_back_plan, evict, commit_load_back, set_host, drop_host };
+enum class TreeFault : std::uint8_t { none, load_back_plan, evict, finish_load, set_host, drop_host };
 struct TreeFaults {
     /// The call that throws next, before it changes anything; reset to `none` when it has.
     static inline TreeFault next = TreeFault::none;
@@ -207,9 +207,9 @@ public:
         TreeFaults::hit(TreeFault::evict);
         return base::evict(c, amount, options);
     }
-    void commit_load_back(NodeRef node, Component c, const LoadedValue& value = {}) {
-        TreeFaults::hit(TreeFault::commit_load_back);
-        base::commit_load_back(node, c, value);
+    LoadLeftovers finish_load(std::uint64_t id, bool copied) {
+        TreeFaults::hit(TreeFault::finish_load);
+        return base::finish_load(id, copied);
     }
     void set_host(NodeRef node, Component c, std::span<const HostPage> host) {
         TreeFaults::hit(TreeFault::set_host);

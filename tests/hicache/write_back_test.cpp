@@ -405,7 +405,7 @@ TEST_CASE_TEMPLATE("round trip by rows: write-back drained, host hit loaded per 
     round_trip::run<H>(device);
 }
 
-TEST_CASE("a load landing after a later load bound the node's SWA window leaves the window to that load") {
+TEST_CASE("a load that needs a part an earlier load is copying waits for its ack, then copies only what is missing") {
     Rig<SwaSeparate> r(64, 16);
     const auto top_key = Rig<SwaSeparate>::key(100, 2);  // one window
     auto leaf_key = top_key;
@@ -418,26 +418,37 @@ TEST_CASE("a load landing after a later load bound the node's SWA window leaves 
     REQUIRE(r.host_holds(leaf, Component::full, leaf_key));
     REQUIRE_FALSE(r.cache.tree().node_info(top).device[Component::full]);
 
-    // The leaf's load takes the top's FULL rows only (its window is the leaf's); the top's load, queued after it
-    // but not submitted, copies the top's FULL and SWA rows into pages of its own.
+    // The leaf's load copies the top's FULL rows (its window is the leaf's). The top's own load needs those rows
+    // too: it waits, and changes nothing (no allocation, no lock, no record).
     const LoadBackStart by_leaf = r.cache.load_back(leaf);
     REQUIRE(by_leaf);
     REQUIRE(r.cache.start_loading() == 1);
+    const std::int32_t live_full = r.live(Component::full);
+    const std::int32_t live_swa = r.live(Component::swa);
     const LoadBackStart by_top = r.cache.load_back(top);
-    REQUIRE(by_top);
+    CHECK(by_top.status == LoadBackStart::Status::loading);
+    CHECK(r.cache.loads_in_flight() == 1);
+    CHECK(r.cache.tree().loads_in_flight() == 1);
+    CHECK(r.live(Component::full) == live_full);
+    CHECK(r.live(Component::swa) == live_swa);
+    CHECK(r.cache.tree().node_info(top).device_locks[Component::full] == 1);  // the leaf's load only
+    CHECK(r.broken().empty());
     (void)r.run_transfers();
     REQUIRE(r.cache.loading_check().size() == 1);
     REQUIRE(r.cache.tree().node_info(top).device[Component::full]);
     REQUIRE_FALSE(r.cache.tree().node_info(top).device[Component::swa]);
-    // A third load binds the top's window under its resident FULL pages before the top's load lands.
+    // Now the top's load copies only its window, bound under its resident FULL pages.
     const LoadBackStart window = r.cache.load_back(top);
     REQUIRE(window);
-    CHECK(r.cache.start_loading() == 2);
+    const std::span<const LoadBackStep> queued = r.cache.load_back_plan(top);
+    REQUIRE(queued.size() == 1);
+    CHECK(queued[0].component == Component::swa);
+    CHECK(queued[0].loading);
+    CHECK(r.cache.start_loading() == 1);
     (void)r.run_transfers();
     const std::span<const LoadDone> done = r.cache.loading_check();
-    REQUIRE(done.size() == 2);
+    REQUIRE(done.size() == 1);
     CHECK(done[0].committed);
-    CHECK(done[1].committed);
     CHECK(r.cache.tree().node_info(top).device[Component::swa]);
     CHECK(r.device_holds(top, leaf_key));
     CHECK(r.device_holds(leaf, leaf_key));

@@ -255,9 +255,11 @@ private:
         if (dice < 74) return do_evict();
         if (dice < 81) return do_evict_host();
         if (dice < 90) return do_set_host();
-        if (dice < 93) return do_load_back();
-        if (dice < 95) return do_retention();
-        if (dice < 97) return do_foreign_receipt();
+        if (dice < 92) return do_load_back();
+        if (dice < 95) return open_loads_.size() < 3 ? do_begin_load() : do_finish_load();
+        if (dice < 96) return do_finish_load();
+        if (dice < 97) return do_retention();
+        if (dice < 99) return do_foreign_receipt();
         return do_match();
     }
 
@@ -576,7 +578,7 @@ private:
         expect(pa.size() == pb.size(), "load_back_plan lengths differ");
         for (std::size_t i = 0; i < pa.size() && i < pb.size(); ++i) {
             expect(pa[i].component == pb[i].component && pa[i].start == pb[i].start &&
-                       pa[i].length == pb[i].length &&
+                       pa[i].length == pb[i].length && pa[i].loading == pb[i].loading &&
                        std::equal(pa[i].host.begin(), pa[i].host.end(), pb[i].host.begin(), pb[i].host.end()) &&
                        std::equal(pa[i].full_pages.begin(), pa[i].full_pages.end(), pb[i].full_pages.begin(),
                                   pb[i].full_pages.end()),
@@ -668,6 +670,98 @@ private:
         }
     }
 
+    // A load recorded on both trees when queued (`begin_load`, the node locked in both tiers as a cache does),
+    // finished by a later operation: the splits, inserts, commits and evictions in between must leave both trees
+    // installing the same parts and handing back the same leftovers.
+    struct OpenLoad {
+        std::uint64_t id = 0;
+        LockReceipt fast_device, fast_host, ref_device, ref_host;
+    };
+
+    void do_begin_load() {
+        last_op_ = "begin_load";
+        NodeRef fast_node, ref_node;
+        if (chance(50)) {  // the best node of a host-hit match, as an engine loads
+            auto [key, ns] = some_key();
+            const auto m = match_both(TokenKey{key, ns}, MatchOptions{HostHits::include});
+            fast_node = m.fast.best_node;
+            ref_node = m.ref.best_node;
+        } else {  // any node: host-only paths below device data, partly loaded paths
+            const auto all = fast_.nodes();
+            if (all.empty()) return;
+            fast_node = all[static_cast<std::size_t>(pick(static_cast<int>(all.size())))];
+            const auto want = key_of(fast_, fast_node);
+            for (NodeRef n : ref_.nodes())
+                if (key_of(ref_, n) == want) ref_node = n;
+        }
+        if (fast_node.is_root()) return;
+        compare_load_back_plans(fast_node, ref_node);
+        std::vector<LoadBackStep> plan;
+        if (threw([&] { const auto p = fast_.load_back_plan(fast_node); plan.assign(p.begin(), p.end()); })) return;
+        if (plan.empty()) return;
+        std::vector<VirtualPage> pages;
+        StateId state{};
+        for (const LoadBackStep& s : plan) {
+            if (s.component == Component::full)
+                for (int j = 0; j < s.length / ps(); ++j) pages.emplace_back(next_page_ + static_cast<std::int32_t>(pages.size()));
+            if (s.component == Component::mamba) state = StateId{next_state_};
+        }
+        const LoadedValue dest{.pages = pages, .state = state};
+        OpenLoad l{.id = next_load_++, .fast_device = {}, .fast_host = {}, .ref_device = {}, .ref_host = {}};
+        if (std::any_of(plan.begin(), plan.end(), [](const LoadBackStep& s) { return s.loading; })) {
+            expect(threw([&] { fast_.begin_load(fast_node, l.id, dest); }) &&
+                       threw([&] { ref_.begin_load(ref_node, l.id, dest); }),
+                   "begin_load took a plan with a part already loading");
+            ++stats["begin_load waits for a load in flight"];
+            return;
+        }
+        l.fast_device = fast_.lock(fast_node, {.tier = Tier::device});
+        l.fast_host = fast_.lock(fast_node, {.tier = Tier::host});
+        l.ref_device = ref_.lock(ref_node, {.tier = Tier::device});
+        l.ref_host = ref_.lock(ref_node, {.tier = Tier::host});
+        const bool ta = threw([&] { fast_.begin_load(fast_node, l.id, dest); });
+        const bool tb = threw([&] { ref_.begin_load(ref_node, l.id, dest); });
+        expect(!ta && !tb, "begin_load rejected a fresh plan");
+        {
+            next_page_ += static_cast<std::int32_t>(pages.size());
+            if (state.is_valid()) ++next_state_;
+            ++stats["begin_load"];
+        }
+        open_loads_.push_back(std::move(l));
+    }
+
+    void do_finish_load() {
+        last_op_ = "finish_load";
+        if (open_loads_.empty()) return;
+        const auto i = static_cast<std::size_t>(pick(static_cast<int>(open_loads_.size())));
+        finish_load(i, chance(70));
+    }
+
+    void finish_load(std::size_t i, bool copied) {
+        OpenLoad l = std::move(open_loads_[i]);
+        open_loads_.erase(open_loads_.begin() + static_cast<std::ptrdiff_t>(i));
+        const auto copy = [](const LoadLeftovers& x) {
+            const auto v = [](std::span<const VirtualPage> s) { return std::vector<VirtualPage>(s.begin(), s.end()); };
+            return std::tuple{v(x.full), v(x.swa), v(x.swa_moved_to), v(x.swa_moved_from), x.state.value()};
+        };
+        decltype(copy(LoadLeftovers{})) a, b;
+        const bool ta = threw([&] { a = copy(fast_.finish_load(l.id, copied)); });
+        const bool tb = threw([&] { b = copy(ref_.finish_load(l.id, copied)); });
+        expect(ta == tb, "finish_load precondition differs");
+        expect(a == b, "finish_load leftovers differ");
+        if (!ta) {
+            ++stats[copied ? "finish_load copied" : "finish_load failed"];
+            if (!std::get<0>(a).empty() && copied) ++stats["finish_load handed back FULL pages"];
+            if (!std::get<2>(a).empty()) ++stats["finish_load moved SWA rows"];
+        }
+        fast_.unlock(std::move(l.fast_device));
+        fast_.unlock(std::move(l.fast_host));
+        ref_.unlock(std::move(l.ref_device));
+        ref_.unlock(std::move(l.ref_host));
+        expect(fast_.loads_in_flight() == open_loads_.size() && ref_.loads_in_flight() == open_loads_.size(),
+               "a tree keeps a finished load");
+    }
+
     void do_retention() {
         last_op_ = "set_retention";
         auto [key, ns] = some_key();
@@ -678,6 +772,8 @@ private:
     }
 
     void release_everything() {
+        last_op_ = "final finish_load";
+        while (!open_loads_.empty()) finish_load(open_loads_.size() - 1, true);
         last_op_ = "final unlock";
         for (auto& [a, b] : receipts_) {
             fast_.unlock(std::move(a));
@@ -696,6 +792,8 @@ private:
     std::vector<std::pair<std::vector<TokenId>, KeyNamespace>> history_;
     std::vector<std::pair<LockReceipt, LockReceipt>> receipts_;
     std::vector<Write> writes_;
+    std::vector<OpenLoad> open_loads_;
+    std::uint64_t next_load_ = 1;
     std::int32_t next_page_ = 1;
     std::int32_t next_state_ = 1;
     std::int32_t next_host_ = 1;
@@ -720,6 +818,8 @@ void report(const char* name, Differential<Cs...>& d, std::int64_t ops) {
         if (Set::has_mamba || Set::has_swa) CHECK(d.stats["action backup"] > 0);
         CHECK(d.stats["backup full"] > 0);
         CHECK(d.stats["load_back committed"] > 0);
+        CHECK(d.stats["begin_load"] > 0);
+        CHECK(d.stats["finish_load copied"] > 0);
         CHECK(d.stats["lock without Full rejected"] > 0);
         if (Set::has_swa) CHECK(d.stats["match swa host hit"] > 0);
         if (d.config().write_through_threshold > 0) {

@@ -185,3 +185,85 @@ TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boun
     CHECK(steps(plan) == std::vector<Step>{{S, 4, 4, {200, 201, 202, 203}, {5, 6, 7, 8}}});
     CHECK(tree.load_back_plan(c.node).empty());  // C's 16 tokens cover its window on device
 }
+
+// The same host-only leaf, loaded the way a cache does: recorded when queued (`begin_load`), finished at the ack.
+// Meanwhile the record is invisible to match, a split cuts it like the node's values, an insert that brings its
+// own pages for the upper part wins, and a second load of the same parts waits.
+TEST_CASE_TEMPLATE("a load recorded when queued is cut by splits and installed at its ack where still missing", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+    const auto key = run(1, 8);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
+    const NodeRef upper = write_back_leaf(tree, ins.node);
+    finish_leaf_backups(tree, ins.node, upper);
+    LockReceipt device = tree.lock(ins.node);
+    LockReceipt host = tree.lock(ins.node, {.tier = Tier::host});
+
+    const auto dest = vpages(11, 4);  // upper [0,4): 11, 12; tail [4,8): 13, 14
+    // A destination that does not fit the plan is refused with nothing recorded.
+    CHECK_THROWS_AS(tree.begin_load(ins.node, 7, {.pages = vpages(11, 3), .state = StateId{6}}), unikv::logic_error);
+    CHECK_THROWS_AS(tree.begin_load(ins.node, 7, {.pages = dest}), unikv::logic_error);  // the state is missing
+    CHECK(tree.loads_in_flight() == 0);
+    tree.begin_load(ins.node, 7, {.pages = dest, .state = StateId{6}});
+    CHECK(tree.loads_in_flight() == 1);
+    CHECK(tree.verify().empty());
+    CHECK(tree.match_prefix({key}).device_length == 0);  // invisible until the ack
+    const auto again = tree.load_back_plan(ins.node);
+    REQUIRE(again.size() == 4);
+    for (const LoadBackStep& s : again) CHECK(s.loading);
+    CHECK_THROWS_AS(tree.begin_load(ins.node, 8, {.pages = dest, .state = StateId{6}}), unikv::logic_error);
+    CHECK(tree.loads_in_flight() == 1);
+
+    // A walk ending at 6 splits the tail into [4,6) and [6,8); an insert brings its own pages for [0,4).
+    (void)tree.match_prefix({std::span(key).first(6)});
+    const NodeRef middle = tree.node_info(ins.node).parent;
+    REQUIRE(tree.node_info(middle).start == 4);
+    REQUIRE(tree.node_info(ins.node).start == 6);
+    CHECK(tree.verify().empty());
+    (void)tree.insert({std::span(key).first(4)}, {.pages = vpages(21, 2)});
+    CHECK(ints(tree.node_info(upper).pages) == ints(vpages(21, 2)));
+
+    const LoadLeftovers left = tree.finish_load(7, true);
+    CHECK(ints(left.full) == ints(vpages(11, 2)));  // the upper part's destinations: the insert's pages won
+    CHECK(left.swa.empty());
+    CHECK(left.swa_moved_to.empty());
+    CHECK_FALSE(left.state.is_valid());
+    CHECK(tree.loads_in_flight() == 0);
+    CHECK(ints(tree.node_info(middle).pages) == ints(vpages(13, 1)));
+    CHECK(ints(tree.node_info(ins.node).pages) == ints(vpages(14, 1)));
+    CHECK(tree.node_info(middle).device[S]);
+    CHECK(tree.node_info(ins.node).device[S]);
+    CHECK(tree.node_info(ins.node).state == StateId{6});
+    const MatchResult m = tree.match_prefix({key});
+    CHECK(m.device_length == 8);
+    CHECK(ints(m.device_pages) == std::vector<int>{21, 22, 13, 14});
+    CHECK_THROWS_AS((void)tree.finish_load(7, true), unikv::logic_error);  // finished once
+    tree.unlock(std::move(device));
+    tree.unlock(std::move(host));
+    CHECK(tree.verify().empty());
+}
+
+// A failed copy installs nothing and hands every destination back.
+TEST_CASE_TEMPLATE("a load whose copy failed hands back every destination and leaves the tree as it was", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
+    const auto key = run(1, 8);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
+    const NodeRef upper = write_back_leaf(tree, ins.node);
+    finish_leaf_backups(tree, ins.node, upper);
+    LockReceipt device = tree.lock(ins.node);
+    LockReceipt host = tree.lock(ins.node, {.tier = Tier::host});
+    const Sizes before = sizes(tree);
+    tree.begin_load(ins.node, 3, {.pages = vpages(11, 4), .state = StateId{6}});
+    const LoadLeftovers left = tree.finish_load(3, false);
+    CHECK(ints(left.full) == ints(vpages(11, 4)));
+    CHECK(left.swa.empty());
+    CHECK(left.state == StateId{6});
+    CHECK(sizes(tree) == before);
+    CHECK(tree.match_prefix({key}).device_length == 0);
+    CHECK(tree.load_back_plan(ins.node).size() == 4);
+    for (const LoadBackStep& s : tree.load_back_plan(ins.node)) CHECK_FALSE(s.loading);
+    tree.unlock(std::move(device));
+    tree.unlock(std::move(host));
+    CHECK(tree.verify().empty());
+}

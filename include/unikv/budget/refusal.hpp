@@ -16,14 +16,18 @@ enum class RefusalCause : std::uint8_t {
     no_room,          ///< the budget (with what eviction can reclaim) cannot hold the request's pages
     chunk_exhausted,  ///< the step's chunked-prefill budget has less than one page left
     load_back_short,  ///< the budget held, but the load-back's own allocation stayed short (rolled back)
+    /// an earlier load-back in flight copies part of the request's prefix: acknowledge it (`loading_check`) and
+    /// admit again; no pages are missing
+    loading,
 };
 
-/// "no room", "chunk exhausted" or "load-back short".
+/// "no room", "chunk exhausted", "load-back short" or "loading".
 [[nodiscard]] constexpr const char* to_string(RefusalCause c) noexcept {
     switch (c) {
         case RefusalCause::no_room: return "no room";
         case RefusalCause::chunk_exhausted: return "chunk exhausted";
         case RefusalCause::load_back_short: return "load-back short";
+        case RefusalCause::loading: return "loading";
     }
     return "unknown";
 }

@@ -98,6 +98,11 @@ inline Admission refused(const AdmissionRefusal& why) {
     return out;
 }
 
+// An earlier load in flight copies `c` of the prefix: nothing is short, the request waits for its ack.
+inline Admission refused_while_loading(Component c) {
+    return refused({.cause = RefusalCause::loading, .component = c});
+}
+
 }  // namespace detail
 
 /// Admits `request` into the step `budget` describes, or says why not (see the file comment). On success the
@@ -139,6 +144,7 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
         if constexpr (Budget::load_back_needs_full_tokens) {
             full_rows = 0;
             for (const LoadBackStep& s : cache.load_back_plan(m.best_node)) {
+                if (s.loading) return detail::refused_while_loading(s.component);  // before any reclaim
                 if (s.component == Component::full) full_rows += s.length;
                 if (s.component == Component::mamba) load.load_states = 1;
             }
@@ -148,7 +154,9 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
             return detail::refused(prepared.refusal);
         }
         const auto start = cache.load_back(m.best_node, host_pin.receipt(), device_pin.receipt());
-        if (!start && start.status != std::remove_cvref_t<decltype(start)>::Status::device_hit) {
+        using Status = typename std::remove_cvref_t<decltype(start)>::Status;
+        if (start.status == Status::loading) return detail::refused_while_loading(Component::full);
+        if (!start && start.status != Status::device_hit) {
             return detail::refused(detail::refusal_of(cache.capacity(), RefusalCause::load_back_short,
                                                       start.failure.component, start.failure.pages_short));
         }

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include <unikv/detail/tree/child_table.hpp>
+#include <unikv/detail/tree/load_records.hpp>
 #include <unikv/detail/tree/node_heap.hpp>
 #include <unikv/detail/tree/token_equal.hpp>
 #include <unikv/detail/tree/trim_vector.hpp>
@@ -234,6 +235,25 @@ public:
     /// alive; no backup pending; every component accepts `node` in some tier. O(depth), allocation-free once the
     /// buffer has grown to the path.
     [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node);
+
+    /// Records load `id` of `node`'s plan (`load_back_plan(node)`, taken afresh) when its copy is queued: `dest`
+    /// holds the FULL steps' destination pages one after another in plan order (their SWA rows, and those of
+    /// the plan's SWA steps, already bound) and the Mamba step's state. Until `finish_load(id, ...)` the record is
+    /// invisible to match and insert (the node still looks host-only, and an insert that brings its own pages
+    /// meanwhile wins); a split cuts it like the node's own values; a plan that needs one of its parts flags the
+    /// step `loading`. Keep the node locked in both tiers until the ack. Preconditions (`logic_error`, nothing
+    /// recorded): those of `load_back_plan`; `id` not 0 and not in use; no step already loading; `dest` fits the
+    /// plan. O(depth + pages); allocates the record.
+    void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest);
+    /// Finishes load `id` at its ack. When `copied`, installs each part whose node still lacks the component (as
+    /// `commit_load_back` would, top-down): FULL where the node has no FULL device data, SWA where its rows are
+    /// not live (rows bound under this load's pages move under the node's own pages when those came another
+    /// way), Mamba where the node has no state. Returns what no node took, for the caller to free; a failed copy
+    /// returns everything. Valid until the next call. Precondition (`logic_error`): `id` recorded. O(parts +
+    /// pages).
+    [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied);
+    /// Loads recorded and not finished.
+    [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
 
     /// Sets `node`'s retention class to `retention` (raising or lowering it) and raises its ancestors to at
     /// least `retention`: ancestors are shared prefixes (a pinned system prompt), so one request never lowers
@@ -500,6 +520,7 @@ private:
     std::vector<std::span<const VirtualPage>> match_runs_;  // MatchResult::device_pages, one run per node
     std::vector<LoadBackStep> plan_;                        // load_back_plan's result
     HostPage plan_state_host_;                              // the Mamba step's host page (node storage may move)
+    detail::tree::LoadRecords loads_;                       // loads between begin_load and finish_load
 };
 
 }  // namespace unikv

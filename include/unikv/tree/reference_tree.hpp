@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include <unikv/detail/tree/load_records.hpp>
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/tree/actions.hpp>
@@ -80,6 +81,12 @@ public:
     void commit_load_back(NodeRef node, Component component, const LoadedValue& value = {});
     /// See `RadixTree::load_back_plan`.
     [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node);
+    /// See `RadixTree::begin_load`.
+    void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest);
+    /// See `RadixTree::finish_load`.
+    [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied);
+    /// See `RadixTree::loads_in_flight`.
+    [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
     /// See `RadixTree::set_retention`.
     void set_retention(NodeRef node, std::uint8_t retention);
     /// See `RadixTree::evictable_size`.
@@ -257,6 +264,7 @@ private:
     std::vector<KvEvent> events_;
     std::vector<std::span<const VirtualPage>> match_runs_;  // MatchResult::device_pages
     std::vector<LoadBackStep> plan_;                        // load_back_plan's result
+    detail::tree::LoadRecords loads_;                       // loads between begin_load and finish_load
     std::uint64_t clock_ = 0;
     std::int64_t pending_backups_ = 0;
 };

@@ -138,7 +138,8 @@ struct [[nodiscard]] EvictResult {
 };
 
 /// One load-back a request needs (see `RadixTree::load_back_plan`): copy `host`, the host copy of `component` on
-/// `node`, to device (SWA rows under `full_pages`), then record it with `commit_load_back(node, component, ...)`.
+/// `node`, to device (SWA rows under `full_pages`). A caller records the whole plan's copy with `begin_load` when
+/// it queues it and `finish_load` at its ack (or, copying synchronously, each step with `commit_load_back`).
 struct LoadBackStep {
     /// The node to load.
     NodeRef node{};
@@ -158,6 +159,23 @@ struct LoadBackStep {
     /// step's `commit_load_back`. Always empty for a FULL step (its destination pages are the caller's, from
     /// `alloc_full`) and for a Mamba step (a state has its own slot). Same validity as `host`.
     std::span<const VirtualPage> full_pages{};
+    /// A load recorded earlier (`begin_load`, not finished yet) copies this part: a plan with such a step must
+    /// wait for that load's ack (`begin_load` refuses it).
+    bool loading = false;
+};
+
+/// What `finish_load` hands back for the caller to free, in this order: first move the SWA rows
+/// (`UnifiedAllocator::transfer_swa(swa_moved_to, swa_moved_from)`: the node's FULL pages came another way while
+/// the copy ran), then `free(full)` (destinations no node took, with the SWA rows bound under them),
+/// `free_swa(swa)` (SWA rows no node took, under pages that stay), `free_state(state)`. Spans into the tree: valid
+/// until its next call.
+struct LoadLeftovers {
+    std::span<const VirtualPage> full{};
+    std::span<const VirtualPage> swa{};
+    std::span<const VirtualPage> swa_moved_to{};
+    std::span<const VirtualPage> swa_moved_from{};
+    /// The destination state when no node took it (none otherwise).
+    StateId state{};
 };
 
 /// A copy of one node's state, for tests, debugging and tools (cold path: allocates).

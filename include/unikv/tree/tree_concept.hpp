@@ -91,6 +91,14 @@ inline constexpr bool has_load_back_plan_v = requires(T& t, NodeRef n) {
     { t.load_back_plan(n) } -> std::same_as<std::span<const LoadBackStep>>;
 };
 
+/// `begin_load(node, id, dest)` records a queued load-back; `finish_load(id, copied)` installs it at its ack.
+template <class T>
+inline constexpr bool has_load_records_v = requires(T& t, NodeRef n, std::uint64_t id, const LoadedValue& v) {
+    t.begin_load(n, id, v);
+    { t.finish_load(id, true) } -> std::same_as<LoadLeftovers>;
+    { std::as_const(t).loads_in_flight() } -> std::same_as<std::size_t>;
+};
+
 /// `evictable_size`, `protected_size` and `host_size` report per-component units.
 template <class T>
 inline constexpr bool has_sizes_v = requires(const T& t, Component c) {
@@ -152,6 +160,8 @@ consteval bool check_tree_core() {
                   "unikv: tree core needs `commit_load_back(NodeRef, Component, const LoadedValue&)`");
     static_assert(has_load_back_plan_v<T>,
                   "unikv: tree core needs `std::span<const LoadBackStep> load_back_plan(NodeRef)`");
+    static_assert(has_load_records_v<T>, "unikv: tree core needs `begin_load(NodeRef, uint64_t, const LoadedValue&)`, "
+                                         "`LoadLeftovers finish_load(uint64_t, bool)` and `loads_in_flight()`");
     static_assert(has_sizes_v<T>, "unikv: tree core needs `evictable_size`, `protected_size`, `host_size`");
     static_assert(has_set_retention_v<T>, "unikv: tree core needs `set_retention(NodeRef, uint8_t)`");
     static_assert(has_take_events_v<T>, "unikv: tree core needs `std::vector<KvEvent> take_events()`");

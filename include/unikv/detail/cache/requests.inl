@@ -26,7 +26,7 @@ CacheCore<P>::~CacheCore() {
     // still queued is never submitted: its reservation is cancelled, not dropped.
     for (Writing& w : writes_) tree_.unlock(std::move(w.device));
     for (Loading& l : loads_) {
-        if (l.dest.swa && !l.dest.swa.submitted()) alloc_.cancel(std::move(l.dest.swa));
+        if (l.swa && !l.swa.submitted()) alloc_.cancel(std::move(l.swa));
         tree_.unlock(std::move(l.device));
         tree_.unlock(std::move(l.host));
     }

@@ -52,8 +52,8 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
                   "= ...}) with the default components)");
     copy_plan(tree_.load_back_plan(node));
     if (plan_.empty()) return {.status = LoadBackStart::Status::device_hit};
-    if (swa_bound_by_load(plan_under_)) {  // a second load would bind over the first one's rows
-        return {.status = LoadBackStart::Status::loading};
+    if (std::any_of(plan_.begin(), plan_.end(), [](const LoadBackStep& s) { return s.loading; })) {
+        return {.status = LoadBackStart::Status::loading};  // an earlier load copies part of it: wait for its ack
     }
     const auto relief = [&](const auto& r) {  // an AllocResult or a ReserveResult
         return relieve({.shortfall = r.shortfall, .component = r.component, .pages_short = r.pages_short});
@@ -61,23 +61,13 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
     LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), relief);
     // A failed ticket holds nothing; a successful one is committed below, or rolled back if queueing throws.
     if (!ticket) return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
-    Loading load{.id = next_load_, .node = node, .device = {}, .host = {}, .steps = {}, .dest = {}, .swa_under = {}};
+    const LoadBackDestinations& d = ticket.destinations();
+    // The tree records the load before it is queued (the relief above may have split the path: it plans afresh)
+    // and forgets it again if queueing throws; the ticket then gives the destinations back.
+    bool recorded = false;
     try {
-        const LoadBackDestinations& d = ticket.destinations();
-        load.steps.reserve(plan_.size());
-        std::uint32_t under = 0;
-        for (std::size_t i = 0; i < plan_.size(); ++i) {
-            const LoadBackStep& s = plan_[i];
-            load.steps.push_back({.node = s.node,
-                                  .component = s.component,
-                                  .start = s.start,
-                                  .full_offset = d.full_offset[i],
-                                  .under_offset = under,
-                                  .pages = static_cast<std::uint32_t>(s.host.size()),
-                                  .resident = !s.full_pages.empty()});
-            under += static_cast<std::uint32_t>(s.full_pages.size());
-        }
-        load.swa_under = plan_under_;
+        tree_.begin_load(node, next_load_, {.pages = d.full, .state = d.state});
+        recorded = true;
         TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
         if (d.swa) {
             request.swa_reserved = d.swa.pages();
@@ -88,150 +78,40 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
             request.mamba_host = plan_host_[Component::mamba];
         }
         loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
-        ctl_.queue_load(alloc_, request, {.kind = CacheTag::Kind::load, .id = load.id});
+        ctl_.queue_load(alloc_, request, {.kind = CacheTag::Kind::load, .id = next_load_});
     } catch (...) {
-        ticket.rollback();  // nothing was queued: the allocations go back (a throw is no drop)
+        if (recorded) (void)tree_.finish_load(next_load_, false);  // hands back the ticket's: the rollback frees it
+        ticket.rollback();
         throw;
     }
-    load.dest = ticket.commit();
-    load.device = std::move(device);
-    load.host = std::move(host);
-    loads_.push_back(std::move(load));
+    LoadBackDestinations dest = ticket.commit();
+    loads_.push_back({.id = next_load_,
+                      .node = node,
+                      .device = std::move(device),
+                      .host = std::move(host),
+                      .swa = std::move(dest.swa),
+                      .acked = false,
+                      .succeeded = false});
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
-// The tree commits a load at its ack, so until then a node being loaded still looks SWA-evicted to the next
-// match and the next commit.
 template <class P>
-bool CacheCore<P>::swa_bound_by_load(std::span<const VirtualPage> pages) {
+void CacheCore<P>::free_leftovers(const LoadLeftovers& left) {
     if constexpr (allocator_type::has_swa) {
-        if (loads_.empty() || pages.empty()) return false;
-        bound_.resize(pages.size());
-        alloc_.translate_swa(pages, std::span<PhysicalPage>(bound_));
-        return std::any_of(bound_.begin(), bound_.end(), [](PhysicalPage p) { return p.value() != 0; });
-    } else {
-        return false;
+        if (!left.swa_moved_to.empty()) alloc_.transfer_swa(left.swa_moved_to, left.swa_moved_from);
     }
-}
-
-template <class P>
-void CacheCore<P>::release(Loading& load) noexcept {
-    // FULL pages free the SWA rows bound under them; SWA rows bound under resident FULL pages go alone.
-    if (!load.dest.full.empty()) alloc_.free(load.dest.full);
+    if (!left.full.empty()) alloc_.free(left.full);
     if constexpr (allocator_type::has_swa) {
-        if (!load.swa_under.empty()) alloc_.free_swa(load.swa_under);
+        if (!left.swa.empty()) alloc_.free_swa(left.swa);
     }
     if constexpr (allocator_type::has_mamba) {
-        if (load.dest.state.is_valid()) alloc_.free_state(std::span<const StateId>(&load.dest.state, 1));
-    }
-}
-
-// The tree may have changed under the load while its copy ran: a match or an insert split one of its nodes (the
-// lower part keeps the node's ref, the upper part is new), or another load or an insert put some of its data on
-// device. So the commit follows the tree's plan of the node now: each step takes the slice of this load's
-// destinations at its token positions, a step this load did not copy is left alone, and every destination no
-// step took is freed. SWA rows count as committed only where they are bound under the node's FULL pages now.
-template <class P>
-void CacheCore<P>::commit(Loading& load) {
-    const std::int32_t page = tree_.config().page_size.tokens;
-    const std::size_t full_count = load.dest.full.size();
-    taken_.assign(full_count + load.swa_under.size(), 0);  // destination FULL pages, then `swa_under`
-    constexpr std::uint8_t swa_committed = 3;  // a FULL destination whose SWA rows the tree took too
-    bool state_taken = false;
-    const auto all_taken = [&](std::size_t from, std::size_t n) {
-        return std::all_of(taken_.begin() + static_cast<std::ptrdiff_t>(from),
-                           taken_.begin() + static_cast<std::ptrdiff_t>(from + n), [](std::uint8_t t) { return t != 0; });
-    };
-    for (const LoadBackStep& now : tree_.load_back_plan(load.node)) {  // valid across commit_load_back
-        const auto covers = [&](const Step& s) {
-            if (s.component != now.component) return false;
-            if (s.component == Component::mamba) return s.node == now.node;  // a split leaves the state below
-            return s.start <= now.start &&
-                   now.start + now.length <= s.start + static_cast<std::int32_t>(s.pages) * page;
-        };
-        const auto from = std::find_if(load.steps.begin(), load.steps.end(), covers);
-        if (from == load.steps.end()) continue;  // this load did not copy it
-        const auto skip = static_cast<std::size_t>((now.start - from->start) / page);
-        const auto n = static_cast<std::size_t>(now.length / page);
-        LoadedValue value{};
-        if (now.component == Component::full) {
-            const std::size_t at = from->full_offset + skip;
-            value.pages = std::span<const VirtualPage>(load.dest.full).subspan(at, n);
-            std::fill_n(taken_.begin() + static_cast<std::ptrdiff_t>(at), n, std::uint8_t{1});
-        } else if (now.component == Component::swa) {
-            if (from->resident) {
-                // Bound under resident FULL pages: they must still be the node's.
-                const std::size_t at = from->under_offset + skip;
-                if (!std::equal(now.full_pages.begin(), now.full_pages.end(),
-                                load.swa_under.begin() + static_cast<std::ptrdiff_t>(at))) {
-                    continue;
-                }
-                std::fill_n(taken_.begin() + static_cast<std::ptrdiff_t>(full_count + at), n, std::uint8_t{1});
-            } else {
-                // Bound under this load's FULL pages of the node's range.
-                const auto full = std::find_if(load.steps.begin(), load.steps.end(), [&](const Step& s) {
-                    return s.component == Component::full && s.start <= now.start &&
-                           now.start + now.length <= s.start + static_cast<std::int32_t>(s.pages) * page;
-                });
-                if (full == load.steps.end()) continue;
-                const std::size_t at = full->full_offset + static_cast<std::size_t>((now.start - full->start) / page);
-                if (!now.full_pages.empty()) {
-                    // The node's FULL rows came to the device another way meanwhile (an earlier load, an insert):
-                    // move the loaded SWA rows under its pages (a page-table write); the FULL pages go below.
-                    // A later load in flight may have bound its own SWA rows there: it commits them, these go.
-                    if (swa_bound_by_load(now.full_pages)) continue;
-                    if constexpr (allocator_type::has_swa) {
-                        alloc_.transfer_swa(now.full_pages, std::span<const VirtualPage>(load.dest.full).subspan(at, n));
-                    }
-                } else if (!all_taken(at, n)) {
-                    continue;
-                } else {
-                    std::fill_n(taken_.begin() + static_cast<std::ptrdiff_t>(at), n, swa_committed);
-                }
-            }
-        } else {
-            value.state = load.dest.state;
-            state_taken = true;
-        }
-        tree_.commit_load_back(now.node, now.component, value);
-    }
-    // What no step took: FULL pages go with the SWA rows bound under them; SWA rows under resident pages alone.
-    spare_.clear();
-    for (std::size_t i = 0; i < full_count; ++i) {
-        if (taken_[i] == 0) spare_.push_back(load.dest.full[i]);
-    }
-    if (!spare_.empty()) alloc_.free(spare_);
-    if constexpr (allocator_type::has_swa) {
-        spare_.clear();
-        for (std::size_t i = 0; i < load.swa_under.size(); ++i) {
-            if (taken_[full_count + i] == 0) spare_.push_back(load.swa_under[i]);
-        }
-        if (!spare_.empty()) alloc_.free_swa(spare_);
-        // SWA rows this load bound under FULL pages the tree took, where no SWA step took them: a split moved
-        // the window's first node past them, so the tree keeps those pages SWA-evicted and the rows must go.
-        spare_.clear();
-        for (const Step& s : load.steps) {
-            if (s.component != Component::swa || s.resident) continue;
-            const auto full = std::find_if(load.steps.begin(), load.steps.end(), [&](const Step& f) {
-                return f.component == Component::full && f.start <= s.start &&
-                       s.start + static_cast<std::int32_t>(s.pages) * page <= f.start + static_cast<std::int32_t>(f.pages) * page;
-            });
-            UNIKV_ASSERT(full != load.steps.end());  // a non-resident SWA step binds under this load's FULL pages
-            const std::size_t at = full->full_offset + static_cast<std::size_t>((s.start - full->start) / page);
-            for (std::size_t k = at; k < at + s.pages; ++k) {
-                if (taken_[k] == 1) spare_.push_back(load.dest.full[k]);
-            }
-        }
-        if (!spare_.empty()) alloc_.free_swa(spare_);
-    }
-    if constexpr (allocator_type::has_mamba) {
-        if (!state_taken && load.dest.state.is_valid()) alloc_.free_state(std::span<const StateId>(&load.dest.state, 1));
+        if (left.state.is_valid()) alloc_.free_state(std::span<const StateId>(&left.state, 1));
     }
 }
 
 template <class P>
 std::span<const LoadDone> CacheCore<P>::loading_check() {
-    // Every ack is marked before any load is finished, so a commit that throws loses none.
+    // Every ack is marked before any load is finished, so a finish that throws loses none.
     for (const auto& ack : ctl_.loading_check()) {
         const auto it =
             std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
@@ -244,15 +124,14 @@ std::span<const LoadDone> CacheCore<P>::loading_check() {
             ++i;
             continue;
         }
-        Loading load = std::move(loads_[i]);  // forgotten whatever happens below
+        // A throw here keeps the load, locks and all: the tree's finish is idempotent, the next check goes on.
+        const LoadLeftovers left = tree_.finish_load(loads_[i].id, loads_[i].succeeded);
+        Loading load = std::move(loads_[i]);
         loads_.erase(loads_.begin() + static_cast<std::ptrdiff_t>(i));
         const detail::held_lock<tree_type> host(tree_, std::move(load.host));
         const detail::held_lock<tree_type> device(tree_, std::move(load.device));
-        if (load.succeeded) {
-            commit(load);
-        } else {
-            release(load);
-        }
+        load_acked_.reserve(load_acked_.size() + 1);
+        free_leftovers(left);
         load_acked_.push_back({.id = load.id, .node = load.node, .committed = load.succeeded});
     }
     done_.swap(load_acked_);

@@ -60,6 +60,7 @@ void RadixTree<Cs...>::take(RadixTree& other) noexcept {
     path_ = std::move(other.path_);
     match_runs_ = std::move(other.match_runs_);
     plan_ = std::move(other.plan_);
+    loads_ = std::move(other.loads_);
     // Moved-from vectors are empty with std::allocator; make it explicit, the checks rely on it.
     other.nodes_.clear();
     other.free_slots_.clear();
@@ -375,6 +376,7 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     add_hint(id);
     sync(p);
     sync(id);
+    if (!loads_.empty()) loads_.split(id, ref(p), static_cast<std::uint32_t>(at_pages));
     return p;
 }
 
@@ -621,6 +623,8 @@ std::vector<std::string> RadixTree<Cs...>::verify() const {
     }
     if (live != live_nodes_) out.emplace_back("live node count is stale");
     if (pending != pending_backups_) out.emplace_back("pending backup count is stale");
+    loads_.verify(out, config_.page_size.tokens, [&](NodeRef r) { return contains(r); },
+                  [&](NodeRef r) { return nodes_[r.index()].length; });
     if (edges_.size() != live) out.emplace_back("edge table size differs from the node count");
     for (Component c : all_components) {
         const auto stale = [&](const char* size) {

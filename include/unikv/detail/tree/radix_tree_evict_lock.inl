@@ -501,7 +501,32 @@ std::span<const LoadBackStep> RadixTree<Cs...>::load_back_plan(NodeRef node) {
             step(Component::mamba, std::span<const HostPage>(&plan_state_host_, 1));
         }
     }
+    if (!loads_.empty()) {
+        for (LoadBackStep& s : plan_) s.loading = loads_.loading(s.node.index(), s.component);
+    }
     return plan_;
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest) {
+    loads_.begin(id, load_back_plan(node), dest);
+}
+
+template <class... Cs>
+LoadLeftovers RadixTree<Cs...>::finish_load(std::uint64_t id, bool copied) {
+    expect_live();
+    const auto target = [&](NodeRef r) {
+        const Node& n = nodes_[r.index()];
+        detail::tree::LoadTarget t{.device = {}, .host = {}, .parent_full = n.parent == root || !nodes_[n.parent].pages.empty(),
+                                   .pages = n.pages};
+        for (Component c : all_components) {
+            t.device[c] = in_set(c) && has_device(n, c);
+            t.host[c] = in_set(c) && has_host(n, c);
+        }
+        return t;
+    };
+    return loads_.finish(id, copied, target,
+                         [&](NodeRef r, Component c, const LoadedValue& v) { commit_load_back(r, c, v); });
 }
 
 template <class... Cs>

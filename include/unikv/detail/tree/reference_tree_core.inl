@@ -120,6 +120,7 @@ auto ReferenceTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     n.children = {id};
     std::replace(nodes_[n.parent].children.begin(), nodes_[n.parent].children.end(), id, p);
     x.parent = p;
+    loads_.split(id, ref(p), static_cast<std::uint32_t>(at_pages));
     return p;
 }
 
@@ -314,6 +315,8 @@ std::vector<std::string> ReferenceTree<Cs...>::verify() const {
             fail("page count does not match the length");
     }
     if (pending != pending_backups_) out.emplace_back("pending backup count is stale");
+    loads_.verify(out, config_.page_size.tokens, [&](NodeRef r) { return contains(r); },
+                  [&](NodeRef r) { return nodes_[r.index()].length(); });
     return out;
 }
 

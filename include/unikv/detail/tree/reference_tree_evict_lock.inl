@@ -347,10 +347,32 @@ std::span<const LoadBackStep> ReferenceTree<Cs...>::load_back_plan(NodeRef node)
             UNIKV_EXPECTS(has_host(n, c), "a component needed on the path has no data in any tier");
             const std::span<const VirtualPage> full =
                 c == Component::swa ? std::span<const VirtualPage>(n.pages) : std::span<const VirtualPage>{};
-            plan_.push_back({ref(path[i]), c, n.start, n.length(), n.host[c], full});
+            plan_.push_back({ref(path[i]), c, n.start, n.length(), n.host[c], full, loads_.loading(path[i], c)});
         }
     }
     return plan_;
+}
+
+template <class... Cs>
+void ReferenceTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest) {
+    loads_.begin(id, load_back_plan(node), dest);
+}
+
+template <class... Cs>
+LoadLeftovers ReferenceTree<Cs...>::finish_load(std::uint64_t id, bool copied) {
+    const auto target = [&](NodeRef r) {
+        const Node& n = nodes_[r.index()];
+        detail::tree::LoadTarget t{.device = {}, .host = {},
+                                   .parent_full = n.parent == root || has_device(nodes_[n.parent], Component::full),
+                                   .pages = n.pages};
+        for (Component c : all_components) {
+            t.device[c] = in_set(c) && has_device(n, c);
+            t.host[c] = in_set(c) && has_host(n, c);
+        }
+        return t;
+    };
+    return loads_.finish(id, copied, target,
+                         [&](NodeRef r, Component c, const LoadedValue& v) { commit_load_back(r, c, v); });
 }
 
 template <class... Cs>
