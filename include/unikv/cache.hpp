@@ -78,6 +78,7 @@
 /// too) and the controller's stream finishes the copies before the memory they touch is freed.
 /// Threading: one scheduler thread drives a cache.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -233,12 +234,13 @@ struct CacheInsert {
     std::uint64_t first_write = 0;
 };
 
-/// The tag of a cache transfer on its controller: which kind, and its id within that kind (a load's id, a
-/// backup's index in its eviction run, a write-through's id). Write-backs and write-throughs share the write
-/// lane, so the kind tells their acks apart.
+/// The tag of a cache transfer on its controller, and of its ticket: which kind, and its id within that kind (a
+/// load's id, a backup's number in its eviction run, a write-through's id; a retraction's copies are drained
+/// within their call and carry none). Write-backs and write-throughs share the write lane, so the kind tells
+/// their acks apart.
 struct CacheTag {
     /// What the transfer is.
-    enum class Kind : std::uint8_t { load, write_back, write_through };
+    enum class Kind : std::uint8_t { load, write_back, write_through, retraction };
     Kind kind = Kind::load;
     std::uint64_t id = 0;
 };
@@ -297,13 +299,7 @@ public:
     private:
         friend class CacheCore;
         explicit WriteBackRun(HostActions&& work) noexcept : work_(std::move(work)) {}
-        struct Backup {
-            NodeRef node{};
-            Component component = Component::full;
-            std::vector<HostPage> host;  // empty: no copy
-        };
-        HostActions work_;
-        std::vector<Backup> backups_;
+        HostActions work_;  // its backups are the cache's write-back tickets
         per_component<std::int64_t> freed_{};
         std::size_t copies_ = 0;
     };
@@ -464,7 +460,11 @@ public:
     /// finishes it with the writes after it; the writes finished before it are reported then too.
     [[nodiscard]] std::span<const WriteDone> writing_check();
     /// Write-throughs queued or submitted and not yet acknowledged.
-    [[nodiscard]] std::size_t writes_in_flight() const noexcept { return writes_.size(); }
+    [[nodiscard]] std::size_t writes_in_flight() const noexcept {
+        return static_cast<std::size_t>(std::count_if(writes_.begin(), writes_.end(), [](const Ticket& t) {
+            return t.tag.kind == CacheTag::Kind::write_through;
+        }));
+    }
 
     // ---- eviction ----------------------------------------------------------------------------------------
     /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go:
@@ -554,31 +554,22 @@ public:
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return tree_.config().swa_window; }
 
 private:
-
-private:
-    // One load queued or submitted, until its ack. The tree records what it copies (`begin_load`).
-    struct Loading {
-        std::uint64_t id = 0;
+    // One copy in flight, from its queueing to its finish: a load-back, a write-through or a write-back
+    // (`tag.kind`; a retraction drains its own copy within its call). Plain values only, so the cache stays
+    // movable. `finish` commits or undoes it by kind and is idempotent (each step leaves a mark, so a call after a
+    // throw goes on where it stopped); `abandon` releases it without an ack (the cache's destructor).
+    struct Ticket {
+        CacheTag tag{};
         NodeRef node{};
-        LockReceipt device;
-        LockReceipt host;
-        Reservation swa;         // the SWA rows' reservation: cancelled if the load is never submitted
-        bool acked = false;      // the controller acknowledged it; `loading_check` finishes it
+        Component component = Component::full;  // write-through, write-back: the component copied
+        LockReceipt device;  // load: the node, every component; write-through: FULL and `component`
+        LockReceipt host;    // load: the host copies it reads
+        Reservation swa;     // load: its SWA rows' reservation (cancelled if never submitted)
+        std::vector<HostPage> host_pages;  // write-back: the copy's; write-through: those the tree did not take
+        bool acked = false;      // the controller acknowledged it (or it was never queued: a write-back short of room)
         bool succeeded = false;  // the copy succeeded (once acked)
-    };
-
-    // One write-through queued or submitted, until its ack. The host pages need no record: the tree holds them
-    // from `set_host`, and `drop_host` hands them back for a failed copy.
-    struct Writing {
-        std::uint64_t id = 0;
-        NodeRef node{};
-        Component component = Component::full;
-        LockReceipt device;  // FULL and `component`: the rows the copy reads stay put
-        bool hosted = false;     // the tree holds the host value (`set_host` returned, or got that far)
-        bool acked = false;      // the controller acknowledged it; `finish_writes` finishes it
-        bool succeeded = false;  // the copy succeeded (once acked)
-        bool dropped = false;    // a failed copy's host value was dropped (`drop_host` returned)
-        std::vector<HostPage> orphan{};  // host pages of a `set_host` that threw before the tree took them
+        bool hosted = false;     // write-through: the tree holds the host value (`set_host` got that far)
+        bool undone = false;     // write-through: a failed copy's host value was dropped (`drop_host` returned)
     };
 
     // `host` with its write policy and host mode checked against each other and the policies (see the
@@ -595,8 +586,12 @@ private:
     void make_backup_room(Component c, std::int64_t pages);
     // Queues the write-through `a` of `work`, or skips it; true when queued.
     bool write_through(const HostActions& work, const TreeAction& a);
-    // Marks the write-throughs among `acks` acknowledged: the oldest unmarked records (one FIFO write lane).
-    void mark_writes(std::span<const typename controller_type::ack_type> acks) noexcept;
+    // Marks each ticket of `lane` that one of `acks` names (by its tag) acknowledged. O(acks * lane).
+    static void mark(std::vector<Ticket>& lane, std::span<const typename controller_type::ack_type> acks) noexcept;
+    // Finishes acknowledged ticket `t` by its kind (see `Ticket`); a load's and a write-through's locks go last.
+    void finish(Ticket& t);
+    // Releases `t` without an ack: its locks, and its reservation if never submitted. Frees nothing else.
+    void abandon(Ticket& t) noexcept;
     // Finishes the acknowledged write-throughs (a prefix of `writes_`), reports them into `write_acked_` and
     // forgets them; a throw leaves the one that threw, and those after it, for the next call.
     void finish_writes();
@@ -625,11 +620,11 @@ private:
     host_pools_type host_;
     tree_type tree_;
     ActionExecutor exec_;
-    std::vector<Loading> loads_;  // in submission order
+    std::vector<Ticket> loads_;   // load tickets, in submission order
     std::vector<LoadDone> done_;  // the acks of the last `loading_check`
     std::vector<LoadDone> load_acked_;  // finished, reported by the next `loading_check`
     std::uint64_t next_load_ = 1;
-    std::vector<Writing> writes_;           // in queue order, which is ack order (one FIFO write lane)
+    std::vector<Ticket> writes_;            // write-through and write-back tickets, in queue (= ack) order
     std::vector<WriteDone> write_done_;     // the acks of the last `writing_check`
     std::vector<WriteDone> write_acked_;    // finished by a check that threw, reported by the next one
     std::vector<HostPage> write_host_;      // scratch: a write-through's host pages

@@ -24,12 +24,8 @@ CacheCore<P>::~CacheCore() {
     // The tree goes with the cache: release the locks so they are not reported as dropped. Nothing is freed
     // here, and the controller (destroyed first) finishes the copies before the memory behind them goes. A load
     // still queued is never submitted: its reservation is cancelled, not dropped.
-    for (Writing& w : writes_) tree_.unlock(std::move(w.device));
-    for (Loading& l : loads_) {
-        if (l.swa && !l.swa.submitted()) alloc_.cancel(std::move(l.swa));
-        tree_.unlock(std::move(l.device));
-        tree_.unlock(std::move(l.host));
-    }
+    for (Ticket& t : writes_) abandon(t);
+    for (Ticket& t : loads_) abandon(t);
 }
 
 template <class P>

@@ -85,13 +85,12 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
         throw;
     }
     LoadBackDestinations dest = ticket.commit();
-    loads_.push_back({.id = next_load_,
-                      .node = node,
-                      .device = std::move(device),
-                      .host = std::move(host),
-                      .swa = std::move(dest.swa),
-                      .acked = false,
-                      .succeeded = false});
+    Ticket& t = loads_.emplace_back();
+    t.tag = {.kind = CacheTag::Kind::load, .id = next_load_};
+    t.node = node;
+    t.device = std::move(device);
+    t.host = std::move(host);
+    t.swa = std::move(dest.swa);
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
@@ -112,31 +111,75 @@ void CacheCore<P>::free_leftovers(const LoadLeftovers& left) {
 template <class P>
 std::span<const LoadDone> CacheCore<P>::loading_check() {
     // Every ack is marked before any load is finished, so a finish that throws loses none.
-    for (const auto& ack : ctl_.loading_check()) {
-        const auto it =
-            std::find_if(loads_.begin(), loads_.end(), [&](const Loading& l) { return l.id == ack.tag.id; });
-        UNIKV_ASSERT(it != loads_.end());
-        it->acked = true;
-        it->succeeded = ack.succeeded;
-    }
+    mark(loads_, ctl_.loading_check());
     for (std::size_t i = 0; i < loads_.size();) {
         if (!loads_[i].acked) {
             ++i;
             continue;
         }
-        // A throw here keeps the load, locks and all: the tree's finish is idempotent, the next check goes on.
-        const LoadLeftovers left = tree_.finish_load(loads_[i].id, loads_[i].succeeded);
-        Loading load = std::move(loads_[i]);
+        finish(loads_[i]);  // a throw keeps the ticket: its finish is idempotent, the next check goes on
+        load_acked_.push_back({.id = loads_[i].tag.id, .node = loads_[i].node, .committed = loads_[i].succeeded});
         loads_.erase(loads_.begin() + static_cast<std::ptrdiff_t>(i));
-        const detail::held_lock<tree_type> host(tree_, std::move(load.host));
-        const detail::held_lock<tree_type> device(tree_, std::move(load.device));
-        load_acked_.reserve(load_acked_.size() + 1);
-        free_leftovers(left);
-        load_acked_.push_back({.id = load.id, .node = load.node, .committed = load.succeeded});
     }
     done_.swap(load_acked_);
     load_acked_.clear();
     return done_;
+}
+
+// ---- tickets ---------------------------------------------------------------------------------------------
+
+template <class P>
+void CacheCore<P>::mark(std::vector<Ticket>& lane, std::span<const typename controller_type::ack_type> acks) noexcept {
+    for (const auto& ack : acks) {
+        const auto it = std::find_if(lane.begin(), lane.end(), [&](const Ticket& t) {
+            return !t.acked && t.tag.kind == ack.tag.kind && t.tag.id == ack.tag.id;
+        });
+        UNIKV_ASSERT(it != lane.end());
+        it->acked = true;
+        it->succeeded = ack.succeeded;
+    }
+}
+
+template <class P>
+void CacheCore<P>::finish(Ticket& t) {
+    UNIKV_ASSERT(t.acked);
+    switch (t.tag.kind) {
+    case CacheTag::Kind::load:
+        // The tree installs what is still missing and hands back the rest (idempotent across a throw).
+        free_leftovers(tree_.finish_load(t.tag.id, t.succeeded));
+        break;
+    case CacheTag::Kind::write_through:
+        if (!t.succeeded && t.hosted && !t.undone) {
+            // Before the unlock: the host copy never held the rows, and they must not be evicted first.
+            EvictResult dropped = tree_.drop_host(t.node, t.component);
+            t.undone = true;
+            run_actions(dropped);
+        }
+        if (!t.host_pages.empty()) {  // a `set_host` that threw before the tree took them
+            host_.free(t.component, t.host_pages);
+            t.host_pages.clear();
+        }
+        break;
+    case CacheTag::Kind::write_back:
+        if (!t.succeeded && !t.host_pages.empty()) {
+            host_.free(t.component, t.host_pages);  // the copy failed: it must not become a host value
+            t.host_pages.clear();
+        }
+        return;  // recorded with the tree by `finish_evict`, once the rows the copies read are freed
+    case CacheTag::Kind::retraction:
+        UNIKV_ASSERT(false);  // drained within `backup` / `restore`: never a ticket
+        return;
+    }
+    // Last: a retry after a throw above still holds the locks.
+    if (!t.device.empty()) tree_.unlock(std::move(t.device));
+    if (!t.host.empty()) tree_.unlock(std::move(t.host));
+}
+
+template <class P>
+void CacheCore<P>::abandon(Ticket& t) noexcept {
+    if (t.swa && !t.swa.submitted()) alloc_.cancel(std::move(t.swa));
+    if (!t.device.empty()) tree_.unlock(std::move(t.device));
+    if (!t.host.empty()) tree_.unlock(std::move(t.host));
 }
 
 template <class P>
@@ -177,33 +220,23 @@ bool CacheCore<P>::write_through(const HostActions& work, const TreeAction& a) {
         host_.free(c, write_host_);
         throw;
     }
-    // Queued: the record holds the lock until the ack, whatever throws below (the copy reads the rows).
-    writes_.push_back({.id = next_write_++, .node = a.node, .component = c, .device = device.release()});
+    // Queued: the ticket holds the lock until the ack, whatever throws below (the copy reads the rows).
+    Ticket& t = writes_.emplace_back();
+    t.tag = {.kind = CacheTag::Kind::write_through, .id = next_write_++};
+    t.node = a.node;
+    t.component = c;
+    t.device = device.release();
     try {
         tree_.set_host(a.node, c, write_host_);
     } catch (...) {
         // The copy still writes the pages: they are freed at its ack unless the tree took them (cold path).
-        Writing& w = writes_.back();
+        Ticket& w = writes_.back();
         w.hosted = !tree_.node_info(a.node).host[c].empty();
-        if (!w.hosted) w.orphan.assign(write_host_.begin(), write_host_.end());
+        if (!w.hosted) w.host_pages.assign(write_host_.begin(), write_host_.end());
         throw;
     }
     writes_.back().hosted = true;
     return true;
-}
-
-template <class P>
-void CacheCore<P>::mark_writes(std::span<const typename controller_type::ack_type> acks) noexcept {
-    std::size_t k = 0;
-    while (k < writes_.size() && writes_[k].acked) ++k;
-    for (const auto& ack : acks) {
-        if (ack.tag.kind != CacheTag::Kind::write_through) continue;
-        UNIKV_ASSERT(k < writes_.size());
-        Writing& w = writes_[k++];
-        UNIKV_ASSERT(w.id == ack.tag.id);
-        w.acked = true;
-        w.succeeded = ack.succeeded;
-    }
 }
 
 template <class P>
@@ -212,20 +245,10 @@ void CacheCore<P>::finish_writes() {
     const auto forget = [&] { writes_.erase(writes_.begin(), writes_.begin() + static_cast<std::ptrdiff_t>(k)); };
     try {
         for (; k < writes_.size() && writes_[k].acked; ++k) {
-            Writing& w = writes_[k];
-            if (!w.succeeded && w.hosted && !w.dropped) {
-                // Before the unlock: the host copy never held the rows, and they must not be evicted first.
-                EvictResult dropped = tree_.drop_host(w.node, w.component);
-                w.dropped = true;
-                run_actions(dropped);
-            }
-            if (!w.orphan.empty()) {
-                host_.free(w.component, w.orphan);
-                w.orphan.clear();
-            }
+            Ticket& w = writes_[k];
+            finish(w);
             write_acked_.push_back(
-                {.id = w.id, .node = w.node, .component = w.component, .committed = w.succeeded && w.hosted});
-            tree_.unlock(std::move(w.device));  // last: a retry after a throw above still holds the lock
+                {.id = w.tag.id, .node = w.node, .component = w.component, .committed = w.succeeded && w.hosted});
         }
     } catch (...) {
         forget();
@@ -238,7 +261,7 @@ template <class P>
 std::span<const WriteDone> CacheCore<P>::check_writes() {
     UNIKV_EXPECTS(open_backups_ == 0, "writing_check: an eviction run with ", open_backups_,
                   " backups is open; finish_evict it first");
-    mark_writes(ctl_.writing_check());
+    mark(writes_, ctl_.writing_check());
     finish_writes();
     write_done_.swap(write_acked_);
     write_acked_.clear();
@@ -275,17 +298,18 @@ typename CacheCore<P>::WriteBackRun CacheCore<P>::start_evict(Component componen
     free_host(run.work_);  // first: the room it gives back may take a backup
     for (const TreeAction& a : run.work_.actions()) {
         if (a.kind != ActionKind::backup) continue;
-        typename WriteBackRun::Backup& b = run.backups_.emplace_back();
+        Ticket& b = writes_.emplace_back();
+        b.tag = {.kind = CacheTag::Kind::write_back, .id = writes_.size()};
         b.node = a.node;
         b.component = a.component;
-        b.host.resize(run.work_.copy_pages(a));
-        const HostRequest request{.component = a.component, .out = b.host};
+        b.host_pages.resize(run.work_.copy_pages(a));
+        const HostRequest request{.component = a.component, .out = b.host_pages};
         if (!host_.alloc(std::span(&request, 1))) {
-            b.host.clear();  // no room: recorded as no copy
+            b.host_pages.clear();  // no room: recorded as no copy, with nothing to wait for
+            b.acked = true;
             continue;
         }
-        ctl_.queue_write(alloc_, d2h(run.work_, a, b.host),
-                         {.kind = CacheTag::Kind::write_back, .id = run.backups_.size() - 1});
+        ctl_.queue_write(alloc_, d2h(run.work_, a, b.host_pages), b.tag);
         ++run.copies_;
     }
     if (run.copies_ > 0) (void)ctl_.start_writing(alloc_, host_);
@@ -298,24 +322,21 @@ Eviction CacheCore<P>::finish_evict(WriteBackRun&& run) {
     WriteBackRun done = std::move(run);
     Eviction out{.freed = done.freed_};
     open_backups_ = 0;
-    // Only a write-back policy asks for backups, and it queues no write-throughs: the drain meets backups alone.
-    if (backs_up_on_evict(host_writes_)) {
-        if (done.copies_ > 0) {
-            for (const auto& ack : ctl_.drain_writes()) {
-                UNIKV_ASSERT(ack.tag.kind == CacheTag::Kind::write_back);
-                if (ack.succeeded) continue;
-                typename WriteBackRun::Backup& b = done.backups_[static_cast<std::size_t>(ack.tag.id)];
-                host_.free(b.component, b.host);  // the copy failed: it must not become a host value
-                b.host.clear();
-            }
-        }
+    // Only a write-back policy asks for backups, and it queues no write-throughs: the lane holds backups alone.
+    const bool backups_run = backs_up_on_evict(host_writes_);
+    if (backups_run) {
+        if (done.copies_ > 0) mark(writes_, ctl_.drain_writes());
+        for (Ticket& b : writes_) finish(b);  // a failed copy's host pages go: it must not become a host value
     }
     // The copies are done: the rows they read can go, and first, since what `finish_backup` frees may include
     // them (a failed FULL backup drops the node whose SWA rows the eviction already gave up).
     exec_.complete(alloc_, std::move(done.work_));
-    for (typename WriteBackRun::Backup& b : done.backups_) {
-        ++(b.host.empty() ? out.dropped : out.backed_up);
-        EvictResult follow = tree_.finish_backup(b.node, b.component, b.host);
+    if (!backups_run) return out;
+    std::vector<Ticket> backups = std::move(writes_);  // forgotten whatever throws below (not recovered)
+    writes_.clear();
+    for (Ticket& b : backups) {
+        ++(b.host_pages.empty() ? out.dropped : out.backed_up);
+        EvictResult follow = tree_.finish_backup(b.node, b.component, b.host_pages);
         for (Component c : all_components) out.freed[c] += follow.device_freed[c];
         run_actions(follow);
     }
@@ -346,7 +367,8 @@ RetractionBackup CacheCore<P>::backup(const RequestRows& request) {
     } else {
         settle_writes();
         return retract(alloc_, host_, ctl_, retraction_of(request),
-                       [this](const HostAllocResult& r) { return relieve_host(r); });
+                       [this](const HostAllocResult& r) { return relieve_host(r); },
+                       CacheTag{.kind = CacheTag::Kind::retraction, .id = 0});
     }
 }
 
@@ -356,7 +378,8 @@ bool CacheCore<P>::restore(RetractionBackup& backup, const RequestRows& fresh) {
     if constexpr (!can_retract) {
         return false;
     } else {
-        return unikv::restore(alloc_, host_, ctl_, backup, retraction_of(fresh));
+        return unikv::restore(alloc_, host_, ctl_, backup, retraction_of(fresh),
+                              CacheTag{.kind = CacheTag::Kind::retraction, .id = 0});
     }
 }
 
