@@ -61,7 +61,7 @@ int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::spa
         (void)cache.loading_check();
     }
     std::vector<unikv::VirtualToken> rows(static_cast<std::size_t>(a.prefix_length + a.extend_length));
-    cache.prefix_rows({prompt.first(a.prefix_length)}, rows);  // the tree's rows of the cached prefix
+    cache.prefix_rows(a.node, rows);  // the tree's rows of the cached prefix (no second match)
     if (!cache.alloc_rows(rows, a.prefix_length)) return -1;    // then the new tokens' own rows
     std::vector<unikv::PhysicalToken> physical(rows.size());
     cache.translate_full(rows, physical);  // (translate_swa likewise; device_tables() for device kernels)

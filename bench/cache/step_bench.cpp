@@ -110,7 +110,7 @@ public:
         Admission a = cache_.try_admit({.prompt = r.prompt_key(), .max_new_tokens = r.generates()});
         if (!a) return false;
         r.rows.resize(static_cast<std::size_t>(a.prefix_length + a.extend_length));
-        cache_.prefix_rows({std::span(r.tokens).first(static_cast<std::size_t>(a.prefix_length))}, r.rows);
+        cache_.prefix_rows(a.node, r.rows);
         if (!cache_.alloc_rows(r.rows, a.prefix_length)) {
             cache_.unlock(std::move(a.lock));
             return false;

@@ -341,12 +341,13 @@ public:
     void unlock(LockReceipt&& receipt) { tree_.unlock(std::move(receipt)); }
 
     // ---- a request's rows (hot; the engine's side of admission and finish) --------------------------------
-    /// Writes the virtual tokens of `prefix`, an admitted request's cached prefix
-    /// (`prompt.first(Admission::prefix_length)`), into `out[0, prefix size)`: the tree's rows the request reads.
-    /// A loaded-back prefix must be acknowledged first (`loading_check`). Throws `logic_error` (nothing written)
-    /// when `out` is shorter than the prefix or the device does not serve the whole prefix. O(prefix tokens),
-    /// no allocation once the tree's match scratch has grown.
-    void prefix_rows(TokenKey prefix, std::span<VirtualToken> out);
+    /// Writes the virtual tokens of the cached prefix that ends at `node` (an admission's `node`, locked by its
+    /// `lock`: `Admission::prefix_length` tokens) into the front of `out`: the tree's rows the request reads,
+    /// from the admission's one match, without matching again (`tree().prefix_pages`). A loaded-back prefix
+    /// must be acknowledged first (`loading_check`). Throws `logic_error` (nothing written) when `out` is shorter
+    /// than the prefix or the device does not serve all of it. O(depth + prefix tokens), no allocation once
+    /// its page scratch has grown.
+    void prefix_rows(NodeRef node, std::span<VirtualToken> out);
     /// Allocates one request's rows `[from, rows.size())` after its rows `[0, from)` (the prefix, earlier
     /// chunks), writing them into `rows`: `alloc_extend` of a batch of one, with its relief. Success with
     /// nothing to do when `from == rows.size()`. Throws `logic_error` for `from` outside `[0, rows.size()]`. Cost
@@ -636,6 +637,7 @@ private:
     std::vector<WriteDone> settled_;   // acks of writes a `backup` settled, for the next `writing_check`
     std::vector<WriteDone> reported_;  // what the last `writing_check` returned when it had settled acks
     std::vector<VirtualPage> finish_pages_;  // scratch of `finish`: a request's pages, whole ones first
+    std::vector<VirtualPage> prefix_pages_;  // scratch of `prefix_rows`
     controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
 };
 

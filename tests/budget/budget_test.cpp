@@ -408,8 +408,19 @@ TEST_CASE("a host-hit admission matches once and takes four locks, the load keep
     const Locks pinned = locks_of(r, lower);
     CHECK(pinned.host[Component::full] == 1);    // the load's, until its ack
     CHECK(pinned.device[Component::full] == 2);  // the load's and the request's
+    std::vector<VirtualToken> rows(prompt.size());
+    CHECK_THROWS_AS(r.cache.prefix_rows(a.node, rows), logic_error);  // not before the load's ack
     CHECK(ack_load(r, a.load_id));
     CHECK(path_holds(r, lower, key));
+    // The engine reads the prefix's rows from the admission's node: no second match, and each row holds its
+    // token's marker.
+    r.cache.prefix_rows(a.node, rows);
+    CHECK(Probe::matches == 1);
+    for (std::size_t k = 0; k < key.size() / page_size; ++k) {
+        const VirtualPage page = page_of(rows[k * page_size], PageSize{page_size});
+        CHECK(rows[k * page_size + 1] == token_of(page, PageSize{page_size}, 1));
+        CHECK(r.rows().page_holds(Component::full, page, key, static_cast<std::int32_t>(k) * page_size));
+    }
     const Locks held = locks_of(r, lower);
     CHECK(held.host[Component::full] == 0);
     CHECK(held.device[Component::full] == 1);  // the request's own

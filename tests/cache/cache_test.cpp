@@ -510,7 +510,7 @@ TEST_CASE("prefix_rows, alloc_rows and finish carry admitted requests from their
     REQUIRE(admit_a);
     REQUIRE(admit_a.prefix_length == 0);
     a.rows.resize(14);
-    e.cache->prefix_rows(a.key(0), a.rows);
+    e.cache->prefix_rows(admit_a.node, a.rows);
     REQUIRE(e.cache->alloc_rows(a.rows, 0));
     e.write(a, 0, 14);
     const CacheInsert fin_a = e.cache->finish(a.key(14), a.rows, std::move(admit_a.lock));
@@ -529,9 +529,9 @@ TEST_CASE("prefix_rows, alloc_rows and finish carry admitted requests from their
     REQUIRE(admit_b.prefix_length == 12);
     CHECK(e.cache->tree().node_info(fin_a.node).device_locks[Component::full] == 1);  // B's lock
     b.rows.resize(20);
-    CHECK_THROWS_AS(e.cache->prefix_rows(b.key(12), std::span(b.rows).first(11)), logic_error);
-    CHECK_THROWS_AS(e.cache->prefix_rows(b.key(16), b.rows), logic_error);  // [12, 16) is not cached
-    e.cache->prefix_rows(b.key(12), b.rows);
+    CHECK_THROWS_AS(e.cache->prefix_rows(admit_b.node, std::span(b.rows).first(11)), logic_error);
+    CHECK(std::all_of(b.rows.begin(), b.rows.end(), [](VirtualToken t) { return t == VirtualToken{}; }));
+    e.cache->prefix_rows(admit_b.node, b.rows);
     CHECK(std::equal(b.rows.begin(), b.rows.begin() + 12, a.rows.begin()));
     CHECK(e.holds(b, Component::full, 0, 12));  // A's markers, read through B's rows
     CHECK_THROWS_AS((void)e.cache->alloc_rows(b.rows, 21), logic_error);
@@ -680,7 +680,7 @@ TEST_CASE("finish hands a page-aligned request's Mamba state to the tree and fre
     // B: 10 rows over A's 8; its state is after token 9, past the whole pages, so it is freed with the tail.
     std::vector<VirtualToken> b(10);
     LockReceipt lock = cache.lock(m.device_node);
-    cache.prefix_rows({std::span(prompt).first(8)}, b);
+    cache.prefix_rows(m.device_node, b);
     REQUIRE(cache.alloc_rows(b, 8));
     StateId b_state;
     REQUIRE(cache.alloc_state(std::span(&b_state, 1)));

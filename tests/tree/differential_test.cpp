@@ -298,6 +298,13 @@ private:
         const bool host = chance(50);
         const auto m = match_both(TokenKey{key, ns}, MatchOptions{host ? HostHits::include : HostHits::exclude});
         if (host) compare_load_back_plans(m.fast.best_node, m.ref.best_node);
+        // The device part's rows, read again from its node alone, are the match's pages on both trees.
+        std::vector<VirtualPage> a(static_cast<std::size_t>(m.fast.device_length / ps())), b(a.size());
+        const bool ta = threw([&] { a.resize(fast_.prefix_pages(m.fast.device_node, a)); });
+        const bool tb = threw([&] { b.resize(ref_.prefix_pages(m.ref.device_node, b)); });
+        expect(!ta && !tb, "prefix_pages refused a device match's node");
+        expect(a == b && std::equal(a.begin(), a.end(), m.fast.device_pages.begin(), m.fast.device_pages.end()),
+               "prefix_pages differs from the match's pages");
     }
 
     void do_insert() {

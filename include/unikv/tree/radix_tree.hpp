@@ -255,6 +255,13 @@ public:
     /// Loads recorded and not finished.
     [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
 
+    /// Writes the FULL device pages of the prefix that ends at `node` (root to `node`, one per page) to the front
+    /// of `out` and returns how many: the rows an admitted request reads its cached prefix from, without
+    /// matching again. Preconditions (`logic_error`, nothing written): `node` alive; every node of the path has
+    /// FULL device data (a load-back is installed only at its ack: call this after it); `out` holds the
+    /// prefix. O(depth + pages); allocates nothing.
+    std::size_t prefix_pages(NodeRef node, std::span<VirtualPage> out) const;
+
     /// Sets `node`'s retention class to `retention` (raising or lowering it) and raises its ancestors to at
     /// least `retention`: ancestors are shared prefixes (a pinned system prompt), so one request never lowers
     /// them. Lower classes are evicted first; LRU order within a class. O(depth log n).

@@ -87,6 +87,8 @@ public:
     [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied);
     /// See `RadixTree::loads_in_flight`.
     [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
+    /// See `RadixTree::prefix_pages`.
+    std::size_t prefix_pages(NodeRef node, std::span<VirtualPage> out) const;
     /// See `RadixTree::set_retention`.
     void set_retention(NodeRef node, std::uint8_t retention);
     /// See `RadixTree::evictable_size`.

@@ -99,6 +99,12 @@ inline constexpr bool has_load_records_v = requires(T& t, NodeRef n, std::uint64
     { std::as_const(t).loads_in_flight() } -> std::same_as<std::size_t>;
 };
 
+/// `prefix_pages(node, out)` writes the FULL device pages of the prefix ending at `node`.
+template <class T>
+inline constexpr bool has_prefix_pages_v = requires(const T& t, NodeRef n, std::span<VirtualPage> out) {
+    { t.prefix_pages(n, out) } -> std::same_as<std::size_t>;
+};
+
 /// `evictable_size`, `protected_size` and `host_size` report per-component units.
 template <class T>
 inline constexpr bool has_sizes_v = requires(const T& t, Component c) {
@@ -162,6 +168,7 @@ consteval bool check_tree_core() {
                   "unikv: tree core needs `std::span<const LoadBackStep> load_back_plan(NodeRef)`");
     static_assert(has_load_records_v<T>, "unikv: tree core needs `begin_load(NodeRef, uint64_t, const LoadedValue&)`, "
                                          "`LoadLeftovers finish_load(uint64_t, bool)` and `loads_in_flight()`");
+    static_assert(has_prefix_pages_v<T>, "unikv: tree core needs `size_t prefix_pages(NodeRef, span<VirtualPage>) const`");
     static_assert(has_sizes_v<T>, "unikv: tree core needs `evictable_size`, `protected_size`, `host_size`");
     static_assert(has_set_retention_v<T>, "unikv: tree core needs `set_retention(NodeRef, uint8_t)`");
     static_assert(has_take_events_v<T>, "unikv: tree core needs `std::vector<KvEvent> take_events()`");

@@ -112,19 +112,16 @@ void CacheCore<P>::free_host(const HostActions& work) {
 // ---- a request's rows and allocation -------------------------------------------------------------------
 
 template <class P>
-void CacheCore<P>::prefix_rows(TokenKey prefix, std::span<VirtualToken> out) {
-    const auto tokens = static_cast<std::int32_t>(prefix.tokens.size());
-    UNIKV_EXPECTS(out.size() >= prefix.tokens.size(), "prefix_rows: ", out.size(), " rows for a prefix of ", tokens,
-                  " tokens; size the request's rows to hold the prefix");
-    const MatchResult m = match(prefix);
-    UNIKV_EXPECTS(m.device_length == tokens, "prefix_rows: the device serves ", m.device_length, " of the ", tokens,
-                  " prefix tokens; give an admitted prefix and acknowledge its load-back (loading_check) first");
+void CacheCore<P>::prefix_rows(NodeRef node, std::span<VirtualToken> out) {
     const PageSize page{alloc_.spec()[Component::full].page_size};
+    prefix_pages_.resize(out.size() / static_cast<std::size_t>(page.tokens) + 1);
+    const std::size_t pages = tree_.prefix_pages(node, prefix_pages_);
+    UNIKV_EXPECTS(out.size() >= pages * static_cast<std::size_t>(page.tokens), "prefix_rows: ", out.size(),
+                  " rows for a prefix of ", pages * static_cast<std::size_t>(page.tokens),
+                  " tokens; size the request's rows to hold the prefix");
     VirtualToken* to = out.data();
-    for (const std::span<const VirtualPage> run : m.device_pages.runs()) {
-        for (const VirtualPage p : run) {
-            for (std::int32_t i = 0; i < page.tokens; ++i) *to++ = token_of(p, page, i);
-        }
+    for (std::size_t k = 0; k < pages; ++k) {
+        for (std::int32_t i = 0; i < page.tokens; ++i) *to++ = token_of(prefix_pages_[k], page, i);
     }
 }
 

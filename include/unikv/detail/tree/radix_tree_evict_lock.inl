@@ -508,6 +508,24 @@ std::span<const LoadBackStep> RadixTree<Cs...>::load_back_plan(NodeRef node) {
 }
 
 template <class... Cs>
+std::size_t RadixTree<Cs...>::prefix_pages(NodeRef node, std::span<VirtualPage> out) const {
+    const Id target = checked(node, "prefix_pages");
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto count = static_cast<std::size_t>((nodes_[target].start + nodes_[target].length) / ps);
+    UNIKV_EXPECTS(out.size() >= count, "prefix_pages: room for ", out.size(), " pages, the prefix has ", count);
+    for (Id x = target; x != root; x = nodes_[x].parent) {
+        UNIKV_EXPECTS(!nodes_[x].pages.empty(), "prefix_pages: tokens [", nodes_[x].start, ", ",
+                      nodes_[x].start + nodes_[x].length, ") of the prefix have no FULL device data (acknowledge ",
+                      "its load-back first)");
+    }
+    for (Id x = target; x != root; x = nodes_[x].parent) {
+        const Node& n = nodes_[x];
+        std::copy(n.pages.begin(), n.pages.end(), out.begin() + n.start / ps);
+    }
+    return count;
+}
+
+template <class... Cs>
 void RadixTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest) {
     loads_.begin(id, load_back_plan(node), dest);
 }

@@ -354,6 +354,19 @@ std::span<const LoadBackStep> ReferenceTree<Cs...>::load_back_plan(NodeRef node)
 }
 
 template <class... Cs>
+std::size_t ReferenceTree<Cs...>::prefix_pages(NodeRef node, std::span<VirtualPage> out) const {
+    const Id target = id_of(node, "prefix_pages");
+    std::vector<VirtualPage> pages;
+    for (Id x : path_to(target)) {
+        UNIKV_EXPECTS(has_device(nodes_[x], Component::full), "prefix_pages: a node of the prefix has no FULL device data");
+        pages.insert(pages.end(), nodes_[x].pages.begin(), nodes_[x].pages.end());
+    }
+    UNIKV_EXPECTS(out.size() >= pages.size(), "prefix_pages: out is too small");
+    std::copy(pages.begin(), pages.end(), out.begin());
+    return pages.size();
+}
+
+template <class... Cs>
 void ReferenceTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest) {
     loads_.begin(id, load_back_plan(node), dest);
 }
