@@ -632,24 +632,41 @@ private:
         if (!plan.empty()) ++stats["load_back_plan executed"];
     }
 
+    // A node to load, the same on both trees: half the time the best node of a host-hit match of a random key
+    // (as an engine loads; `key` and `best_length` say which), otherwise any node, so that partly loaded and
+    // host-only paths get reached often. Both roots when the tree is empty.
+    struct LoadTarget {
+        NodeRef fast, ref;
+        std::vector<TokenId> key;
+        KeyNamespace ns{};
+        std::int32_t best_length = -1;  // -1: not from a match
+    };
+    LoadTarget load_target() {
+        LoadTarget t;
+        if (chance(50)) {
+            std::tie(t.key, t.ns) = some_key();
+            const auto m = match_both(TokenKey{t.key, t.ns}, MatchOptions{HostHits::include});
+            t.fast = m.fast.best_node;
+            t.ref = m.ref.best_node;
+            t.best_length = m.fast.best_length;
+            return t;
+        }
+        const auto all = fast_.nodes();
+        if (all.empty()) return t;
+        t.fast = all[static_cast<std::size_t>(pick(static_cast<int>(all.size())))];
+        const auto want = key_of(fast_, t.fast);
+        for (NodeRef n : ref_.nodes())
+            if (key_of(ref_, n) == want) t.ref = n;
+        expect(!t.ref.is_root(), "a node of RadixTree is missing from ReferenceTree");
+        return t;
+    }
+
     void do_load_back() {
         last_op_ = "commit_load_back";
-        NodeRef target_fast, target_ref;
-        if (chance(50)) {  // the best node of a host-hit match, as an engine loads
-            auto [key, ns] = some_key();
-            const auto m = match_both(TokenKey{key, ns}, MatchOptions{HostHits::include});
-            target_fast = m.fast.best_node;
-            target_ref = m.ref.best_node;
-            if (chance(50)) return execute_plan(TokenKey{key, ns}, m.fast.best_node, m.fast.best_length);
-        } else {  // any node, so that partly loaded and host-only paths get reached often
-            const auto all = fast_.nodes();
-            if (all.empty()) return;
-            target_fast = all[static_cast<std::size_t>(pick(static_cast<int>(all.size())))];
-            const auto want = key_of(fast_, target_fast);
-            for (NodeRef n : ref_.nodes())
-                if (key_of(ref_, n) == want) target_ref = n;
-            expect(!target_ref.is_root(), "a node of RadixTree is missing from ReferenceTree");
-        }
+        const LoadTarget t = load_target();
+        if (t.best_length >= 0 && chance(50)) return execute_plan(TokenKey{t.key, t.ns}, t.fast, t.best_length);
+        const NodeRef target_fast = t.fast;
+        const NodeRef target_ref = t.ref;
         compare_load_back_plans(target_fast, target_ref);
         const auto pa = path_of(fast_, target_fast);
         const auto pb = path_of(ref_, target_ref);
@@ -687,20 +704,9 @@ private:
 
     void do_begin_load() {
         last_op_ = "begin_load";
-        NodeRef fast_node, ref_node;
-        if (chance(50)) {  // the best node of a host-hit match, as an engine loads
-            auto [key, ns] = some_key();
-            const auto m = match_both(TokenKey{key, ns}, MatchOptions{HostHits::include});
-            fast_node = m.fast.best_node;
-            ref_node = m.ref.best_node;
-        } else {  // any node: host-only paths below device data, partly loaded paths
-            const auto all = fast_.nodes();
-            if (all.empty()) return;
-            fast_node = all[static_cast<std::size_t>(pick(static_cast<int>(all.size())))];
-            const auto want = key_of(fast_, fast_node);
-            for (NodeRef n : ref_.nodes())
-                if (key_of(ref_, n) == want) ref_node = n;
-        }
+        const LoadTarget t = load_target();
+        const NodeRef fast_node = t.fast;
+        const NodeRef ref_node = t.ref;
         if (fast_node.is_root()) return;
         compare_load_back_plans(fast_node, ref_node);
         std::vector<LoadBackStep> plan;

@@ -186,18 +186,28 @@ TEST_CASE_TEMPLATE("the load-back plan loads only the SWA window before the boun
     CHECK(tree.load_back_plan(c.node).empty());  // C's 16 tokens cover its window on device
 }
 
+// The host-only leaf above, locked in both tiers as a cache locks the node it loads.
+template <class Core>
+struct HostOnlyLeaf {
+    typename Core::template impl<Full, Swa, Mamba> tree{{.page_size = {2}, .swa_window = 3}};
+    std::vector<TokenId> key = run(1, 8);
+    InsertResult ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
+    NodeRef upper = [this] {
+        const NodeRef u = write_back_leaf(tree, ins.node);
+        finish_leaf_backups(tree, ins.node, u);
+        return u;
+    }();
+    LockReceipt device = tree.lock(ins.node);
+    LockReceipt host = tree.lock(ins.node, {.tier = Tier::host});
+};
+
 // The same host-only leaf, loaded the way a cache does: recorded when queued (`begin_load`), finished at the ack.
 // Meanwhile the record is invisible to match, a split cuts it like the node's values, an insert that brings its
 // own pages for the upper part wins, and a second load of the same parts waits.
 TEST_CASE_TEMPLATE("a load recorded when queued is cut by splits and installed at its ack where still missing", Core,
                    RadixTreeCore, ReferenceTreeCore) {
-    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
-    const auto key = run(1, 8);
-    auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
-    const NodeRef upper = write_back_leaf(tree, ins.node);
-    finish_leaf_backups(tree, ins.node, upper);
-    LockReceipt device = tree.lock(ins.node);
-    LockReceipt host = tree.lock(ins.node, {.tier = Tier::host});
+    HostOnlyLeaf<Core> leaf;
+    auto& [tree, key, ins, upper, device, host] = leaf;
 
     const auto dest = vpages(11, 4);  // upper [0,4): 11, 12; tail [4,8): 13, 14
     // A destination that does not fit the plan is refused with nothing recorded.
@@ -246,13 +256,8 @@ TEST_CASE_TEMPLATE("a load recorded when queued is cut by splits and installed a
 // A failed copy installs nothing and hands every destination back.
 TEST_CASE_TEMPLATE("a load whose copy failed hands back every destination and leaves the tree as it was", Core,
                    RadixTreeCore, ReferenceTreeCore) {
-    typename Core::template impl<Full, Swa, Mamba> tree({.page_size = {2}, .swa_window = 3});
-    const auto key = run(1, 8);
-    auto ins = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{5}});
-    const NodeRef upper = write_back_leaf(tree, ins.node);
-    finish_leaf_backups(tree, ins.node, upper);
-    LockReceipt device = tree.lock(ins.node);
-    LockReceipt host = tree.lock(ins.node, {.tier = Tier::host});
+    HostOnlyLeaf<Core> leaf;
+    auto& [tree, key, ins, upper, device, host] = leaf;
     const Sizes before = sizes(tree);
     tree.begin_load(ins.node, 3, {.pages = vpages(11, 4), .state = StateId{6}});
     const LoadLeftovers left = tree.finish_load(3, false);
