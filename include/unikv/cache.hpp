@@ -571,6 +571,7 @@ private:
         bool succeeded = false;  // the copy succeeded (once acked)
         bool hosted = false;     // write-through: the tree holds the host value (`set_host` got that far)
         bool undone = false;     // write-through: a failed copy's host value was dropped (`drop_host` returned)
+        bool installed = false;  // load: the tree finished it (`finish_load` returned)
     };
 
     // `host` with its write policy and host mode checked against each other and the policies (see the
@@ -630,7 +631,7 @@ private:
     std::vector<WriteDone> write_acked_;    // finished by a check that threw, reported by the next one
     std::vector<HostPage> write_host_;      // scratch: a write-through's host pages
     std::uint64_t next_write_ = 1;
-    std::size_t open_backups_ = 0;          // copies of the eviction run between `start_evict` and `finish_evict`
+    std::size_t open_backups_ = 0;          // backups of the eviction run between `start_evict` and `finish_evict`
     std::vector<LoadBackStep> plan_;                   // scratch: the plan being allocated
     per_component<std::vector<HostPage>> plan_host_;   // scratch: its host pages, per component, plan order
     std::vector<VirtualPage> plan_under_;              // scratch: SWA steps' resident FULL pages

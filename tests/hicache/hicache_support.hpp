@@ -207,9 +207,10 @@ public:
         TreeFaults::hit(TreeFault::evict);
         return base::evict(c, amount, options);
     }
-    LoadLeftovers finish_load(std::uint64_t id, bool copied) {
+    template <class MoveSwa>
+    LoadLeftovers finish_load(std::uint64_t id, bool copied, MoveSwa&& move_swa) {
         TreeFaults::hit(TreeFault::finish_load);
-        return base::finish_load(id, copied);
+        return base::finish_load(id, copied, std::forward<MoveSwa>(move_swa));
     }
     void set_host(NodeRef node, Component c, std::span<const HostPage> host) {
         TreeFaults::hit(TreeFault::set_host);

@@ -753,13 +753,23 @@ private:
     void finish_load(std::size_t i, bool copied) {
         OpenLoad l = std::move(open_loads_[i]);
         open_loads_.erase(open_loads_.begin() + static_cast<std::ptrdiff_t>(i));
-        const auto copy = [](const LoadLeftovers& x) {
-            const auto v = [](std::span<const VirtualPage> s) { return std::vector<VirtualPage>(s.begin(), s.end()); };
-            return std::tuple{v(x.full), v(x.swa), v(x.swa_moved_to), v(x.swa_moved_from), x.state.value()};
+        // Each tree's leftovers and the SWA moves it asked for, in order.
+        using Pages = std::vector<VirtualPage>;
+        using Outcome = std::tuple<Pages, Pages, Pages, Pages, std::int32_t>;
+        const auto finish = [&](auto& tree, Outcome& out) {
+            Pages& kept = std::get<2>(out);
+            Pages& incoming = std::get<3>(out);
+            const LoadLeftovers x = tree.finish_load(l.id, copied, [&](auto to, auto from) {
+                kept.insert(kept.end(), to.begin(), to.end());
+                incoming.insert(incoming.end(), from.begin(), from.end());
+            });
+            std::get<0>(out).assign(x.full.begin(), x.full.end());
+            std::get<1>(out).assign(x.swa.begin(), x.swa.end());
+            std::get<4>(out) = x.state.value();
         };
-        decltype(copy(LoadLeftovers{})) a, b;
-        const bool ta = threw([&] { a = copy(fast_.finish_load(l.id, copied)); });
-        const bool tb = threw([&] { b = copy(ref_.finish_load(l.id, copied)); });
+        Outcome a, b;
+        const bool ta = threw([&] { finish(fast_, a); });
+        const bool tb = threw([&] { finish(ref_, b); });
         expect(ta == tb, "finish_load precondition differs");
         expect(a == b, "finish_load leftovers differ");
         if (!ta) {

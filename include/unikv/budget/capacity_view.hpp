@@ -19,8 +19,8 @@ namespace unikv {
 
 class CapacityView;
 
-/// One pool as a budget sees it, in pages of that pool (Mamba: states). A handle into its view: every count
-/// is one allocator or tree query, O(1) unless it says otherwise.
+/// One pool as a budget sees it, in pages of that pool (Mamba: states). A handle on the cache (not on the view,
+/// so it may outlive it): every count is one allocator or tree query, O(1) unless it says otherwise.
 class PoolCapacity {
 public:
     /// The layout has the pool; every count below is 0 otherwise.
@@ -48,8 +48,11 @@ public:
 private:
     friend class CapacityView;
     PoolCapacity(const CapacityView& view, Component c) noexcept;
+    [[nodiscard]] std::int64_t count(int what) const;
 
-    const CapacityView* view_;
+    const void* alloc_;
+    const void* tree_;
+    std::int64_t (*count_)(const void*, const void*, int, Component);
     const SubPoolSpec* spec_;
     Component component_;
 };
@@ -81,36 +84,33 @@ public:
     /// The SWA window in tokens (0: no window).
     [[nodiscard]] std::int32_t swa_window() const noexcept { return swa_window_; }
     /// Some pool's moves are blocked: compaction cannot hand bytes between pools now. O(pools).
-    [[nodiscard]] bool moves_blocked() const { return count_(alloc_, tree_, Count::any_moves_blocked, Component::full) != 0; }
+    [[nodiscard]] bool moves_blocked() const { return count_(alloc_, tree_, any_moves_blocked, Component::full) != 0; }
     /// Whether `demand` fits in free pages with the compaction an allocation may run
     /// (`UnifiedAllocator::can_reserve`). O(pools) or a memo hit.
     [[nodiscard]] bool can_reserve(const CapacityDemand& demand) const { return can_reserve_(alloc_, demand); }
 
 private:
     friend class PoolCapacity;
-    enum class Count : std::uint8_t { free, schedulable, evictable, locked, in_flight, holes, moves_blocked,
-                                      any_moves_blocked };
+    // What `count_` reads.
+    enum Count : int { free, schedulable, evictable, locked, in_flight, holes, pool_moves_blocked, any_moves_blocked };
 
     CapacityView() = default;
 
     template <class Alloc, class Tree>
-    static std::int64_t count_of(const void* a, const void* t, Count what, Component c) {
+    static std::int64_t count_of(const void* a, const void* t, int what, Component c) {
         const auto& alloc = *static_cast<const Alloc*>(a);
         const auto& tree = *static_cast<const Tree*>(t);
         switch (what) {
-        case Count::free: return alloc.available_size(c);
-        case Count::schedulable: return alloc.schedulable_available_size(c);
-        case Count::evictable: return tree.evictable_size(c) / alloc.spec()[c].page_size;
-        case Count::locked: return tree.protected_size(c) / alloc.spec()[c].page_size;
-        case Count::in_flight: return alloc.reserved_pages(c);
-        case Count::holes: return alloc.hole_pages(c);
-        case Count::moves_blocked: return alloc.moves_blocked(c) ? 1 : 0;
-        case Count::any_moves_blocked: return alloc.moves_blocked() ? 1 : 0;
+        case free: return alloc.available_size(c);
+        case schedulable: return alloc.schedulable_available_size(c);
+        case evictable: return tree.evictable_size(c) / alloc.spec()[c].page_size;
+        case locked: return tree.protected_size(c) / alloc.spec()[c].page_size;
+        case in_flight: return alloc.reserved_pages(c);
+        case holes: return alloc.hole_pages(c);
+        case pool_moves_blocked: return alloc.moves_blocked(c) ? 1 : 0;
+        case any_moves_blocked: return alloc.moves_blocked() ? 1 : 0;
+        default: return 0;
         }
-        return 0;
-    }
-    [[nodiscard]] std::int64_t count(Count what, Component c) const {
-        return (*spec_)[c].present ? count_(alloc_, tree_, what, c) : 0;
     }
 
     const void* alloc_ = nullptr;
@@ -118,22 +118,21 @@ private:
     const ArenaSpec* spec_ = nullptr;
     std::int32_t page_tokens_ = 1;
     std::int32_t swa_window_ = 0;
-    std::int64_t (*count_)(const void*, const void*, Count, Component) = nullptr;
+    std::int64_t (*count_)(const void*, const void*, int, Component) = nullptr;
     bool (*can_reserve_)(const void*, const CapacityDemand&) = nullptr;
 };
 
 inline PoolCapacity::PoolCapacity(const CapacityView& view, Component c) noexcept
-    : view_(&view), spec_(&(*view.spec_)[c]), component_(c) {}
-inline std::int64_t PoolCapacity::free() const { return view_->count(CapacityView::Count::free, component_); }
-inline std::int64_t PoolCapacity::schedulable() const {
-    return view_->count(CapacityView::Count::schedulable, component_);
+    : alloc_(view.alloc_), tree_(view.tree_), count_(view.count_), spec_(&(*view.spec_)[c]), component_(c) {}
+inline std::int64_t PoolCapacity::count(int what) const {
+    return spec_->present ? count_(alloc_, tree_, what, component_) : 0;
 }
-inline std::int64_t PoolCapacity::evictable() const { return view_->count(CapacityView::Count::evictable, component_); }
-inline std::int64_t PoolCapacity::locked() const { return view_->count(CapacityView::Count::locked, component_); }
-inline std::int64_t PoolCapacity::in_flight() const { return view_->count(CapacityView::Count::in_flight, component_); }
-inline std::int64_t PoolCapacity::holes() const { return view_->count(CapacityView::Count::holes, component_); }
-inline bool PoolCapacity::moves_blocked() const {
-    return view_->count(CapacityView::Count::moves_blocked, component_) != 0;
-}
+inline std::int64_t PoolCapacity::free() const { return count(CapacityView::free); }
+inline std::int64_t PoolCapacity::schedulable() const { return count(CapacityView::schedulable); }
+inline std::int64_t PoolCapacity::evictable() const { return count(CapacityView::evictable); }
+inline std::int64_t PoolCapacity::locked() const { return count(CapacityView::locked); }
+inline std::int64_t PoolCapacity::in_flight() const { return count(CapacityView::in_flight); }
+inline std::int64_t PoolCapacity::holes() const { return count(CapacityView::holes); }
+inline bool PoolCapacity::moves_blocked() const { return count(CapacityView::pool_moves_blocked) != 0; }
 
 }  // namespace unikv

@@ -247,11 +247,14 @@ public:
     void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest);
     /// Finishes load `id` at its ack. When `copied`, installs each part whose node still lacks the component (as
     /// `commit_load_back` would, top-down): FULL where the node has no FULL device data, SWA where its rows are
-    /// not live (rows bound under this load's pages move under the node's own pages when those came another
-    /// way), Mamba where the node has no state. Returns what no node took, for the caller to free; a failed copy
-    /// returns everything. Valid until the next call. Precondition (`logic_error`): `id` recorded. O(parts +
-    /// pages).
-    [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied);
+    /// not live, Mamba where the node has no state. SWA rows bound under this load's pages, on a node whose FULL
+    /// rows came another way meanwhile, are first moved under the node's own pages by
+    /// `move_swa(kept, incoming)` (`UnifiedAllocator::transfer_swa`). Returns what no node took, for the caller
+    /// to free; a failed copy returns everything and allocates nothing. Idempotent across a throw (a later call
+    /// goes on where it stopped). Valid until the next call. Precondition (`logic_error`): `id` recorded.
+    /// O(parts + pages).
+    template <class MoveSwa>
+    [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied, MoveSwa&& move_swa);
     /// Loads recorded and not finished.
     [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
 

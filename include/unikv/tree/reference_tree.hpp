@@ -84,7 +84,8 @@ public:
     /// See `RadixTree::begin_load`.
     void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest);
     /// See `RadixTree::finish_load`.
-    [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied);
+    template <class MoveSwa>
+    [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied, MoveSwa&& move_swa);
     /// See `RadixTree::loads_in_flight`.
     [[nodiscard]] std::size_t loads_in_flight() const noexcept { return loads_.size(); }
     /// See `RadixTree::prefix_pages`.

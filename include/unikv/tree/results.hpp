@@ -164,16 +164,12 @@ struct LoadBackStep {
     bool loading = false;
 };
 
-/// What `finish_load` hands back for the caller to free, in this order: first move the SWA rows
-/// (`UnifiedAllocator::transfer_swa(swa_moved_to, swa_moved_from)`: the node's FULL pages came another way while
-/// the copy ran), then `free(full)` (destinations no node took, with the SWA rows bound under them),
-/// `free_swa(swa)` (SWA rows no node took, under pages that stay), `free_state(state)`. Spans into the tree: valid
-/// until its next call.
+/// What `finish_load` hands back for the caller to free: `free(full)` (destinations no node took, with the SWA
+/// rows bound under them), `free_swa(swa)` (SWA rows no node took, under pages that stay), `free_state(state)`.
+/// Spans into the tree: valid until its next call.
 struct LoadLeftovers {
     std::span<const VirtualPage> full{};
     std::span<const VirtualPage> swa{};
-    std::span<const VirtualPage> swa_moved_to{};
-    std::span<const VirtualPage> swa_moved_from{};
     /// The destination state when no node took it (none otherwise).
     StateId state{};
 };

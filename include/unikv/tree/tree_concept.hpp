@@ -91,11 +91,19 @@ inline constexpr bool has_load_back_plan_v = requires(T& t, NodeRef n) {
     { t.load_back_plan(n) } -> std::same_as<std::span<const LoadBackStep>>;
 };
 
-/// `begin_load(node, id, dest)` records a queued load-back; `finish_load(id, copied)` installs it at its ack.
+namespace detail {
+// A `move_swa` callable, to check `finish_load` with.
+struct swa_move_probe {
+    void operator()(std::span<const VirtualPage>, std::span<const VirtualPage>) const noexcept {}
+};
+}  // namespace detail
+
+/// `begin_load(node, id, dest)` records a queued load-back; `finish_load(id, copied, move_swa)` installs it at
+/// its ack.
 template <class T>
 inline constexpr bool has_load_records_v = requires(T& t, NodeRef n, std::uint64_t id, const LoadedValue& v) {
     t.begin_load(n, id, v);
-    { t.finish_load(id, true) } -> std::same_as<LoadLeftovers>;
+    { t.finish_load(id, true, detail::swa_move_probe{}) } -> std::same_as<LoadLeftovers>;
     { std::as_const(t).loads_in_flight() } -> std::same_as<std::size_t>;
 };
 
@@ -167,7 +175,7 @@ consteval bool check_tree_core() {
     static_assert(has_load_back_plan_v<T>,
                   "unikv: tree core needs `std::span<const LoadBackStep> load_back_plan(NodeRef)`");
     static_assert(has_load_records_v<T>, "unikv: tree core needs `begin_load(NodeRef, uint64_t, const LoadedValue&)`, "
-                                         "`LoadLeftovers finish_load(uint64_t, bool)` and `loads_in_flight()`");
+                                         "`LoadLeftovers finish_load(uint64_t, bool, MoveSwa&&)` and `loads_in_flight()`");
     static_assert(has_prefix_pages_v<T>, "unikv: tree core needs `size_t prefix_pages(NodeRef, span<VirtualPage>) const`");
     static_assert(has_sizes_v<T>, "unikv: tree core needs `evictable_size`, `protected_size`, `host_size`");
     static_assert(has_set_retention_v<T>, "unikv: tree core needs `set_retention(NodeRef, uint8_t)`");

@@ -80,7 +80,9 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
         loads_.reserve(loads_.size() + 1);  // nothing below throws once the load is queued
         ctl_.queue_load(alloc_, request, {.kind = CacheTag::Kind::load, .id = next_load_});
     } catch (...) {
-        if (recorded) (void)tree_.finish_load(next_load_, false);  // hands back the ticket's: the rollback frees it
+        if (recorded) {  // hands back the ticket's own destinations (the rollback frees them); allocates nothing
+            (void)tree_.finish_load(next_load_, false, [](auto, auto) {});
+        }
         ticket.rollback();
         throw;
     }
@@ -96,9 +98,6 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
 
 template <class P>
 void CacheCore<P>::free_leftovers(const LoadLeftovers& left) {
-    if constexpr (allocator_type::has_swa) {
-        if (!left.swa_moved_to.empty()) alloc_.transfer_swa(left.swa_moved_to, left.swa_moved_from);
-    }
     if (!left.full.empty()) alloc_.free(left.full);
     if constexpr (allocator_type::has_swa) {
         if (!left.swa.empty()) alloc_.free_swa(left.swa);
@@ -117,6 +116,7 @@ std::span<const LoadDone> CacheCore<P>::loading_check() {
             ++i;
             continue;
         }
+        load_acked_.reserve(load_acked_.size() + 1);
         finish(loads_[i]);  // a throw keeps the ticket: its finish is idempotent, the next check goes on
         load_acked_.push_back({.id = loads_[i].tag.id, .node = loads_[i].node, .committed = loads_[i].succeeded});
         loads_.erase(loads_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -145,8 +145,15 @@ void CacheCore<P>::finish(Ticket& t) {
     UNIKV_ASSERT(t.acked);
     switch (t.tag.kind) {
     case CacheTag::Kind::load:
-        // The tree installs what is still missing and hands back the rest (idempotent across a throw).
-        free_leftovers(tree_.finish_load(t.tag.id, t.succeeded));
+        // The tree installs what is still missing (idempotent across a throw) and hands back the rest. Once it
+        // has, a throw while freeing (a broken allocator invariant) leaks the rest but finishes the ticket.
+        if (!t.installed) {
+            const LoadLeftovers left = tree_.finish_load(t.tag.id, t.succeeded, [&](auto kept, auto incoming) {
+                if constexpr (allocator_type::has_swa) alloc_.transfer_swa(kept, incoming);
+            });
+            t.installed = true;
+            free_leftovers(left);
+        }
         break;
     case CacheTag::Kind::write_through:
         if (!t.succeeded && t.hosted && !t.undone) {
@@ -296,24 +303,43 @@ typename CacheCore<P>::WriteBackRun CacheCore<P>::start_evict(Component componen
     WriteBackRun run(exec_.execute(alloc_, result));
     run.freed_ = result.device_freed;
     free_host(run.work_);  // first: the room it gives back may take a backup
+    // Every ticket is in `writes_` before its copy is queued, so a throw leaves none unrecorded; the run is open
+    // (no `writing_check`) as long as any backup waits to be recorded by `finish_evict`.
+    const auto backups = static_cast<std::size_t>(std::count_if(
+        run.work_.actions().begin(), run.work_.actions().end(), [](const TreeAction& a) { return a.kind == ActionKind::backup; }));
+    writes_.reserve(writes_.size() + backups);
+    open_backups_ = backups;
     for (const TreeAction& a : run.work_.actions()) {
         if (a.kind != ActionKind::backup) continue;
         Ticket& b = writes_.emplace_back();
         b.tag = {.kind = CacheTag::Kind::write_back, .id = writes_.size()};
+        b.acked = true;  // until its copy is queued: a throw below leaves nothing to wait for
         b.node = a.node;
         b.component = a.component;
         b.host_pages.resize(run.work_.copy_pages(a));
         const HostRequest request{.component = a.component, .out = b.host_pages};
-        if (!host_.alloc(std::span(&request, 1))) {
-            b.host_pages.clear();  // no room: recorded as no copy, with nothing to wait for
-            b.acked = true;
+        bool room = false;
+        try {
+            room = static_cast<bool>(host_.alloc(std::span(&request, 1)));
+        } catch (...) {
+            b.host_pages.clear();  // holds no page it does not own
+            throw;
+        }
+        if (!room) {
+            b.host_pages.clear();  // no room: recorded as no copy
             continue;
         }
-        ctl_.queue_write(alloc_, d2h(run.work_, a, b.host_pages), b.tag);
+        try {
+            ctl_.queue_write(alloc_, d2h(run.work_, a, b.host_pages), b.tag);
+        } catch (...) {
+            host_.free(a.component, b.host_pages);  // not queued: recorded as no copy
+            b.host_pages.clear();
+            throw;
+        }
+        b.acked = false;
         ++run.copies_;
     }
     if (run.copies_ > 0) (void)ctl_.start_writing(alloc_, host_);
-    open_backups_ = run.copies_;
     return run;
 }
 

@@ -5,7 +5,7 @@
 // invisible to match and insert (an insert that adopts its own pages meanwhile wins); a plan step whose part is
 // already loading is flagged (`LoadBackStep::loading`). At the ack each part whose node still lacks the component
 // is installed; the rest is handed back for the caller to free. Records are few (the loads in flight), so every
-// call scans them: O(parts).
+// call scans them: O(parts) (a plan's flags: O(steps * parts)).
 
 #include <algorithm>
 #include <cstdint>
@@ -54,7 +54,7 @@ public:
     void begin(std::uint64_t id, std::span<const LoadBackStep> plan, const LoadedValue& dest) {
         UNIKV_EXPECTS(id != 0 && find(id) == records_.end(), "begin_load: load id ", id, " is 0 or in use");
         Record r{.id = id, .full = {}, .under = {}, .state = dest.state, .parts = {}, .taken = {}, .spare_swa = {},
-                 .moved_to = {}, .moved_from = {}, .state_taken = false};
+                 .state_taken = false};
         r.parts.reserve(plan.size());
         std::uint32_t full_at = 0;
         bool wants_state = false;
@@ -62,7 +62,13 @@ public:
             UNIKV_EXPECTS(!s.loading, "begin_load: ", to_string(s.component), " of node ", s.node.index(),
                           " is being loaded by an earlier load");
             const auto pages = static_cast<std::uint32_t>(s.host.size());
-            Part p{.node = s.node, .component = s.component, .resident = false, .offset = 0, .pages = pages, .done = false};
+            Part p{.node = s.node,
+                   .component = s.component,
+                   .resident = false,
+                   .offset = 0,
+                   .pages = pages,
+                   .done = false,
+                   .moved = false};
             if (s.component == Component::full) {
                 p.offset = full_at;
                 full_at += pages;
@@ -89,6 +95,9 @@ public:
         UNIKV_EXPECTS(wants_state == dest.state.is_valid(),
                       "begin_load: a destination state goes with a Mamba step, and only there");
         r.full.assign(dest.pages.begin(), dest.pages.end());
+        r.taken.assign(r.full.size(), false);
+        r.spare_swa.reserve(r.under.size() + r.full.size());  // so a failed copy's finish allocates nothing
+        spare_full_.reserve(r.full.size());
         records_.push_back(std::move(r));
     }
 
@@ -112,21 +121,38 @@ public:
     }
 
     // Finishes load `id`: when `copied`, installs each part whose node still lacks the component
-    // (`install(node, component, value)`, top-down) and returns the rest; otherwise returns everything. `target`
-    // reads a node. Idempotent across a throw: each part is marked done as it is decided, and what is to be freed
-    // or moved is kept in the record, which is forgotten only once every part is done; a call after a throw goes
-    // on where it stopped. Throws `logic_error` for an unknown id. O(parts + pages).
-    template <class Target, class Install>
-    LoadLeftovers finish(std::uint64_t id, bool copied, Target&& target, Install&& install) {
+    // (`install(node, component, value)`, top-down) and returns the rest; otherwise returns everything. SWA rows
+    // bound under this load's pages whose node got its FULL rows another way meanwhile are moved under the node's
+    // own pages (`move_swa(kept, incoming)`) right before they are installed. `target` reads a node. Idempotent
+    // across a throw: each part is marked done as it is decided (an install that threw after it changed the node
+    // counts as done), and what is to be freed is kept in the record, which is forgotten only once every part is
+    // done; a call after a throw goes on where it stopped. A failed copy allocates nothing (`begin` reserved it),
+    // so abandoning a load cannot throw. Throws `logic_error` for an unknown id. O(parts + pages).
+    template <class Target, class Install, class MoveSwa>
+    LoadLeftovers finish(std::uint64_t id, bool copied, Target&& target, Install&& install, MoveSwa&& move_swa) {
         const auto it = find(id);
         UNIKV_EXPECTS(it != records_.end(), "finish_load: no load ", id, " is recorded");
         Record& r = *it;
-        r.taken.resize(r.full.size(), false);
         const auto slice = [](const std::vector<VirtualPage>& v, const Part& p) {
             return std::span<const VirtualPage>(v).subspan(p.offset, p.pages);
         };
         const auto append = [](std::vector<VirtualPage>& to, std::span<const VirtualPage> pages) {
             to.insert(to.end(), pages.begin(), pages.end());
+        };
+        // Installs `p`; what it took is recorded even when the install throws after it changed the node.
+        const auto install_part = [&](Part& p, const LoadedValue& value) {
+            const auto took = [&] {
+                if (p.component == Component::full) std::fill_n(r.taken.begin() + p.offset, p.pages, true);
+                if (p.component == Component::mamba) r.state_taken = true;
+                p.done = true;
+            };
+            try {
+                install(p.node, p.component, value);
+            } catch (...) {
+                if (target(p.node).device[p.component]) took();
+                throw;
+            }
+            took();
         };
         for (Part& p : r.parts) {
             if (p.done) continue;
@@ -134,37 +160,28 @@ public:
             const Component c = p.component;
             const bool wanted = copied && !t.device[c] && t.host[c];
             if (c == Component::full) {
-                if (wanted && t.parent_full) {
-                    install(p.node, c, LoadedValue{.pages = slice(r.full, p), .state = {}});
-                    std::fill_n(r.taken.begin() + p.offset, p.pages, true);
-                }
+                if (wanted && t.parent_full) install_part(p, LoadedValue{.pages = slice(r.full, p), .state = {}});
             } else if (c == Component::swa && p.resident) {
                 if (wanted && std::ranges::equal(t.pages, slice(r.under, p))) {
-                    install(p.node, c, LoadedValue{});
+                    install_part(p, LoadedValue{});
                 } else {
                     append(r.spare_swa, slice(r.under, p));
                 }
             } else if (c == Component::swa) {
                 const bool ours = r.taken[p.offset];  // the FULL part of the same pages was installed
                 if (wanted && ours) {
-                    install(p.node, c, LoadedValue{});
+                    install_part(p, LoadedValue{});
                 } else if (wanted && !t.pages.empty()) {  // the node's FULL came another way: move the rows there
-                    const std::size_t before = r.moved_to.size();
-                    try {  // recorded first: installed rows that were never moved would be wrong rows
-                        append(r.moved_to, t.pages);
-                        append(r.moved_from, slice(r.full, p));
-                        install(p.node, c, LoadedValue{});
-                    } catch (...) {
-                        r.moved_to.resize(before);
-                        r.moved_from.resize(before);
-                        throw;
+                    if (!p.moved) {
+                        move_swa(t.pages, slice(r.full, p));
+                        p.moved = true;
                     }
+                    install_part(p, LoadedValue{});
                 } else if (ours) {  // the FULL pages stay the node's, without these rows
                     append(r.spare_swa, slice(r.full, p));
                 }  // otherwise they go with their FULL pages
             } else if (wanted && t.device[Component::full]) {
-                install(p.node, c, LoadedValue{.pages = {}, .state = r.state});
-                r.state_taken = true;
+                install_part(p, LoadedValue{.pages = {}, .state = r.state});
             }
             p.done = true;
         }
@@ -172,20 +189,15 @@ public:
         for (std::size_t i = 0; i < r.full.size(); ++i) {
             if (!r.taken[i]) spare_full_.push_back(r.full[i]);
         }
+        spare_swa_.clear();
         spare_swa_.swap(r.spare_swa);
-        moved_to_.swap(r.moved_to);
-        moved_from_.swap(r.moved_from);
         const StateId spare_state = r.state_taken ? StateId{} : r.state;
         records_.erase(it);
-        return {.full = spare_full_,
-                .swa = spare_swa_,
-                .swa_moved_to = moved_to_,
-                .swa_moved_from = moved_from_,
-                .state = spare_state};
+        return {.full = spare_full_, .swa = spare_swa_, .state = spare_state};
     }
 
-    // What is wrong with the records, read through `target` and `alive` (empty: healthy): each part names a live
-    // node with the host copy it loads and covers it whole. O(parts).
+    // What is wrong with the records (appended to `out`): each part names a live node (`alive`) and covers it
+    // whole (`length`) within its record's pages. O(parts).
     template <class Alive, class Length>
     void verify(std::vector<std::string>& out, std::int32_t page_tokens, Alive&& alive, Length&& length) const {
         for (const Record& r : records_) {
@@ -215,6 +227,7 @@ private:
         std::uint32_t offset = 0;  // first page in `full` (FULL, SWA not resident) or `under` (SWA resident)
         std::uint32_t pages = 0;
         bool done = false;         // decided by `finish` (installed, or handed back)
+        bool moved = false;        // SWA: its rows were moved under the node's own FULL pages (`move_swa`)
     };
     struct Record {
         std::uint64_t id = 0;
@@ -222,9 +235,9 @@ private:
         std::vector<VirtualPage> under;  // resident FULL pages SWA rows were bound under
         StateId state{};
         std::vector<Part> parts;         // top-down, FULL before SWA before Mamba on a node
-        // Kept by `finish` across a throw: destination FULL pages installed, SWA rows to free or to move.
+        // Kept by `finish` across a throw: destination FULL pages installed, SWA rows to free.
         std::vector<bool> taken;
-        std::vector<VirtualPage> spare_swa, moved_to, moved_from;
+        std::vector<VirtualPage> spare_swa;
         bool state_taken = false;
     };
 
@@ -233,7 +246,7 @@ private:
     }
 
     std::vector<Record> records_;
-    std::vector<VirtualPage> spare_full_, spare_swa_, moved_to_, moved_from_;  // `finish`'s result
+    std::vector<VirtualPage> spare_full_, spare_swa_;  // `finish`'s result
 };
 
 }  // namespace unikv::detail::tree

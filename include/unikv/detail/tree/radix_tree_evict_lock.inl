@@ -531,7 +531,8 @@ void RadixTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedVa
 }
 
 template <class... Cs>
-LoadLeftovers RadixTree<Cs...>::finish_load(std::uint64_t id, bool copied) {
+template <class MoveSwa>
+LoadLeftovers RadixTree<Cs...>::finish_load(std::uint64_t id, bool copied, MoveSwa&& move_swa) {
     expect_live();
     const auto target = [&](NodeRef r) {
         const Node& n = nodes_[r.index()];
@@ -543,8 +544,9 @@ LoadLeftovers RadixTree<Cs...>::finish_load(std::uint64_t id, bool copied) {
         }
         return t;
     };
-    return loads_.finish(id, copied, target,
-                         [&](NodeRef r, Component c, const LoadedValue& v) { commit_load_back(r, c, v); });
+    return loads_.finish(
+        id, copied, target, [&](NodeRef r, Component c, const LoadedValue& v) { commit_load_back(r, c, v); },
+        move_swa);
 }
 
 template <class... Cs>

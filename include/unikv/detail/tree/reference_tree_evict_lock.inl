@@ -372,7 +372,9 @@ void ReferenceTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const Load
 }
 
 template <class... Cs>
-LoadLeftovers ReferenceTree<Cs...>::finish_load(std::uint64_t id, bool copied) {
+template <class MoveSwa>
+LoadLeftovers ReferenceTree<Cs...>::finish_load(std::uint64_t id, bool copied, MoveSwa&& move_swa) {
+    expect_live();
     const auto target = [&](NodeRef r) {
         const Node& n = nodes_[r.index()];
         detail::tree::LoadTarget t{.device = {}, .host = {},
@@ -384,8 +386,9 @@ LoadLeftovers ReferenceTree<Cs...>::finish_load(std::uint64_t id, bool copied) {
         }
         return t;
     };
-    return loads_.finish(id, copied, target,
-                         [&](NodeRef r, Component c, const LoadedValue& v) { commit_load_back(r, c, v); });
+    return loads_.finish(
+        id, copied, target, [&](NodeRef r, Component c, const LoadedValue& v) { commit_load_back(r, c, v); },
+        move_swa);
 }
 
 template <class... Cs>
