@@ -92,7 +92,7 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
     t.node = node;
     t.device = std::move(device);
     t.host = std::move(host);
-    t.swa = std::move(dest.swa);
+    (void)(t.swa = std::move(dest.swa));  // nvcc: the assignment returns a [[nodiscard]] type
     return {.status = LoadBackStart::Status::queued, .id = next_load_++};
 }
 
