@@ -732,7 +732,7 @@ private:
         l.fast_host = fast_.lock(fast_node, {.tier = Tier::host});
         l.ref_device = ref_.lock(ref_node, {.tier = Tier::device});
         l.ref_host = ref_.lock(ref_node, {.tier = Tier::host});
-        const bool ta = threw([&] { fast_.begin_load(fast_node, l.id, dest); });
+        const bool ta = threw([&] { fast_.begin_load(fast_node, l.id, dest, plan); });  // the plan, still whole
         const bool tb = threw([&] { ref_.begin_load(ref_node, l.id, dest); });
         expect(!ta && !tb, "begin_load rejected a fresh plan");
         {

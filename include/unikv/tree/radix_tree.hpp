@@ -236,15 +236,18 @@ public:
     /// buffer has grown to the path.
     [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node);
 
-    /// Records load `id` of `node`'s plan (`load_back_plan(node)`, taken afresh) when its copy is queued: `dest`
+    /// Records load `id` of `node`'s plan when its copy is queued: `plan` (a copy of `load_back_plan(node)` with
+    /// nothing but evictions since, the node locked) when each of its nodes still covers the same tokens, else the
+    /// plan taken afresh (an eviction in between may have split the path). `dest`
     /// holds the FULL steps' destination pages one after another in plan order (their SWA rows, and those of
     /// the plan's SWA steps, already bound) and the Mamba step's state. Until `finish_load(id, ...)` the record is
     /// invisible to match and insert (the node still looks host-only, and an insert that brings its own pages
     /// meanwhile wins); a split cuts it like the node's own values; a plan that needs one of its parts flags the
     /// step `loading`. Keep the node locked in both tiers until the ack. Preconditions (`logic_error`, nothing
     /// recorded): those of `load_back_plan`; `id` not 0 and not in use; no step already loading; `dest` fits the
-    /// plan. O(depth + pages); allocates the record.
-    void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest);
+    /// plan. O(steps + pages) with a valid `plan`, O(depth + pages) otherwise; allocates nothing once records of
+    /// that size were finished.
+    void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest, std::span<const LoadBackStep> plan = {});
     /// Finishes load `id` at its ack. When `copied`, installs each part whose node still lacks the component (as
     /// `commit_load_back` would, top-down): FULL where the node has no FULL device data, SWA where its rows are
     /// not live, Mamba where the node has no state. SWA rows bound under this load's pages, on a node whose FULL

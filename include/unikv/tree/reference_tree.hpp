@@ -82,7 +82,7 @@ public:
     /// See `RadixTree::load_back_plan`.
     [[nodiscard]] std::span<const LoadBackStep> load_back_plan(NodeRef node);
     /// See `RadixTree::begin_load`.
-    void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest);
+    void begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest, std::span<const LoadBackStep> plan = {});
     /// See `RadixTree::finish_load`.
     template <class MoveSwa>
     [[nodiscard]] LoadLeftovers finish_load(std::uint64_t id, bool copied, MoveSwa&& move_swa);

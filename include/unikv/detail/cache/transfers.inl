@@ -62,11 +62,11 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
     // A failed ticket holds nothing; a successful one is committed below, or rolled back if queueing throws.
     if (!ticket) return {.status = LoadBackStart::Status::short_of_pages, .failure = ticket.failure()};
     const LoadBackDestinations& d = ticket.destinations();
-    // The tree records the load before it is queued (the relief above may have split the path: it plans afresh)
-    // and forgets it again if queueing throws; the ticket then gives the destinations back.
+    // The tree records the load before it is queued (from `plan_`, or afresh where the relief above split the
+    // path) and forgets it again if queueing throws; the ticket then gives the destinations back.
     bool recorded = false;
     try {
-        tree_.begin_load(node, next_load_, {.pages = d.full, .state = d.state});
+        tree_.begin_load(node, next_load_, {.pages = d.full, .state = d.state}, plan_);
         recorded = true;
         TransferRequest request{.full = d.full, .full_host = plan_host_[Component::full]};
         if (d.swa) {

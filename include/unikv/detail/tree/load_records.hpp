@@ -53,8 +53,10 @@ public:
     // step already loading, or destinations that do not fit the plan. O(plan + pages).
     void begin(std::uint64_t id, std::span<const LoadBackStep> plan, const LoadedValue& dest) {
         UNIKV_EXPECTS(id != 0 && find(id) == records_.end(), "begin_load: load id ", id, " is 0 or in use");
-        Record r{.id = id, .full = {}, .under = {}, .state = dest.state, .parts = {}, .taken = {}, .spare_swa = {},
-                 .state_taken = false};
+        // A finished record's buffers are reused: a steady state of loads allocates nothing here.
+        Record r = recycled();
+        r.id = id;
+        r.state = dest.state;
         r.parts.reserve(plan.size());
         std::uint32_t full_at = 0;
         bool wants_state = false;
@@ -99,6 +101,7 @@ public:
         r.spare_swa.reserve(r.under.size() + r.full.size());  // so a failed copy's finish allocates nothing
         spare_full_.reserve(r.full.size());
         records_.push_back(std::move(r));
+        spare_records_.reserve(records_.size());  // `recycle` keeps every finished record without allocating
     }
 
     // Node slot `lower` was split: `upper` (new) takes its first `upper_pages` pages. Every FULL and SWA part on
@@ -192,7 +195,7 @@ public:
         spare_swa_.clear();
         spare_swa_.swap(r.spare_swa);
         const StateId spare_state = r.state_taken ? StateId{} : r.state;
-        records_.erase(it);
+        recycle(it);
         return {.full = spare_full_, .swa = spare_swa_, .state = spare_state};
     }
 
@@ -241,11 +244,31 @@ private:
         bool state_taken = false;
     };
 
+    // An empty record, with the buffers of a finished one when there is one.
+    [[nodiscard]] Record recycled() {
+        if (spare_records_.empty()) return Record{};
+        Record r = std::move(spare_records_.back());
+        spare_records_.pop_back();
+        r.full.clear();
+        r.under.clear();
+        r.parts.clear();
+        r.taken.clear();
+        r.spare_swa.clear();
+        r.state_taken = false;
+        return r;
+    }
+    // Forgets the record at `it`, keeping its buffers for the next `begin` (at most a few: the loads in flight).
+    void recycle(std::vector<Record>::iterator it) noexcept {
+        if (spare_records_.size() < spare_records_.capacity()) spare_records_.push_back(std::move(*it));
+        records_.erase(it);
+    }
+
     [[nodiscard]] std::vector<Record>::iterator find(std::uint64_t id) {
         return std::find_if(records_.begin(), records_.end(), [&](const Record& r) { return r.id == id; });
     }
 
     std::vector<Record> records_;
+    std::vector<Record> spare_records_;  // finished records whose buffers `begin` reuses
     std::vector<VirtualPage> spare_full_, spare_swa_;  // `finish`'s result
 };
 

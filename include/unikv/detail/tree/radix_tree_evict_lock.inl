@@ -526,8 +526,13 @@ std::size_t RadixTree<Cs...>::prefix_pages(NodeRef node, std::span<VirtualPage> 
 }
 
 template <class... Cs>
-void RadixTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest) {
-    loads_.begin(id, load_back_plan(node), dest);
+void RadixTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest,
+                                  std::span<const LoadBackStep> plan) {
+    const auto same = [&](const LoadBackStep& s) {
+        return contains(s.node) && nodes_[s.node.index()].start == s.start && nodes_[s.node.index()].length == s.length;
+    };
+    const bool valid = !plan.empty() && std::all_of(plan.begin(), plan.end(), same);
+    loads_.begin(id, valid ? plan : load_back_plan(node), dest);
 }
 
 template <class... Cs>

@@ -367,7 +367,10 @@ std::size_t ReferenceTree<Cs...>::prefix_pages(NodeRef node, std::span<VirtualPa
 }
 
 template <class... Cs>
-void ReferenceTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest) {
+void ReferenceTree<Cs...>::begin_load(NodeRef node, std::uint64_t id, const LoadedValue& dest,
+                                     std::span<const LoadBackStep> plan) {
+    // Always planned afresh here: the simple core's answer is what the fast one's reuse of `plan` must match.
+    (void)plan;
     loads_.begin(id, load_back_plan(node), dest);
 }
 
