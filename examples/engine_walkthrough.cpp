@@ -82,13 +82,13 @@ int main() {
     for (unikv::TokenId t = 0; t < 300; ++t) prompt.push_back(1000 + t);
 
     const int first = serve(cache, compute, prompt);
-    const unikv::Eviction ev = cache.evict(Component::full, 1 << 20);  // everything, backed up first
+    const unikv::Eviction ev = cache.evict({Component::full, 1 << 20});  // everything, backed up first
     const unikv::MatchResult hit = cache.match({prompt});
     const int again = serve(cache, compute, prompt);
     const unikv::MatchResult served = cache.match({prompt});
     const bool healthy = cache.verify().empty();
-    std::printf("first serve: %d wrong rows; evicted %lld FULL tokens (%d backups); host hit of %d tokens\n", first,
-                static_cast<long long>(ev.freed[Component::full]), ev.backed_up, hit.host_hit_length);
+    std::printf("first serve: %d wrong rows; evicted %lld FULL pages (%d backups); host hit of %d tokens\n", first,
+                static_cast<long long>(ev.pages_freed[Component::full]), ev.backed_up, hit.host_hit_length);
     std::printf("second serve: %d wrong rows; %d tokens now on device; accounting %s\n", again, served.device_length,
                 healthy ? "healthy" : "BROKEN");
     const bool ok = first == 0 && again == 0 && hit.host_hit_length == 288 && served.device_length == 288 && healthy;

@@ -119,7 +119,7 @@ public:
             cache_.free_swa(slid);
             (void)cache_.finish({t}, rows, LockReceipt{}, {.swa_evicted = swa_from});
         }
-        if (on_host_) (void)cache_.evict(Component::full, std::int64_t{1} << 40);
+        if (on_host_) (void)cache_.evict({Component::full, std::int64_t{1} << 40});
         backend_.run_all();
         return cached();
     }
@@ -141,7 +141,7 @@ public:
             if (cache_.loading_check().size() != static_cast<std::size_t>(n)) return false;
         }
         for (std::int32_t k = 0; k < n; ++k) cache_.unlock(std::move(locks_[static_cast<std::size_t>(k)]));
-        if (on_host_) (void)cache_.evict(Component::full, std::int64_t{1} << 40);
+        if (on_host_) (void)cache_.evict({Component::full, std::int64_t{1} << 40});
         backend_.run_all();
         return true;
     }

@@ -130,7 +130,7 @@ public:
     void finish(Request& r) { (void)cache_.finish(r.key(), r.rows, std::move(r.lock), {.swa_evicted = r.swa_from}); }
     void keep_free(std::int64_t pages) {
         if (const std::int64_t free = cache_.allocator().available_size(); free < pages) {
-            (void)cache_.evict(Component::full, (pages - free) * page);
+            (void)cache_.evict({Component::full, pages - free});
         }
     }
     void drop(Request& r) { cache_.unlock(std::move(r.lock)); }
@@ -229,8 +229,8 @@ private:
     AllocResult relieved(Call&& call) {
         AllocResult r = call();
         while (!r) {
-            EvictResult freed = tree_.evict(r.component, r.pages_short * page);
-            const bool any = freed.freed(r.component) > 0;
+            EvictResult freed = tree_.evict(r.missing.component, r.missing.count * page);
+            const bool any = freed.freed(r.missing.component) > 0;
             execute(freed);
             if (!any) break;
             r = call();

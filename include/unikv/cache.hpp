@@ -198,8 +198,8 @@ struct LoadDone {
 
 /// What an eviction did (`Cache::evict`).
 struct Eviction {
-    /// Device units freed per component (tokens; states for Mamba), backed-up data included.
-    per_component<std::int64_t> freed{};
+    /// Device pages freed per component (Mamba: states), backed-up data included.
+    per_component<std::int64_t> pages_freed{};
     /// Backups whose copy was made and recorded as the host value.
     std::int32_t backed_up = 0;
     /// Backups recorded as no copy (no host room, or the copy failed): their data was dropped.
@@ -300,7 +300,7 @@ public:
         friend class CacheCore;
         explicit WriteBackRun(HostActions&& work) noexcept : work_(std::move(work)) {}
         HostActions work_;  // its backups are the cache's write-back tickets
-        per_component<std::int64_t> freed_{};
+        per_component<std::int64_t> pages_freed_{};
         std::size_t copies_ = 0;
     };
 
@@ -468,23 +468,23 @@ public:
     }
 
     // ---- eviction ----------------------------------------------------------------------------------------
-    /// Frees `amount` device units of `component` (tokens; states for Mamba) or all that can go:
-    /// `finish_evict(start_evict(component, amount))`. Blocks on the write-back copies (`WritePolicy::back` only).
-    Eviction evict(Component component, std::int64_t amount) { return finish_evict(start_evict(component, amount)); }
+    /// Frees `pages` of device data (whole nodes, so possibly more) or all that can go:
+    /// `finish_evict(start_evict(pages))`. Blocks on the write-back copies (`WritePolicy::back` only).
+    Eviction evict(Pages pages) { return finish_evict(start_evict(pages)); }
     /// The first half of `evict`: asks the tree (write-back per the policy), runs the device frees that come
     /// before the first backup, frees the host pages the tree gives up, takes host pages for each backup (none
     /// when the host is short: no copy) and submits the copies, without waiting for them. The rows the
     /// copies read stay allocated until `finish_evict`. Nodes with a
     /// write-through in flight are device-locked, so they are no candidates.
-    WriteBackRun start_evict(Component component, std::int64_t amount);
+    WriteBackRun start_evict(Pages pages);
     /// The second half of `evict`: drains the copies (blocks), records each backup with the tree (its host
     /// pages, or none for a failed copy, whose host pages are freed), executes what that frees, then frees the
     /// device rows the backups read (a throw while they are recorded leaves the rest pending in the tree: it is
     /// not recovered). Precondition: `run` is from the previous call on this cache.
     Eviction finish_evict(WriteBackRun&& run);
-    /// Frees `amount` host units of `component` or all that can go (`evict_host` of the tree, executed);
-    /// returns the host units freed.
-    std::int64_t evict_host(Component component, std::int64_t amount);
+    /// Frees `pages` of host data (whole nodes, so possibly more) or all that can go (`evict_host` of the tree,
+    /// executed); returns the host pages freed, of the same component.
+    Pages evict_host(Pages pages);
 
     // ---- retraction (preempted decode requests; needs `can_retract`) -------------------------------------
     /// Backs `request`'s own FULL rows and SWA window up into the host pool (`retract`, synchronized), relieving
@@ -528,7 +528,8 @@ public:
     BudgetCheck reclaim(const CapacityDemand& d, ComponentMask pools);
     /// What a budget reads of the cache, each count read on access (`CapacityView::of`). O(1).
     [[nodiscard]] CapacityView capacity() const { return CapacityView::of(alloc_, tree_); }
-    /// Tokens per page of `component` (1 for Mamba: a page is a state), the unit the tree counts in.
+    /// Tokens per page of `component` (1 for Mamba: a page is a state). The cache speaks `Pages`; the tree counts
+    /// tokens (states for Mamba), and the cache converts at its one door to it (eviction) with this.
     [[nodiscard]] std::int32_t page_size(Component component) const noexcept {
         return alloc_.spec()[component].page_size;
     }
@@ -584,8 +585,16 @@ private:
     static TransferRequest d2h(const HostActions& work, const TreeAction& a, std::span<const HostPage> host);
     // Host pages for `out`, relieved (`relieve_host`) while short; false when still short.
     bool host_room(Component component, std::span<HostPage> out);
-    // Under write-back: evicts host data until the host can take the backups of evicting `pages` pages of `c`.
-    void make_backup_room(Component c, std::int64_t pages);
+    // Under write-back: evicts host data until the host can take the backups of evicting `pages`.
+    void make_backup_room(Pages pages);
+    // The tree's units (tokens; states for Mamba) of `pages`, and the pages of the tree's `units` per component:
+    // the one door between the cache's pages and the tree's counts. O(1).
+    [[nodiscard]] std::int64_t tree_units(Pages pages) const noexcept { return pages.count * page_size(pages.component); }
+    [[nodiscard]] per_component<std::int64_t> pages_of(const per_component<std::int64_t>& units) const noexcept {
+        per_component<std::int64_t> out{};
+        for (Component c : all_components) out[c] = units[c] == 0 ? 0 : units[c] / page_size(c);
+        return out;
+    }
     // Queues the write-through `a` of `work`, or skips it; true when queued.
     bool write_through(const HostActions& work, const TreeAction& a);
     // Marks each ticket of `lane` that one of `acks` names (by its tag) acknowledged. O(acks * lane).

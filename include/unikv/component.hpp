@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// The one component vocabulary of unikv: the kinds of KV-cache state that share the arena (`Component`), sets
-/// of them (`ComponentMask`), arrays indexed by them (`per_component<T>`), and the directions pools grow in
-/// (`Grow`, `Side`). Layouts, specs, pools, capacity demands and the tree all speak it, so "the tree's
+/// of them (`ComponentMask`), arrays indexed by them (`per_component<T>`), amounts of one pool (`Pages`), and the
+/// directions pools grow in (`Grow`, `Side`). Layouts, specs, pools, capacity demands and the tree all speak it, so "the tree's
 /// components match the layout's pools" is one `ComponentMask` comparison. Light on purpose.
 
 #include <array>
@@ -99,6 +99,16 @@ struct per_component {
     [[nodiscard]] constexpr auto begin() const noexcept { return values.begin(); }
     [[nodiscard]] constexpr auto end() const noexcept { return values.end(); }
     friend constexpr bool operator==(const per_component&, const per_component&) = default;
+};
+
+/// A number of pages of one component's pool: FULL or SWA pages of the arena's page size in tokens, or Mamba
+/// state slots (a Mamba page is one state). The one unit of the cache's surface: what an eviction asks and frees,
+/// what an allocation, a host allocation or a load-back misses, what a budget counts and a refusal reports. The
+/// tree alone counts its own units (tokens; states for Mamba), and `Cache` converts at its one door to it.
+struct Pages {
+    Component component = Component::full;
+    std::int64_t count = 0;
+    friend constexpr bool operator==(const Pages&, const Pages&) = default;
 };
 
 /// The direction an end pool grows in, in byte order of the arena.

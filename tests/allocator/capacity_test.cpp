@@ -201,14 +201,14 @@ TEST_CASE("page bounds cap a pool whatever the arena has free; a shortfall past 
     std::vector<VirtualPage> three(3);
     const AllocResult r = f.alloc.alloc(three);
     CHECK(r.shortfall == Shortfall::partition);
-    CHECK(r.component == Component::full);
-    CHECK(r.pages_short == 1);
+    CHECK(r.missing.component == Component::full);
+    CHECK(r.missing.count == 1);
     CHECK(f.alloc.live_pages(Component::full) == 6);  // nothing allocated on failure
     auto states = f.alloc_states(2);
     std::vector<StateId> one(1);
     const AllocResult s = f.alloc.alloc_state(one);
     CHECK(s.shortfall == Shortfall::partition);
-    CHECK(s.component == Component::mamba);
+    CHECK(s.missing.component == Component::mamba);
     f.alloc.free_state(std::span(states).first(1));
     REQUIRE(f.alloc.alloc_state(one));  // a free under the bound gives the room back
     f.alloc.bound_pages({});            // unbounded again

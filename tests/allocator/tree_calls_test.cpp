@@ -207,22 +207,22 @@ TEST_CASE("shortfalls say how many pages of which pool are missing") {
         std::vector<VirtualPage> out(static_cast<std::size_t>(free_full + 3));
         const AllocResult r = f.alloc.alloc_full(out);
         CHECK(r.shortfall == Shortfall::room);
-        CHECK(r.component == Component::full);
-        CHECK(r.pages_short == 3);
+        CHECK(r.missing.component == Component::full);
+        CHECK(r.missing.count == 3);
     }
     SUBCASE("a composite demand is short in FULL, with SWA's demand as asked") {
         const std::int64_t n = f.alloc.available_size() + 2;
         std::vector<VirtualPage> out(static_cast<std::size_t>(n));
         const AllocResult r = f.alloc.alloc(out);
         CHECK(r.shortfall == Shortfall::room);
-        CHECK(r.component == Component::full);
-        CHECK(r.pages_short == n - (free_full - n));  // SWA takes n of the band, FULL gets the rest
+        CHECK(r.missing.component == Component::full);
+        CHECK(r.missing.count == n - (free_full - n));  // SWA takes n of the band, FULL gets the rest
     }
     SUBCASE("a reservation is short by what exceeds SWA's room") {
         ReserveResult r = f.alloc.alloc_physical(Component::swa, static_cast<std::int32_t>(free_full + 4));
         CHECK(r.shortfall == Shortfall::room);
-        CHECK(r.component == Component::swa);
-        CHECK(r.pages_short == 4);
+        CHECK(r.missing.component == Component::swa);
+        CHECK(r.missing.count == 4);
     }
     SUBCASE("blocked moves: short by what fits without moving a page") {
         f.alloc.free_swa(std::span(live).first(6));  // SWA holes low in the arena that a flush would drain
@@ -235,8 +235,8 @@ TEST_CASE("shortfalls say how many pages of which pool are missing") {
         std::vector<VirtualPage> out(static_cast<std::size_t>(now + 2));
         const AllocResult r = f.alloc.alloc_full(out);
         CHECK(r.shortfall == Shortfall::moves_blocked);
-        CHECK(r.component == Component::full);
-        CHECK(r.pages_short == 2);
+        CHECK(r.missing.component == Component::full);
+        CHECK(r.missing.count == 2);
         f.alloc.cancel(std::move(pending.reservation));
         CHECK(f.alloc.alloc_full(out));  // with moves allowed, the flush drains the SWA holes
     }

@@ -200,7 +200,7 @@ TEST_CASE("state recovery obeys the float gate") {
     const AllocResult r = f.alloc.alloc_state(more);
     CHECK_FALSE(r);
     CHECK(r.shortfall == Shortfall::moves_blocked);
-    CHECK(r.component == Component::mamba);
+    CHECK(r.missing.component == Component::mamba);
     CHECK(same_counters(before, f.backend.counters()));
     closed.release();
     REQUIRE(f.alloc.alloc_state(more));

@@ -114,7 +114,7 @@ std::vector<TokenId> joined(std::vector<TokenId> tokens, const std::vector<Token
 template <class P>
 NodeRef hosted(Rig<P>& r, const std::vector<TokenId>& key) {
     const NodeRef node = r.insert(key);
-    REQUIRE(r.cache.evict(Component::full, static_cast<std::int64_t>(key.size())).dropped == 0);
+    REQUIRE(r.cache.evict({Component::full, static_cast<std::int64_t>(key.size()) / page_size}).dropped == 0);
     REQUIRE_FALSE(r.cache.tree().node_info(node).device[Component::full]);
     return node;
 }
@@ -125,7 +125,7 @@ template <class P>
 NodeRef swa_hosted(Rig<P>& r, const std::vector<TokenId>& key) {
     const NodeRef node = r.insert(key);
     LockReceipt full_only = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});
-    REQUIRE(r.cache.evict(Component::swa, static_cast<std::int64_t>(key.size())).backed_up == 1);
+    REQUIRE(r.cache.evict({Component::swa, static_cast<std::int64_t>(key.size()) / page_size}).backed_up == 1);
     r.cache.unlock(std::move(full_only));
     const NodeInfo info = r.cache.tree().node_info(node);
     REQUIRE(info.device[Component::full]);
@@ -220,8 +220,7 @@ TEST_CASE("the base budget is available + evictable - offsets: pending decode to
     const Selection s = budget.check_prefill(r.cache.capacity(), fits);
     REQUIRE_FALSE(s);
     CHECK(s.check.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
-                                              .component = Component::full,
-                                              .pages_short = 2,
+                                              .missing = {Component::full, 2},
                                               .pages_reclaimable = 4,
                                               .pages_in_flight = 0,
                                               .pages_locked = 0});
@@ -263,8 +262,7 @@ TEST_CASE("a static SWA partition refuses what the shared arena admits, naming t
     const Selection s = split.check_prefill(r.cache.capacity(), ask);
     REQUIRE_FALSE(s);
     CHECK(s.check.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
-                                              .component = Component::swa,
-                                              .pages_short = 1,
+                                              .missing = {Component::swa, 1},
                                               .pages_reclaimable = 0,
                                               .pages_in_flight = 0,
                                               .pages_locked = 0});
@@ -295,8 +293,8 @@ TEST_CASE("the shared budget counts evictable pages of one pool for the other: c
     // Two more FULL pages than that exceed the spare bytes: refused, short by exactly those.
     const Selection s = budget.check_prefill(r.cache.capacity(), {.extend = 8, .max_new = ask.max_new + 2 * page_size});
     REQUIRE_FALSE(s);
-    CHECK(s.check.refusal.component == Component::full);
-    CHECK(s.check.refusal.pages_short == 1);
+    CHECK(s.check.refusal.missing.component == Component::full);
+    CHECK(s.check.refusal.missing.count == 1);
     CHECK(s.check.refusal.pages_locked == 5);
     r.cache.unlock(std::move(run));
     CHECK(r.broken().empty());
@@ -389,7 +387,7 @@ TEST_CASE("a host-hit admission matches once and takes four locks, the load keep
     const std::vector<TokenId> half(key.begin(), key.begin() + 2 * page_size);
     (void)r.insert(half);
     const NodeRef lower = r.insert(key);
-    REQUIRE(r.cache.evict(Component::full, 2 * page_size).backed_up >= 1);  // the leaf, written back
+    REQUIRE(r.cache.evict({Component::full, 2}).backed_up >= 1);  // the leaf, written back
     REQUIRE_FALSE(r.cache.tree().node_info(lower).device[Component::full]);
     const MatchResult m = r.cache.match(TokenKey{key});
     REQUIRE(m.device_length == 2 * page_size);
@@ -488,8 +486,7 @@ TEST_CASE("pins are released when the load-back budget fails, and the refusal sa
     // and 8 SWA tokens: FULL 7 pages and SWA 5, 3 envelopes more than are free, nothing evictable.
     CHECK(budget.asks.size() == 1);
     CHECK(a.refusal == AdmissionRefusal{.cause = RefusalCause::no_room,
-                                        .component = Component::full,
-                                        .pages_short = 3,
+                                        .missing = {Component::full, 3},
                                         .pages_reclaimable = 0,
                                         .pages_in_flight = 0,
                                         .pages_locked = 10});
@@ -518,8 +515,7 @@ TEST_CASE("a load-back that stays short refuses as load_back_short and releases 
     REQUIRE_FALSE(a);
     // FULL's 4 pages fit the 5 free envelopes; the SWA window's 2 pages then do not.
     CHECK(a.refusal == AdmissionRefusal{.cause = RefusalCause::load_back_short,
-                                        .component = Component::swa,
-                                        .pages_short = 1,
+                                        .missing = {Component::swa, 1},
                                         .pages_reclaimable = 0,
                                         .pages_in_flight = 0,
                                         .pages_locked = 12});
@@ -544,7 +540,7 @@ TEST_CASE("pins are released when admission throws, in selection and while prepa
     const NodeRef leaf = r.insert(child);
     {
         LockReceipt keep = r.cache.lock(top);  // the parent stays on device, the child goes to host
-        REQUIRE(r.cache.evict(Component::full, 8).backed_up >= 1);
+        REQUIRE(r.cache.evict({Component::full, 2}).backed_up >= 1);
         r.cache.unlock(std::move(keep));
     }
     const MatchResult m = r.cache.match(TokenKey{child});
@@ -719,7 +715,7 @@ TEST_CASE("the hybrid budget makes room for states before the load; a budget tha
         if (free_slots == 0) {
             REQUIRE_FALSE(a);
             CHECK(a.refusal.cause == RefusalCause::load_back_short);
-            CHECK(a.refusal.component == Component::mamba);
+            CHECK(a.refusal.missing.component == Component::mamba);
             CHECK(s.r.cache.loads_in_flight() == 0);
             CHECK(s.r.cache.match(TokenKey{s.match}).device_length == 0);
             CHECK(s.r.host_holds(s.node, Component::mamba, s.match));
@@ -751,7 +747,7 @@ TEST_CASE("try_admit reclaims and loads a host hit under write-through while ano
     (void)r.cache.start_writing();
     (void)r.run_transfers();
     REQUIRE(r.cache.writing_check().size() == 4);
-    const Eviction ev = r.cache.evict(Component::full, 16);  // the older node
+    const Eviction ev = r.cache.evict({Component::full, 4});  // the older node
     REQUIRE(ev.backed_up == 0);
     REQUIRE_FALSE(r.cache.tree().node_info(node).device[Component::full]);
     REQUIRE(r.cache.tree().node_info(spare_node).device[Component::full]);

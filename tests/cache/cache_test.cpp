@@ -243,7 +243,7 @@ TEST_CASE("a cache serves requests through write-back, per-layer load-back, retr
     CHECK(healthy() == "");
 
     // Write-back: everything unlocked is evicted; the backups are copied before the rows go.
-    const Eviction ev = e.cache->evict(Component::full, 1 << 20);
+    const Eviction ev = e.cache->evict({Component::full, 1 << 20});
     CHECK(ev.backed_up >= 2);
     CHECK(ev.dropped == 0);
     CHECK(e.cache->allocator().live_pages(Component::full) == 0);
@@ -435,7 +435,7 @@ TEST_CASE("an allocation relieved under write-back with a full host backs up wha
     // Four prefixes, evicted to the host: its FULL pages are all taken by host-only data.
     std::vector<std::pair<Request, NodeRef>> old;
     for (TokenId first = 1000; first <= 4000; first += 1000) old.push_back(cached(first));
-    const Eviction to_host = e.cache->evict(Component::full, 1 << 20);
+    const Eviction to_host = e.cache->evict({Component::full, 1 << 20});
     CHECK(to_host.backed_up >= 4);
     CHECK(to_host.dropped == 0);
     REQUIRE(e.cache->host_pools().available(Component::full) == 0);
@@ -493,8 +493,8 @@ TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
     (void)e.finish(a, std::move(lock));
     CHECK(e.cache->match(a.key(12)).device_length == 12);
     CHECK(e.holds(a, Component::full, 0, 12));
-    const Eviction ev = e.cache->evict(Component::full, 1 << 20);
-    CHECK(ev.freed[Component::full] == 12);
+    const Eviction ev = e.cache->evict({Component::full, 1 << 20});
+    CHECK(ev.pages_freed[Component::full] == 3);
     CHECK(ev.backed_up == 0);
     CHECK(e.cache->match(a.key(12)).best_length == 0);  // no host copy to hit
     CHECK(e.broken() == "");
@@ -763,9 +763,9 @@ void relieve_and_check(Kept swa_kept_from) {
     const AllocResult unrelieved =
         cache.allocator().alloc_extend({.prefix_lens = prefix_lens, .seq_lens = seq_lens, .last_locs = last_locs}, own);
     REQUIRE_FALSE(unrelieved);  // without eviction it does not fit: SWA is short by more than the tree's SWA
-    CHECK(unrelieved.component == Component::swa);
+    CHECK(unrelieved.missing.component == Component::swa);
     CHECK(unrelieved.shortfall == Shortfall::room);
-    CHECK(unrelieved.pages_short > 2);
+    CHECK(unrelieved.missing.count > 2);
     REQUIRE(cache.alloc_rows(own, 0));
     REQUIRE(drain(e.backend, e.stream));
     for (std::int32_t pos = 0; pos < 32; ++pos) {
@@ -845,8 +845,8 @@ TEST_CASE("a static partition bounds its pool: cached FULL pages stay in theirs,
     const AllocResult past =
         cache.allocator().alloc_extend({.prefix_lens = zero, .seq_lens = four, .last_locs = no_last}, probe);
     CHECK(past.shortfall == Shortfall::partition);
-    CHECK(past.component == Component::full);
-    CHECK(past.pages_short == 1);
+    CHECK(past.missing.component == Component::full);
+    CHECK(past.missing.count == 1);
     CHECK(cache.allocator().available_size(Component::full) == 0);
     CHECK(cache.allocator().available_size(Component::swa) == 24);
 
@@ -932,8 +932,8 @@ TEST_CASE("a static Mamba partition bounds the states: at the bound a new state 
     StateId next;
     const AllocResult bare = cache.allocator().alloc_state(std::span(&next, 1));
     CHECK(bare.shortfall == Shortfall::partition);
-    CHECK(bare.component == Component::mamba);
-    CHECK(bare.pages_short == 1);
+    CHECK(bare.missing.component == Component::mamba);
+    CHECK(bare.missing.count == 1);
     REQUIRE(cache.alloc_state(std::span(&next, 1)));  // the relief evicts one cached state
     CHECK(cache.allocator().live_pages(Component::mamba) == 2);
     REQUIRE(drain(backend, stream));

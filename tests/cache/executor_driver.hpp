@@ -171,8 +171,8 @@ private:
                 r.pages.insert(r.pages.end(), got.begin(), got.end());
                 return true;
             }
-            REQUIRE(res.pages_short > 0);
-            EvictResult ev = s().tree.evict(res.component, res.pages_short * page_size);
+            REQUIRE(res.missing.count > 0);
+            EvictResult ev = s().tree.evict(res.missing.component, res.missing.count * page_size);
             s().execute(ev);
             REQUIRE(drain(backend_, stream_));
         }

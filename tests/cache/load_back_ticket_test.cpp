@@ -148,11 +148,11 @@ TEST_CASE("a pool short of pages is relieved and retried while its relief frees 
         // The first relief of a pool frees nothing yet (an eviction whose backups made no room, say) but says it
         // made progress: the pool is relieved again, and the second relief frees the shortfall.
         LoadBackTicket ticket = prepare_load_back(h.s.alloc, plan, [&](const auto& r) {
-            CHECK(r.pages_short > 0);
-            if (r.component == Component::full && calls[Component::full] == 0) first_short = r.pages_short;
-            if (calls[r.component]++ == 0) return true;
-            h.s.alloc.free(std::span<const VirtualPage>(filler).first(static_cast<std::size_t>(r.pages_short)));
-            filler.erase(filler.begin(), filler.begin() + r.pages_short);
+            CHECK(r.missing.count > 0);
+            if (r.missing.component == Component::full && calls[Component::full] == 0) first_short = r.missing.count;
+            if (calls[r.missing.component]++ == 0) return true;
+            h.s.alloc.free(std::span<const VirtualPage>(filler).first(static_cast<std::size_t>(r.missing.count)));
+            filler.erase(filler.begin(), filler.begin() + r.missing.count);
             return true;
         });
         CHECK(ticket);
@@ -170,14 +170,13 @@ TEST_CASE("a pool short of pages is relieved and retried while its relief frees 
     std::int64_t asked = 0;
     LoadBackTicket failed = prepare_load_back(h.s.alloc, plan, [&](const auto& r) {
         ++evictions;
-        CHECK(r.component == Component::full);
-        asked = r.pages_short;
+        CHECK(r.missing.component == Component::full);
+        asked = r.missing.count;
         return false;
     });
     CHECK_FALSE(failed);
     CHECK(evictions == 1);
-    CHECK(failed.failure().component == Component::full);
-    CHECK(failed.failure().pages_short == asked);
+    CHECK(failed.failure().missing == Pages{Component::full, asked});
     CHECK(asked > 0);
     h.s.alloc.free(more);
     CHECK(Counts::of(h.s.alloc) == before);
@@ -218,13 +217,13 @@ TEST_CASE("tri-pool: a Mamba slot that needs the float to move while the SWA res
     int calls = 0;
     LoadBackTicket failed = prepare_load_back(h.s.alloc, plan, [&](const auto& r) {
         ++calls;
-        CHECK(r.component == Component::mamba);
+        CHECK(r.missing.component == Component::mamba);
         CHECK(h.s.alloc.pending_load_pages(Component::swa) > 0);  // the reservation is still pending
         return false;
     });
     CHECK_FALSE(failed);
     CHECK(calls == 1);
-    CHECK(failed.failure().component == Component::mamba);
+    CHECK(failed.failure().missing.component == Component::mamba);
     CHECK(h.backend.counters().copies_queued == copies);  // nothing moved
     CHECK(swa_pages() == swa_before);
     CHECK(Counts::of(h.s.alloc) == before);

@@ -17,7 +17,7 @@ namespace {
 template <class P>
 NodeRef hosted(Rig<P>& r, const std::vector<TokenId>& key) {
     const NodeRef node = r.insert(key);
-    const Eviction ev = r.cache.evict(Component::full, static_cast<std::int64_t>(key.size()));
+    const Eviction ev = r.cache.evict({Component::full, static_cast<std::int64_t>(key.size()) / page_size});
     REQUIRE(ev.dropped == 0);
     REQUIRE_FALSE(r.cache.tree().node_info(node).device[Component::full]);
     return node;
@@ -52,7 +52,7 @@ TEST_CASE_TEMPLATE("load-back targets stay owned until the ack, and the locks re
     CHECK(r.cache.start_loading() == 1);
     CHECK(r.cache.allocator().moves_blocked());  // the host-transfer gate, until the ack
     // Eviction frees nothing of the targets: the node is locked and its FULL pages not committed yet.
-    CHECK(r.cache.evict(Component::full, 64).freed[Component::full] == 0);
+    CHECK(r.cache.evict({Component::full, 16}).pages_freed[Component::full] == 0);
     (void)r.run_transfers();
     // A fresh allocation after the copies ran avoids the targets: scribbling on it leaves the loaded rows.
     std::vector<VirtualPage> fresh(4);
@@ -85,7 +85,7 @@ TEST_CASE("only the missing window rows are reserved and bound: a resident paren
     const NodeRef top = r.insert(parent);
     const NodeRef leaf = r.insert(child);
     LockReceipt keep = r.cache.lock(top);  // the parent stays resident
-    REQUIRE(r.cache.evict(Component::full, 4).backed_up >= 1);
+    REQUIRE(r.cache.evict({Component::full, 1}).backed_up >= 1);
     REQUIRE_FALSE(r.cache.tree().node_info(leaf).device[Component::full]);
     REQUIRE(r.cache.tree().node_info(top).device[Component::swa]);
 
@@ -121,7 +121,7 @@ TEST_CASE("a failed SWA reservation rolls the whole load back: counts, queue, ma
     const LoadBackStart start = r.cache.load_back(m.best_node);
     REQUIRE_FALSE(start);
     CHECK(start.status == LoadBackStart::Status::short_of_pages);
-    CHECK(start.failure.component == Component::swa);
+    CHECK(start.failure.missing.component == Component::swa);
     CHECK(Counts::of(r.cache.allocator()) == before);
     CHECK_FALSE(r.cache.controller().has_inflight());
     CHECK_FALSE(r.cache.allocator().moves_blocked());
@@ -229,7 +229,7 @@ TEST_CASE(
 
     const LoadBackStart failed = r.cache.load_back(r.cache.match(TokenKey{key}).best_node);
     REQUIRE_FALSE(failed);
-    CHECK(failed.failure.component == Component::mamba);
+    CHECK(failed.failure.missing.component == Component::mamba);
     CHECK(r.backend.counters().copies_queued == copies);  // nothing moved, nothing queued
     CHECK(swa_pages() == swa_before);
     CHECK(Counts::of(alloc) == before);
@@ -265,8 +265,8 @@ TEST_CASE_TEMPLATE("host eviction racing a load leaves the host copy it reads un
     const NodeRef other = hosted(r, Rig<P>::key(600, 2));
     REQUIRE(r.cache.load_back(r.cache.match(TokenKey{key}).best_node));
     const auto evict_all_host = [&] {
-        (void)r.cache.evict_host(Component::swa, 64);
-        (void)r.cache.evict_host(Component::full, 64);
+        (void)r.cache.evict_host({Component::swa, 16});
+        (void)r.cache.evict_host({Component::full, 16});
         CHECK(r.host_holds(node, Component::full, key));
         CHECK(r.host_holds(node, Component::swa, key));
     };
@@ -428,7 +428,7 @@ TEST_CASE("a split of a node under load cuts the load's record: each part lands 
     const auto prefix = std::vector<TokenId>(key.begin(), key.begin() + 4 * page_size);
     (void)r.insert(prefix);
     const NodeRef b = r.insert(key);
-    REQUIRE(r.cache.evict(Component::full, 5 * page_size).dropped == 0);
+    REQUIRE(r.cache.evict({Component::full, 5}).dropped == 0);
     const NodeInfo a2 = r.cache.tree().node_info(r.cache.tree().node_info(b).parent);
     REQUIRE(a2.start == 2 * page_size);
     REQUIRE(a2.length == 2 * page_size);
@@ -463,7 +463,7 @@ TEST_CASE("a split of a node under load cuts the load's record: each part lands 
     CHECK(alloc.live_pages(Component::swa) == 3);
     CHECK(r.broken().empty());
     // The whole cache goes: a leaked SWA row would stay live.
-    (void)r.cache.evict(Component::full, 5 * page_size);
+    (void)r.cache.evict({Component::full, 5});
     CHECK(alloc.live_pages(Component::full) == 0);
     CHECK(alloc.live_pages(Component::swa) == 0);
     CHECK(r.broken().empty());
@@ -478,7 +478,7 @@ TEST_CASE("an insert over a node whose SWA rows are loading leaves them to the l
     const NodeRef a = r.insert(a_key);
     const NodeRef b = r.insert(key);
     LockReceipt b_lock = r.cache.lock(b);
-    REQUIRE(r.cache.evict(Component::swa, 2 * page_size).backed_up == 1);
+    REQUIRE(r.cache.evict({Component::swa, 2}).backed_up == 1);
     REQUIRE_FALSE(r.cache.tree().node_info(a).device[Component::swa]);
     REQUIRE(r.cache.tree().node_info(a).device[Component::full]);
     const std::span<const LoadBackStep> plan = r.cache.load_back_plan(a);

@@ -203,15 +203,15 @@ private:
                 pages.insert(pages.end(), got.begin(), got.end());
                 return true;
             }
-            REQUIRE(res.pages_short > 0);
-            record(c().evict(res.component, res.pages_short * c().page_size(res.component)));
+            REQUIRE(res.missing.count > 0);
+            record(c().evict(res.missing));
         }
         return false;
     }
     StateId allocate_state() {
         StateId st{};
         if (alloc().alloc_state(std::span(&st, 1))) return st;
-        record(c().evict(Component::mamba, 1));
+        record(c().evict({Component::mamba, 1}));
         if (alloc().alloc_state(std::span(&st, 1))) return st;
         return StateId{};
     }
@@ -364,10 +364,10 @@ private:
         if constexpr (has_swa) cs.push_back(Component::swa);
         if constexpr (has_mamba) cs.push_back(Component::mamba);
         const Component comp = cs[pick(cs.size())];
-        const auto amount = static_cast<std::int64_t>(1 + pick(4)) * c().page_size(comp);
+        const Pages amount{comp, static_cast<std::int64_t>(1 + pick(4))};
         const bool fail = coin(5);
         if (fail) backend_.inject_copy_failure(c().controller().stream());
-        auto run = c().start_evict(comp, amount);
+        auto run = c().start_evict(amount);
         if (run.copies() > 0 || fail) backend_.clear_copy_failure(c().controller().stream());
         // The write-back copies run in random order with the other streams before the drain.
         for (std::size_t k = pick(4); k > 0; --k) (void)backend_.run_one(pick(8));
@@ -378,8 +378,8 @@ private:
         if constexpr (has_swa) cs.push_back(Component::swa);
         if constexpr (has_mamba) cs.push_back(Component::mamba);
         const Component comp = cs[pick(cs.size())];
-        tally_.host_evicted += static_cast<std::uint64_t>(
-            c().evict_host(comp, static_cast<std::int64_t>(1 + pick(4)) * c().page_size(comp)));
+        tally_.host_evicted +=
+            static_cast<std::uint64_t>(c().evict_host({comp, static_cast<std::int64_t>(1 + pick(4))}).count);
     }
     void record(const Eviction& ev) {
         tally_.backed_up += static_cast<std::uint64_t>(ev.backed_up);

@@ -182,7 +182,7 @@ private:
         write(pages, seq, 0);
         const NodeRef node = cache_.insert(TokenKey{seq}, {.pages = pages}).node;
 
-        auto run = cache_.start_evict(Component::full, static_cast<std::int64_t>(seq.size()));
+        auto run = cache_.start_evict({Component::full, static_cast<std::int64_t>(seq.size()) / page_size});
         CHECK(run.copies() >= 2);  // FULL (per node) and the SWA window
         CHECK(cache_.allocator().live_pages(Component::full) == static_cast<std::int32_t>(pages.size()));
         CHECK(device_holds(stream_.ref(), Component::full, pages, seq, 0));
@@ -192,7 +192,7 @@ private:
         const Eviction ev = cache_.finish_evict(std::move(run));
         CHECK(ev.backed_up == copies);
         CHECK(ev.dropped == 0);
-        CHECK(ev.freed[Component::full] == static_cast<std::int64_t>(seq.size()));
+        CHECK(ev.pages_freed[Component::full] == static_cast<std::int64_t>(seq.size()) / page_size);
         CHECK(cache_.allocator().live_pages(Component::full) == 0);
         scribble_free_rows();
         // Host copies: FULL for every page, SWA for the last window.

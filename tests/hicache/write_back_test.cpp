@@ -33,7 +33,7 @@ TEST_CASE_TEMPLATE("write-back frees a leaf's rows only after its copies ran, an
         return ok;
     };
 
-    auto run = r.cache.start_evict(Component::full, 12);
+    auto run = r.cache.start_evict({Component::full, 3});
     const std::size_t components = 1 + (Rig<P>::has_swa ? 1 : 0) + (Rig<P>::has_mamba ? 1 : 0);
     CHECK(run.copies() >= components);  // FULL (per node, if the window split it), the SWA window, the state
     // Before each copy runs, its source rows are still owned: a fresh allocation cannot take them, and
@@ -56,7 +56,7 @@ TEST_CASE_TEMPLATE("write-back frees a leaf's rows only after its copies ran, an
     const Eviction ev = r.cache.finish_evict(std::move(run));
     CHECK(ev.backed_up == copies);
     CHECK(ev.dropped == 0);
-    CHECK(ev.freed[Component::full] == 12);
+    CHECK(ev.pages_freed[Component::full] == 3);
     CHECK(r.live(Component::full) == 0);  // freed only now
     const NodeInfo info = r.cache.tree().node_info(node);
     CHECK_FALSE(info.device[Component::full]);
@@ -83,7 +83,7 @@ TEST_CASE(
     LockReceipt past_window = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});  // SWA unlocked
     const std::uint64_t bytes_before = r.backend.counters().bytes_copied;
 
-    auto run = r.cache.start_evict(Component::swa, 8);
+    auto run = r.cache.start_evict({Component::swa, 2});
     CHECK(run.copies() == 1);          // the SWA window only: FULL stays on device, so it is not written back
     CHECK(r.device_holds(node, key));  // the SWA rows are still live until the copy ran
     const Eviction ev = r.cache.finish_evict(std::move(run));
@@ -105,8 +105,8 @@ TEST_CASE(
     CHECK(r.cache.tree().node_info(node).device[Component::swa]);
     CHECK(r.device_holds(node, key));
     const std::uint64_t bytes_loaded = r.backend.counters().bytes_copied;
-    const Eviction hosted = r.cache.evict(Component::swa, 8);
-    CHECK(hosted.freed[Component::swa] == 8);
+    const Eviction hosted = r.cache.evict({Component::swa, 2});
+    CHECK(hosted.pages_freed[Component::swa] == 2);
     CHECK(hosted.backed_up + hosted.dropped == 0);
     CHECK(r.backend.counters().bytes_copied == bytes_loaded);
     CHECK(r.host_holds(node, Component::swa, key));
@@ -125,10 +125,10 @@ TEST_CASE_TEMPLATE("an internal node's unbacked SWA window is copied once; hoste
     LockReceipt request = r.cache.lock(leaf);  // FULL path and the child's window: only the parent's SWA can go
     const std::uint64_t bytes_before = r.backend.counters().bytes_copied;
 
-    const Eviction backed = r.cache.evict(Component::swa, 8);
+    const Eviction backed = r.cache.evict({Component::swa, 2});
     CHECK(backed.backed_up == 1);
-    CHECK(backed.freed[Component::swa] == 8);
-    CHECK(backed.freed[Component::full] == 0);
+    CHECK(backed.pages_freed[Component::swa] == 2);
+    CHECK(backed.pages_freed[Component::full] == 0);
     const std::size_t window_bytes = 2 * r.cache.allocator().spec()[Component::swa].page_bytes;
     CHECK(r.backend.counters().bytes_copied - bytes_before == window_bytes);
     NodeInfo info = r.cache.tree().node_info(top);
@@ -146,9 +146,9 @@ TEST_CASE_TEMPLATE("an internal node's unbacked SWA window is copied once; hoste
     const std::uint64_t bytes_hosted = r.backend.counters().bytes_copied;
     const std::int32_t host_full = r.cache.host_pools().used(Component::full);
     const std::int32_t host_swa = r.cache.host_pools().used(Component::swa);
-    const Eviction hosted = r.cache.evict(Component::swa, 8);
-    CHECK(hosted.freed[Component::swa] >= 8);
-    CHECK(hosted.freed[Component::full] == 0);
+    const Eviction hosted = r.cache.evict({Component::swa, 2});
+    CHECK(hosted.pages_freed[Component::swa] >= 2);
+    CHECK(hosted.pages_freed[Component::full] == 0);
     CHECK(hosted.backed_up + hosted.dropped == 0);
     CHECK(r.backend.counters().bytes_copied == bytes_hosted);  // no D2H at all
     CHECK(r.cache.host_pools().used(Component::full) == host_full);
@@ -168,7 +168,7 @@ TEST_CASE_TEMPLATE("under host pressure only the SWA window goes, with no copy: 
     Rig<P> r(64, {.values = {16, 2, 0}});  // two SWA host pages: one window
     const auto cold = Rig<P>::key(100, 2);
     const NodeRef filler = r.insert(cold);
-    REQUIRE(r.cache.evict(Component::full, 8).backed_up == 2);  // host-only now; it fills the SWA host pool
+    REQUIRE(r.cache.evict({Component::full, 2}).backed_up == 2);  // host-only now; it fills the SWA host pool
     REQUIRE(r.cache.host_pools().used(Component::swa) == 2);
     std::optional<LockReceipt> pin;
     SUBCASE("the host data is unpinned") {}
@@ -178,11 +178,11 @@ TEST_CASE_TEMPLATE("under host pressure only the SWA window goes, with no copy: 
     const NodeRef node = r.insert(key);
     LockReceipt past_window = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});  // SWA unlocked
     const std::uint64_t bytes = r.backend.counters().bytes_copied;
-    const Eviction ev = r.cache.evict(Component::swa, 8);
+    const Eviction ev = r.cache.evict({Component::swa, 2});
     CHECK(ev.dropped == 1);
     CHECK(ev.backed_up == 0);
-    CHECK(ev.freed[Component::swa] == 8);  // the eviction goes on to free what was asked
-    CHECK(ev.freed[Component::full] == 0);
+    CHECK(ev.pages_freed[Component::swa] == 2);  // the eviction goes on to free what was asked
+    CHECK(ev.pages_freed[Component::full] == 0);
     CHECK(r.backend.counters().bytes_copied == bytes);
     const NodeInfo info = r.cache.tree().node_info(node);
     CHECK(info.device[Component::full]);
@@ -212,7 +212,7 @@ TEST_CASE_TEMPLATE("when the host cannot take a FULL write-back the unbacked sub
     const NodeRef locked = r.insert(b);
     LockReceipt hold = r.cache.lock(locked);
 
-    const Eviction ev = r.cache.evict(Component::full, 64);
+    const Eviction ev = r.cache.evict({Component::full, 16});
     CHECK(ev.dropped >= 1);
     CHECK_FALSE(r.cache.tree().contains(leaf));  // no host copy: the leaf is gone, not kept half-hosted
     CHECK(r.cache.match(TokenKey{a_long}).best_length <= static_cast<std::int32_t>(a.size()));
@@ -237,10 +237,10 @@ TEST_CASE("under write-through policies eviction asks for no backup: the leaf go
         CHECK(r.cache.writing_check().size() == 2);
     }
     const std::uint64_t bytes = r.backend.counters().bytes_copied;
-    auto run = r.cache.start_evict(Component::full, 8);
+    auto run = r.cache.start_evict({Component::full, 2});
     CHECK(run.copies() == 0);
     const Eviction ev = r.cache.finish_evict(std::move(run));
-    CHECK(ev.freed[Component::full] == 8);
+    CHECK(ev.pages_freed[Component::full] == 2);
     CHECK(ev.backed_up + ev.dropped == 0);
     CHECK(r.backend.counters().bytes_copied == bytes);
     CHECK(r.live(Component::full) == 0);
@@ -262,10 +262,10 @@ TEST_CASE_TEMPLATE("a failed write-back copy is recorded as none: its data goes,
         return n;
     };
     r.backend.inject_copy_failure(r.cache.controller().stream());
-    const Eviction ev = r.cache.evict(Component::full, 12);
+    const Eviction ev = r.cache.evict({Component::full, 3});
     CHECK(ev.backed_up == 0);  // the failure is sticky: every copy of the run fails
     CHECK(ev.dropped >= 1);
-    CHECK(ev.freed[Component::full] == 12);
+    CHECK(ev.pages_freed[Component::full] == 3);
     CHECK_FALSE(r.cache.tree().contains(node));
     CHECK(host_used() == 0);
     CHECK(r.live(Component::full) == 0);
@@ -275,7 +275,7 @@ TEST_CASE_TEMPLATE("a failed write-back copy is recorded as none: its data goes,
     // The next write-back of the same rows stands, and a load brings them back byte-exact.
     r.backend.clear_copy_failure(r.cache.controller().stream());
     (void)r.insert(key);
-    const Eviction again = r.cache.evict(Component::full, 12);
+    const Eviction again = r.cache.evict({Component::full, 3});
     CHECK(again.dropped == 0);
     CHECK(again.backed_up >= 1);
     const MatchResult m = r.cache.match(TokenKey{key});
@@ -291,10 +291,10 @@ TEST_CASE("a failed SWA window backup drops the window only: the FULL rows stay 
     const NodeRef node = r.insert(key);
     LockReceipt past_window = r.cache.lock(node, {.components = ComponentMask::of(Component::full)});
     r.backend.inject_copy_failure(r.cache.controller().stream());
-    const Eviction ev = r.cache.evict(Component::swa, 8);
+    const Eviction ev = r.cache.evict({Component::swa, 2});
     CHECK(ev.dropped == 1);
     CHECK(ev.backed_up == 0);
-    CHECK(ev.freed[Component::swa] == 8);
+    CHECK(ev.pages_freed[Component::swa] == 2);
     const NodeInfo info = r.cache.tree().node_info(node);
     CHECK(info.device[Component::full]);
     CHECK_FALSE(info.device[Component::swa]);
@@ -311,17 +311,17 @@ TEST_CASE_TEMPLATE("an eviction or a load racing an open write-back run is refus
     Rig<P> r(64, 16);
     const auto a = Rig<P>::key(100, 2);
     const NodeRef hosted = r.insert(a);
-    REQUIRE(r.cache.evict(Component::full, 8).backed_up >= 1);
+    REQUIRE(r.cache.evict({Component::full, 2}).backed_up >= 1);
     const auto b = Rig<P>::key(500, 3);
     const NodeRef node = r.insert(b);
     const std::int32_t host_full = r.cache.host_pools().used(Component::full);
     const std::uint64_t drops = dropped_count();
     const std::vector<VirtualPage> pages = r.cache.tree().node_info(node).pages;
 
-    auto run = r.cache.start_evict(Component::full, 12);
+    auto run = r.cache.start_evict({Component::full, 3});
     REQUIRE(run.copies() > 0);
-    CHECK_THROWS_AS((void)r.cache.evict_host(Component::full, 64), logic_error);
-    CHECK_THROWS_AS((void)r.cache.evict(Component::full, 64), logic_error);
+    CHECK_THROWS_AS((void)r.cache.evict_host({Component::full, 16}), logic_error);
+    CHECK_THROWS_AS((void)r.cache.evict({Component::full, 16}), logic_error);
     CHECK_THROWS_AS((void)r.cache.load_back(hosted), logic_error);
     CHECK_THROWS_AS((void)r.cache.writing_check(), logic_error);
     CHECK(r.cache.host_pools().used(Component::full) == host_full + 3);  // the run's own pages only
@@ -330,7 +330,7 @@ TEST_CASE_TEMPLATE("an eviction or a load racing an open write-back run is refus
     }
     const Eviction ev = r.cache.finish_evict(std::move(run));
     CHECK(ev.dropped == 0);
-    CHECK(ev.freed[Component::full] == 12);
+    CHECK(ev.pages_freed[Component::full] == 3);
     CHECK(dropped_count() == drops);  // no receipt was lost on the way out
     for (NodeRef n : {hosted, node}) {
         const NodeInfo info = r.cache.tree().node_info(n);
@@ -364,7 +364,7 @@ TEST_CASE("a backup queued behind an unfinished compaction reads the moved rows,
         alloc.translate_full(std::span<const VirtualPage>(pages), std::span(after));
         REQUIRE(after != before);
 
-        auto run = r.cache.start_evict(Component::full, 12);
+        auto run = r.cache.start_evict({Component::full, 3});
         REQUIRE(run.copies() > 0);
         while (r.backend.run_one(pick)) {
         }
@@ -412,7 +412,7 @@ TEST_CASE("a load that needs a part an earlier load is copying waits for its ack
     for (TokenId t : Rig<SwaSeparate>::key(900, 3)) leaf_key.push_back(t);
     const NodeRef top = r.insert(top_key);
     const NodeRef leaf = r.insert(leaf_key);
-    (void)r.cache.evict(Component::full, 20);
+    (void)r.cache.evict({Component::full, 5});
     REQUIRE(r.host_holds(top, Component::full, leaf_key));
     REQUIRE(r.host_holds(top, Component::swa, leaf_key));
     REQUIRE(r.host_holds(leaf, Component::full, leaf_key));

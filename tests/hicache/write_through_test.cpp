@@ -69,8 +69,8 @@ TEST_CASE_TEMPLATE("a write-through copies every row to host, holds the device l
 
     // The device rows go with no copy (already hosted); the load brings the markers back.
     const std::uint64_t bytes = r.backend.counters().bytes_copied;
-    const Eviction ev = r.cache.evict(Component::full, 12);
-    CHECK(ev.freed[Component::full] == 12);
+    const Eviction ev = r.cache.evict({Component::full, 3});
+    CHECK(ev.pages_freed[Component::full] == 3);
     CHECK(ev.backed_up + ev.dropped == 0);
     CHECK(r.backend.counters().bytes_copied == bytes);
     CHECK(r.live(Component::full) == 0);
@@ -122,8 +122,8 @@ TEST_CASE("a host shortfall evicts host data and retries; when nothing can go, t
     const auto a = Rig<SwaSeparate>::key(300, 2);
     const NodeRef na = r.insert(a);
     CHECK(complete_writes(r, 2) == 2);
-    const Eviction ev = r.cache.evict(Component::full, 8);
-    CHECK(ev.freed[Component::full] == 8);
+    const Eviction ev = r.cache.evict({Component::full, 2});
+    CHECK(ev.pages_freed[Component::full] == 2);
     REQUIRE_FALSE(r.cache.tree().node_info(na).device[Component::full]);  // host-only: evictable from host
 
     // B needs three host pages, one more than is left: A's host copy goes, B's writes are made.
@@ -179,7 +179,7 @@ TEST_CASE_TEMPLATE("a failed write-through is dropped before its unlock: host pa
     CHECK(r.inserted.writes == static_cast<std::int32_t>(cs.size()));
     CHECK(complete_writes(r, cs.size()) == static_cast<std::int32_t>(cs.size()));
     for (Component c : cs) CHECK(r.host_holds(node, c, key));
-    (void)r.cache.evict(Component::full, 12);
+    (void)r.cache.evict({Component::full, 3});
     CHECK(r.load(r.cache.match(TokenKey{key}).best_node));
     CHECK(r.device_holds(node, key));
     CHECK(r.broken().empty());
@@ -199,8 +199,8 @@ TEST_CASE("tri-pool: a host eviction of the SWA copy leaves the Mamba copy whose
         if (acked.size() < 2) return;
         // FULL and SWA acknowledged, the Mamba copy next: its lock keeps FULL and the state on device, not SWA.
         raced = true;
-        CHECK(r.cache.evict(Component::swa, 2 * page_size).freed[Component::swa] == 2 * page_size);
-        CHECK(r.cache.evict_host(Component::swa, 2 * page_size) == 2 * page_size);
+        CHECK(r.cache.evict({Component::swa, 2}).pages_freed[Component::swa] == 2);
+        CHECK(r.cache.evict_host({Component::swa, 2}).count == 2);
         CHECK_FALSE(r.cache.tree().node_info(node).host[Component::mamba].empty());
         CHECK(r.cache.host_pools().used(Component::mamba) == 1);
     });
@@ -248,7 +248,7 @@ TEST_CASE("tri-pool: the host eviction that makes room for a write-through leave
     REQUIRE(r.inserted.writes == 3);
     REQUIRE(r.cache.tree().node_info(lower).parent == upper);
     CHECK(complete_writes(r, 5) == 3);
-    CHECK(r.cache.evict(Component::full, page_size).freed[Component::full] == page_size);  // the lower goes to host
+    CHECK(r.cache.evict({Component::full, 1}).pages_freed[Component::full] == 1);  // the lower goes to host
     REQUIRE_FALSE(r.cache.tree().node_info(lower).device[Component::full]);
     REQUIRE(r.host_holds(lower, Component::full, key));
     const NodeInfo info = r.cache.tree().node_info(upper);
@@ -308,7 +308,7 @@ TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host valu
         CHECK(r.host_holds(n, Component::swa, key));
         CHECK(r.cache.tree().node_info(n).device_locks[Component::full] == 0);
     }
-    CHECK(r.cache.evict(Component::full, 16).freed[Component::full] == 16);
+    CHECK(r.cache.evict({Component::full, 4}).pages_freed[Component::full] == 4);
     const MatchResult m = r.cache.match(TokenKey{key});
     REQUIRE(m.best_length == 16);
     CHECK(m.device_length == 0);
@@ -354,10 +354,10 @@ TEST_CASE("neither device nor host eviction can take a node whose write is queue
     const NodeRef node = r.insert(key);
     const std::int32_t owned = r.live(Component::full);
     const auto nothing_goes = [&] {
-        CHECK(r.cache.evict(Component::full, 64).freed[Component::full] == 0);
-        CHECK(r.cache.evict(Component::swa, 64).freed[Component::swa] == 0);
-        CHECK(r.cache.evict_host(Component::full, 64) == 0);  // it keeps its device data: the host copy stays
-        CHECK(r.cache.evict_host(Component::swa, 64) == 0);
+        CHECK(r.cache.evict({Component::full, 16}).pages_freed[Component::full] == 0);
+        CHECK(r.cache.evict({Component::swa, 16}).pages_freed[Component::swa] == 0);
+        CHECK(r.cache.evict_host({Component::full, 16}).count == 0);  // it keeps its device data: the host copy stays
+        CHECK(r.cache.evict_host({Component::swa, 16}).count == 0);
         CHECK_FALSE(r.cache.tree().node_info(node).host[Component::full].empty());
         CHECK(r.live(Component::full) == owned);
         CHECK(r.device_holds(node, key));
@@ -383,7 +383,7 @@ TEST_CASE("neither device nor host eviction can take a node whose write is queue
     REQUIRE(r.cache.writing_check().size() == 2);
     CHECK(r.host_holds(node, Component::full, key));
     CHECK(r.host_holds(node, Component::swa, key));
-    CHECK(r.cache.evict(Component::full, 64).freed[Component::full] == 12);  // acked: it goes, hosted
+    CHECK(r.cache.evict({Component::full, 16}).pages_freed[Component::full] == 3);  // acked: it goes, hosted
     CHECK(r.broken().empty());
 }
 
@@ -423,7 +423,7 @@ TEST_CASE("a load short of SWA pages is relieved by evicting its shortfall and r
     const auto key = Rig<SwaSeparate>::key(100, 2);
     const NodeRef node = r.insert(key);
     CHECK(complete_writes(r, 2) == 2);
-    REQUIRE(r.cache.evict(Component::full, 8).freed[Component::full] == 8);  // host-only: FULL and SWA to load
+    REQUIRE(r.cache.evict({Component::full, 2}).pages_freed[Component::full] == 2);  // host-only: FULL and SWA to load
     // Tree-owned fillers, backed up and acked (evictable with no copy), then a request's own FULL pages up to
     // two envelopes short of full: the FULL ids fit, the SWA reservation does not.
     std::vector<std::vector<TokenId>> keys;

@@ -133,8 +133,8 @@ TEST_CASE("an envelope batch that does not fit even packed changes nothing and n
     const HostAllocResult r = pool.alloc(batch);
     CHECK_FALSE(static_cast<bool>(r));
     CHECK(r.shortfall == HostShortfall::capacity);
-    CHECK(r.component == Component::swa);
-    CHECK(r.pages_short == 1);
+    CHECK(r.missing.component == Component::swa);
+    CHECK(r.missing.count == 1);
     CHECK(pool.used(Component::full) == 2);
     CHECK(pool.used(Component::swa) == 2);
     CHECK(pool.holes(Component::full) == 2);
@@ -146,8 +146,8 @@ TEST_CASE("an envelope batch that does not fit even packed changes nothing and n
     std::vector<HostPage> mamba(2);
     const HostRequest no_side{.component = Component::mamba, .out = mamba};
     const HostAllocResult m2 = pool.alloc(std::span(&no_side, 1));
-    CHECK(m2.component == Component::mamba);
-    CHECK(m2.pages_short == 2);
+    CHECK(m2.missing.component == Component::mamba);
+    CHECK(m2.missing.count == 2);
 }
 
 TEST_CASE("a batch that fits only packed compacts the envelope first and every logical page keeps its bytes") {
@@ -206,8 +206,8 @@ TEST_CASE("a held lease refuses the compaction: the batch fails as leased and no
     const HostRequest r{.component = Component::swa, .out = one_swa};
     const HostAllocResult refused = pool.alloc(std::span(&r, 1));
     CHECK(refused.shortfall == HostShortfall::leased);
-    CHECK(refused.component == Component::swa);
-    CHECK(refused.pages_short == 1);
+    CHECK(refused.missing.component == Component::swa);
+    CHECK(refused.missing.count == 1);
     CHECK_FALSE(pool.compact());
     CHECK(physical(pool, Component::full, survivors) == before);
     CHECK(pool.holes(Component::full) == 3);

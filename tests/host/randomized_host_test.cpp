@@ -96,7 +96,7 @@ struct Driver {
         const bool fits = fits_packed(need);
         const HostAllocResult r = pool.alloc(batch);
         if (!r) {
-            CHECK(r.pages_short > 0);
+            CHECK(r.missing.count > 0);
             if (r.shortfall == HostShortfall::leased) {
                 CHECK(fits);
                 CHECK(held.holding());

@@ -84,8 +84,8 @@ TEST_CASE("a host batch that does not fit allocates nothing and names the compon
     const HostRequest batch[] = {{.component = Component::full, .out = full}, {.component = Component::swa, .out = swa}};
     const HostAllocResult r = pool.alloc(batch);
     CHECK_FALSE(static_cast<bool>(r));
-    CHECK(r.component == Component::swa);
-    CHECK(r.pages_short == 1);
+    CHECK(r.missing.component == Component::swa);
+    CHECK(r.missing.count == 1);
     CHECK(r.shortfall == HostShortfall::capacity);
     CHECK(pool.used(Component::full) == 0);
     CHECK(pool.used(Component::swa) == 1);

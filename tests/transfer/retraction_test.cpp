@@ -102,12 +102,12 @@ struct Retractable : Fixture<L> {
     auto evictor(int& calls) {
         return [this, &calls](const HostAllocResult& r) {
             ++calls;
-            EvictResult ev = tree.evict_host(r.component, static_cast<std::int64_t>(r.pages_short) * page);
+            EvictResult ev = tree.evict_host(r.missing.component, r.missing.count * page);
             for (const TreeAction& a : ev.actions.list()) {
                 if (a.kind == ActionKind::free_host) host.free(a.component, ev.actions.host_pages(a));
             }
             ev.actions.mark_executed();
-            return ev.host_freed_of(r.component) > 0;
+            return ev.host_freed_of(r.missing.component) > 0;
         };
     }
 };
@@ -229,7 +229,7 @@ TEST_CASE_TEMPLATE("a retraction that stays short of host pages, or whose copy f
     RetractionBackup backup = retract(r.alloc, r.host, r.ctl, q, r.evictor(calls));
     CHECK_FALSE(backup);
     CHECK(backup.failure() == RetractionFailure::host_full);
-    CHECK(backup.pages_short() > 0);
+    CHECK(backup.missing().count > 0);
     CHECK(calls == 1);
     CHECK(r.host_used() == 4);
     CHECK(r.kv_holds(own, 1));

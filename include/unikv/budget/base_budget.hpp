@@ -40,11 +40,10 @@ struct BaseBudget {
             const auto cut = cut_to_chunk(ask, page);
             if (!cut) return {chunk_refusal(), ask};
             const PoolCapacity full = v[Component::full];
-            const std::int64_t left = (full.free() + full.evictable()) * page - total_offset();
+            const std::int64_t left = full.tokens_in(full.free() + full.evictable()) - total_offset();
             const std::int64_t short_by = full_charge(*cut, page) - left;
             if (short_by <= 0) return {{}, *cut};
-            return {BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, Component::full,
-                                                            detail::ceil_div(short_by, page))),
+            return {BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, full.pages_for(short_by))),
                     *cut};
         }
         /// Nothing to prepare or reclaim: always fits. O(1).

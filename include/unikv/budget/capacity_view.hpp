@@ -29,6 +29,12 @@ public:
     [[nodiscard]] std::size_t page_bytes() const noexcept { return spec_->page_bytes; }
     /// Tokens per page (1 for Mamba).
     [[nodiscard]] std::int32_t page_tokens() const noexcept { return spec_->page_size; }
+    /// The tokens (Mamba: states) that `pages` pages of the pool hold. O(1).
+    [[nodiscard]] std::int64_t tokens_in(std::int64_t pages) const noexcept { return pages * spec_->page_size; }
+    /// The pages of the pool that hold `tokens` tokens (Mamba: states), rounded up. O(1).
+    [[nodiscard]] Pages pages_for(std::int64_t tokens) const noexcept {
+        return {component_, (tokens + spec_->page_size - 1) / spec_->page_size};
+    }
     /// Free pages now (`UnifiedAllocator::available_size`).
     [[nodiscard]] std::int64_t free() const;
     /// Free pages an allocation can reach: `free` plus the flushable holes compaction would hand over, within

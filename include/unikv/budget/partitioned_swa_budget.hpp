@@ -86,19 +86,18 @@ struct PartitionedSWABudget {
         // Tokens pool `c` can still give: its partition's room (the allocator counts the bound, and the holes
         // an allocation's compaction may flush), its evictable pages, minus its offset.
         [[nodiscard]] static std::int64_t left(const CapacityView& v, Component c, std::int64_t offset) {
-            return (v[c].schedulable() + v[c].evictable()) * v.page_tokens() - offset;
+            return v[c].tokens_in(v[c].schedulable() + v[c].evictable()) - offset;
         }
         [[nodiscard]] BudgetCheck fits(const CapacityView& v, std::int64_t full, std::int64_t swa) const {
-            const std::int32_t page = v.page_tokens();
             const std::int64_t full_short = full - left(v, Component::full, total_offset());
             if (full_short > 0) {
-                return BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, Component::full,
-                                                               detail::ceil_div(full_short, page)));
+                return BudgetCheck::refused(
+                    detail::refusal_of(v, RefusalCause::no_room, v[Component::full].pages_for(full_short)));
             }
             const std::int64_t swa_short = swa - left(v, Component::swa, swa_offset());
             if (swa_short > 0) {
-                return BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, Component::swa,
-                                                               detail::ceil_div(swa_short, page)));
+                return BudgetCheck::refused(
+                    detail::refusal_of(v, RefusalCause::no_room, v[Component::swa].pages_for(swa_short)));
             }
             return {};
         }

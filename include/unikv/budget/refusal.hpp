@@ -32,21 +32,21 @@ enum class RefusalCause : std::uint8_t {
     return "unknown";
 }
 
-/// Why a request was not admitted, in pages of `component` (Mamba: state slots), as seen when it was refused.
+/// Why a request was not admitted, in pages of the pool that fell short (Mamba: state slots), as seen when it was
+/// refused.
 /// The three breakdowns say where the missing pages are: reclaimable by eviction (unlocked tree data), held by
 /// in-flight transfers, or held by locks (running requests, pins, loads awaiting their ack).
 struct AdmissionRefusal {
     RefusalCause cause = RefusalCause::no_room;
-    /// The pool that fell short (FULL for `chunk_exhausted`).
-    Component component = Component::full;
-    /// Pages of `component` missing beyond what the budget can give (`chunk_exhausted`: 1).
-    std::int64_t pages_short = 0;
-    /// Pages of `component` that eviction could still free (the tree's evictable size).
+    /// The pool that fell short (FULL for `chunk_exhausted`) and its pages missing beyond what the budget can
+    /// give (`chunk_exhausted`: 1; `loading`: 0). The counts below are in pages of `missing.component`.
+    Pages missing{};
+    /// Pages that eviction could still free (the tree's evictable size).
     std::int64_t pages_reclaimable = 0;
-    /// Pages (in `component`'s page bytes) that transfers hold: unbound reservation pages of loads in flight,
+    /// Pages (in the short pool's page bytes) that transfers hold: unbound reservation pages of loads in flight,
     /// and the holes of the other pools while moves are blocked, which compaction would otherwise return.
     std::int64_t pages_in_flight = 0;
-    /// Pages of `component` held by locks (the tree's protected size).
+    /// Pages held by locks (the tree's protected size).
     std::int64_t pages_locked = 0;
 
     friend constexpr bool operator==(const AdmissionRefusal&, const AdmissionRefusal&) = default;
@@ -57,8 +57,8 @@ struct AdmissionRefusal {
 [[nodiscard]] inline std::string to_string(const AdmissionRefusal& r) {
     std::string out = to_string(r.cause);
     out += ": ";
-    out += to_string(r.component);
-    out += " short by " + std::to_string(r.pages_short) + " pages (reclaimable " +
+    out += to_string(r.missing.component);
+    out += " short by " + std::to_string(r.missing.count) + " pages (reclaimable " +
            std::to_string(r.pages_reclaimable) + ", in flight " + std::to_string(r.pages_in_flight) + ", locked " +
            std::to_string(r.pages_locked) + ")";
     return out;

@@ -100,7 +100,7 @@ inline Admission refused(const AdmissionRefusal& why) {
 
 // An earlier load in flight copies `c` of the prefix: nothing is short, the request waits for its ack.
 inline Admission refused_while_loading(Component c) {
-    return refused({.cause = RefusalCause::loading, .component = c});
+    return refused({.cause = RefusalCause::loading, .missing = {c, 0}});
 }
 
 }  // namespace detail
@@ -157,8 +157,8 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
         using Status = typename std::remove_cvref_t<decltype(start)>::Status;
         if (start.status == Status::loading) return detail::refused_while_loading(Component::full);
         if (!start && start.status != Status::device_hit) {
-            return detail::refused(detail::refusal_of(cache.capacity(), RefusalCause::load_back_short,
-                                                      start.failure.component, start.failure.pages_short));
+            return detail::refused(
+                detail::refusal_of(cache.capacity(), RefusalCause::load_back_short, start.failure.missing));
         }
         load_id = start.id;
     }

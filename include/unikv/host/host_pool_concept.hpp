@@ -77,13 +77,11 @@ enum class HostShortfall : std::uint8_t {
 
 /// The outcome of a host allocation batch. On failure nothing was allocated and nothing moved.
 struct [[nodiscard]] HostAllocResult {
-    /// The component that fell short (meaningful on failure).
-    Component component = Component::full;
-    /// Pages of `component` missing on failure; 0 on success.
-    std::int32_t pages_short = 0;
+    /// The pages missing of the component that fell short (a count of 0 on success).
+    Pages missing{};
     /// Why it failed; `none` on success.
     HostShortfall shortfall = HostShortfall::none;
-    explicit operator bool() const noexcept { return pages_short == 0; }
+    explicit operator bool() const noexcept { return shortfall == HostShortfall::none; }
 };
 
 /// Has `impl(B&, const ArenaSpec&, const HostConfig&, B::stream_ref)`.

@@ -31,12 +31,11 @@ enum class Shortfall : std::uint8_t {
 /// how many pages, so admission can report (and evict) exactly what is missing.
 struct [[nodiscard]] AllocResult {
     Shortfall shortfall = Shortfall::none;
-    Component component = Component::full;  ///< the pool that fell short (meaningful on failure)
-    /// Pages of `component` missing (0 on success): with `virtual_ids`, the ids beyond the free ones; with
-    /// `room`, the pages that do not fit even after every compaction; with `moves_blocked`, the pages that do
-    /// not fit without moving any page; with `partition`, the pages past the pool's bound. The other
-    /// components' demands stay as asked when it is computed.
-    std::int64_t pages_short = 0;
+    /// The pages missing of the pool that fell short (a count of 0 on success): with `virtual_ids`, the ids
+    /// beyond the free ones; with `room`, the pages that do not fit even after every compaction; with
+    /// `moves_blocked`, the pages that do not fit without moving any page; with `partition`, the pages past the
+    /// pool's bound. The other components' demands stay as asked when it is computed.
+    Pages missing{};
     explicit constexpr operator bool() const noexcept { return shortfall == Shortfall::none; }
 };
 

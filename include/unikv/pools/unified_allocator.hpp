@@ -69,10 +69,8 @@ struct AllocatorOptions {
 struct [[nodiscard]] ReserveResult {
     Reservation reservation;
     Shortfall shortfall = Shortfall::none;
-    /// The pool that fell short (the one asked; meaningful on failure).
-    Component component = Component::swa;
-    /// Pages of `component` missing on failure (0 on success); see `AllocResult::pages_short`.
-    std::int64_t pages_short = 0;
+    /// The pages missing of the pool that fell short (a count of 0 on success); see `AllocResult::missing`.
+    Pages missing{};
     explicit operator bool() const noexcept { return shortfall == Shortfall::none; }
 };
 

@@ -56,9 +56,8 @@ struct LoadBackDestinations {
 
 /// Why `prepare_load_back` failed: the pool that stayed short once its relief freed nothing more, and by how much.
 struct LoadBackShortfall {
-    Component component = Component::full;
     Shortfall shortfall = Shortfall::none;
-    std::int64_t pages_short = 0;
+    Pages missing{};
 };
 
 /// The device allocations of one load-back (see the file comment). Move-only; must be committed or rolled back
@@ -117,8 +116,8 @@ private:
         return !dest_.full.empty() || !dest_.swa.empty() || dest_.state.is_valid();
     }
 
-    void fail(Component c, Shortfall s, std::int64_t pages) {
-        failure_ = LoadBackShortfall{.component = c, .shortfall = s, .pages_short = pages};
+    void fail(Shortfall s, Pages missing) {
+        failure_ = LoadBackShortfall{.shortfall = s, .missing = missing};
         rollback();
     }
 
@@ -169,7 +168,7 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
                 },
                 relieve);
             if (!r) {
-                ticket.fail(r.component, r.shortfall, r.pages_short);
+                ticket.fail(r.shortfall, r.missing);
                 return ticket;
             }
         }
@@ -187,7 +186,7 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
                     [&] { return alloc.alloc_physical(Component::swa, static_cast<std::int32_t>(swa_pages)); },
                     relieve);
                 if (!r) {
-                    ticket.fail(r.component, r.shortfall, r.pages_short);
+                    ticket.fail(r.shortfall, r.missing);
                     return ticket;
                 }
                 (void)(d.swa = std::move(r.reservation));  // nvcc: the assignment returns a [[nodiscard]] type
@@ -221,7 +220,7 @@ LoadBackTicket<Alloc> prepare_load_back(Alloc& alloc, std::span<const LoadBackSt
                     },
                     relieve);
                 if (!r) {
-                    ticket.fail(r.component, r.shortfall, r.pages_short);
+                    ticket.fail(r.shortfall, r.missing);
                     return ticket;
                 }
             }

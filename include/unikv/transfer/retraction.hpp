@@ -109,10 +109,8 @@ public:
     explicit operator bool() const noexcept { return live_; }
     /// Why `retract` failed (`none` for a live or empty backup).
     [[nodiscard]] RetractionFailure failure() const noexcept { return failure_; }
-    /// For `host_full`: the component the host pool was short of.
-    [[nodiscard]] Component short_component() const noexcept { return short_component_; }
-    /// For `host_full`: how many pages of `short_component()` were missing after the retry.
-    [[nodiscard]] std::int32_t pages_short() const noexcept { return pages_short_; }
+    /// For `host_full`: the host pages missing after the relief, of the component the host pool was short of.
+    [[nodiscard]] Pages missing() const noexcept { return missing_; }
 
     /// The host pages of component `c` (FULL: one per own page; SWA: one per window page), in order.
     [[nodiscard]] std::span<const HostPage> host(Component c) const noexcept { return host_[c]; }
@@ -141,8 +139,7 @@ private:
         host_ = std::exchange(o.host_, {});
         window_first_ = o.window_first_;
         failure_ = o.failure_;
-        short_component_ = o.short_component_;
-        pages_short_ = o.pages_short_;
+        missing_ = o.missing_;
         live_ = std::exchange(o.live_, false);
     }
     void clear() noexcept {
@@ -158,8 +155,7 @@ private:
     per_component<std::vector<HostPage>> host_{};
     std::int32_t window_first_ = 0;
     RetractionFailure failure_ = RetractionFailure::none;
-    Component short_component_ = Component::full;
-    std::int32_t pages_short_ = 0;
+    Pages missing_{};
     bool live_ = false;
 };
 

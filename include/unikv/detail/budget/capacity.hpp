@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 #include <unikv/budget/capacity_view.hpp>
 #include <unikv/budget/refusal.hpp>
@@ -29,9 +28,9 @@ namespace unikv::detail {
     return std::max<std::int64_t>(extend - window, 0) + std::min<std::int64_t>(extend + max_new, window) + page;
 }
 
-// The refusal of `c`, short by `pages`, with the breakdown as the cache stands. O(pools).
-[[nodiscard]] inline AdmissionRefusal refusal_of(const CapacityView& v, RefusalCause cause, Component c,
-                                                 std::int64_t pages) {
+// The refusal for `missing`, with the breakdown as the cache stands. O(pools).
+[[nodiscard]] inline AdmissionRefusal refusal_of(const CapacityView& v, RefusalCause cause, Pages missing) {
+    const Component c = missing.component;
     std::size_t held_bytes = 0;
     for (Component p : all_components) {
         std::int64_t held = v[p].in_flight();
@@ -39,8 +38,7 @@ namespace unikv::detail {
         held_bytes += static_cast<std::size_t>(held) * v[p].page_bytes();
     }
     return {.cause = cause,
-            .component = c,
-            .pages_short = pages,
+            .missing = missing,
             .pages_reclaimable = v[c].evictable(),
             .pages_in_flight = static_cast<std::int64_t>(held_bytes / v[c].page_bytes()),
             .pages_locked = v[c].locked()};
@@ -48,8 +46,7 @@ namespace unikv::detail {
 
 // The pool of `d` (among `pools`) whose demand alone must shrink the least for `d` to fit, and by how much:
 // a binary search over `can_reserve`, O(pools * log pages) capacity queries (each O(pools) or a memo hit).
-[[nodiscard]] inline std::pair<Component, std::int64_t> least_shortfall(const CapacityView& v, const CapacityDemand& d,
-                                                                        ComponentMask pools) {
+[[nodiscard]] inline Pages least_shortfall(const CapacityView& v, const CapacityDemand& d, ComponentMask pools) {
     Component best = Component::full;
     std::int64_t best_short = -1;
     for (Component c : all_components) {
@@ -103,8 +100,7 @@ namespace unikv::detail {
         }
     }
     if (v.can_reserve(d)) return {};
-    const auto [c, pages] = least_shortfall(v, d, pools);
-    return BudgetCheck::refused(refusal_of(v, RefusalCause::no_room, c, pages));
+    return BudgetCheck::refused(refusal_of(v, RefusalCause::no_room, least_shortfall(v, d, pools)));
 }
 
 }  // namespace unikv::detail

@@ -68,9 +68,9 @@ private:
     // Pages of each pool for FULL `full` and SWA `swa` tokens and `states` states, offsets included.
     [[nodiscard]] CapacityDemand demand(const CapacityView& v, std::int64_t full, std::int64_t swa,
                                         std::int64_t states) const {
-        const std::int32_t page = v.page_tokens();
-        CapacityDemand d{.full = ceil_div(full + total_offset(), page), .swa = ceil_div(swa + swa_offset(), page)};
-        if constexpr (has_mamba_) d.mamba = states + state_offset();
+        CapacityDemand d{.full = v[Component::full].pages_for(full + total_offset()).count,
+                         .swa = v[Component::swa].pages_for(swa + swa_offset()).count};
+        if constexpr (has_mamba_) d.mamba = v[Component::mamba].pages_for(states + state_offset()).count;
         return d;
     }
 };

@@ -43,7 +43,7 @@ protected:
     }
     [[nodiscard]] static BudgetCheck chunk_refusal() noexcept {
         return BudgetCheck::refused(
-            {.cause = RefusalCause::chunk_exhausted, .component = Component::full, .pages_short = 1});
+            {.cause = RefusalCause::chunk_exhausted, .missing = {Component::full, 1}});
     }
     // FULL tokens an admission charges (reference `reserve`): its extension page-rounded, one page, its decode.
     [[nodiscard]] static std::int64_t full_charge(const PrefillAsk& a, std::int32_t page) noexcept {

@@ -113,7 +113,7 @@ void CacheCore<P>::free_host(const HostActions& work) {
 
 template <class P>
 void CacheCore<P>::prefix_rows(NodeRef node, std::span<VirtualToken> out) {
-    const PageSize page{alloc_.spec()[Component::full].page_size};
+    const PageSize page{page_size(Component::full)};
     prefix_pages_.resize(out.size() / static_cast<std::size_t>(page.tokens) + 1);
     const std::size_t pages = tree_.prefix_pages(node, prefix_pages_);
     UNIKV_EXPECTS(out.size() >= pages * static_cast<std::size_t>(page.tokens), "prefix_rows: ", out.size(),
@@ -143,10 +143,10 @@ CacheInsert CacheCore<P>::finish(TokenKey tokens, std::span<const VirtualToken> 
                              const FinishOptions& options) {
     UNIKV_EXPECTS(tokens.tokens.size() >= rows.size(), "finish: ", rows.size(), " rows for ", tokens.tokens.size(),
                   " tokens; give the tokens the rows hold");
-    const PageSize page_size{alloc_.spec()[Component::full].page_size};
-    const auto page = static_cast<std::size_t>(page_size.tokens);
+    const PageSize full_page{page_size(Component::full)};
+    const auto page = static_cast<std::size_t>(full_page.tokens);
     finish_pages_.clear();
-    for (std::size_t t = 0; t < rows.size(); t += page) finish_pages_.push_back(page_of(rows[t], page_size));
+    for (std::size_t t = 0; t < rows.size(); t += page) finish_pages_.push_back(page_of(rows[t], full_page));
     const std::size_t whole_pages = rows.size() / page;
     const std::size_t whole = whole_pages * page;
     const bool state_to_tree = whole == rows.size() && whole > 0;

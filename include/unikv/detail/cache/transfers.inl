@@ -56,7 +56,7 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
         return {.status = LoadBackStart::Status::loading};  // an earlier load copies part of it: wait for its ack
     }
     const auto relief = [&](const auto& r) {  // an AllocResult or a ReserveResult
-        return relieve({.shortfall = r.shortfall, .component = r.component, .pages_short = r.pages_short});
+        return relieve({.shortfall = r.shortfall, .missing = r.missing});
     };
     LoadBackTicket ticket = prepare_load_back(alloc_, std::span<const LoadBackStep>(plan_), relief);
     // A failed ticket holds nothing; a successful one is committed below, or rolled back if queueing throws.
@@ -297,11 +297,11 @@ void CacheCore<P>::settle_writes() {
 // ---- eviction --------------------------------------------------------------------------------------------
 
 template <class P>
-typename CacheCore<P>::WriteBackRun CacheCore<P>::start_evict(Component component, std::int64_t amount) {
+typename CacheCore<P>::WriteBackRun CacheCore<P>::start_evict(Pages pages) {
     const EvictBackups mode = backs_up_on_evict(host_writes_) ? EvictBackups::on : EvictBackups::off;
-    EvictResult result = tree_.evict(component, amount, {.write_back = mode});
+    EvictResult result = tree_.evict(pages.component, tree_units(pages), {.write_back = mode});
     WriteBackRun run(exec_.execute(alloc_, result));
-    run.freed_ = result.device_freed;
+    run.pages_freed_ = pages_of(result.device_freed);
     free_host(run.work_);  // first: the room it gives back may take a backup
     // Every ticket is in `writes_` before its copy is queued, so a throw leaves none unrecorded; the run is open
     // (no `writing_check`) as long as any backup waits to be recorded by `finish_evict`.
@@ -346,7 +346,7 @@ typename CacheCore<P>::WriteBackRun CacheCore<P>::start_evict(Component componen
 template <class P>
 Eviction CacheCore<P>::finish_evict(WriteBackRun&& run) {
     WriteBackRun done = std::move(run);
-    Eviction out{.freed = done.freed_};
+    Eviction out{.pages_freed = done.pages_freed_};
     open_backups_ = 0;
     // Only a write-back policy asks for backups, and it queues no write-throughs: the lane holds backups alone.
     const bool backups_run = backs_up_on_evict(host_writes_);
@@ -363,16 +363,17 @@ Eviction CacheCore<P>::finish_evict(WriteBackRun&& run) {
     for (Ticket& b : backups) {
         ++(b.host_pages.empty() ? out.dropped : out.backed_up);
         EvictResult follow = tree_.finish_backup(b.node, b.component, b.host_pages);
-        for (Component c : all_components) out.freed[c] += follow.device_freed[c];
+        const per_component<std::int64_t> freed = pages_of(follow.device_freed);
+        for (Component c : all_components) out.pages_freed[c] += freed[c];
         run_actions(follow);
     }
     return out;
 }
 
 template <class P>
-std::int64_t CacheCore<P>::evict_host(Component component, std::int64_t amount) {
-    EvictResult result = tree_.evict_host(component, amount);
-    const std::int64_t freed = result.host_freed_of(component);
+Pages CacheCore<P>::evict_host(Pages pages) {
+    EvictResult result = tree_.evict_host(pages.component, tree_units(pages));
+    const Pages freed{pages.component, pages_of(result.host_freed)[pages.component]};
     run_actions(result);
     return freed;
 }

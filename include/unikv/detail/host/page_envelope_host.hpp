@@ -134,8 +134,7 @@ private:
     // `bottom_mark` / `top_mark` and with the holes given; on failure, the side short and by how much.
     struct fit {
         bool ok = true;
-        Component component = Component::full;
-        std::int32_t pages_short = 0;
+        Pages missing{};
     };
     [[nodiscard]] fit fits(std::int32_t need_bottom, std::int32_t need_top, bool packed) const noexcept;
     // The lowest byte the top side's pages reach with its mark at `top_mark` (the arena's end when empty).

@@ -70,12 +70,12 @@ auto page_envelope_host_impl<B, L, Sides...>::fits(std::int32_t need_bottom, std
     if (top_.present && grow_top > 0) {
         const std::size_t below = bottom_.present ? static_cast<std::size_t>(bottom_mark) * bottom_.page_bytes : 0;
         const std::int32_t room = std::max(0, top_mark - static_cast<std::int32_t>(ceil_div(below, top_.page_bytes)));
-        if (grow_top > room) return {.ok = false, .component = top_.component, .pages_short = grow_top - room};
+        if (grow_top > room) return {.ok = false, .missing = {top_.component, grow_top - room}};
     }
     if (bottom_.present && grow_bottom > 0) {
         const std::int32_t grown_top = top_.present ? top_mark - grow_top : 0;
         const auto room = static_cast<std::int32_t>(top_edge_bytes(grown_top) / bottom_.page_bytes) - bottom_mark;
-        if (grow_bottom > room) return {.ok = false, .component = bottom_.component, .pages_short = grow_bottom - room};
+        if (grow_bottom > room) return {.ok = false, .missing = {bottom_.component, grow_bottom - room}};
     }
     return {};
 }
@@ -86,17 +86,17 @@ HostAllocResult page_envelope_host_impl<B, L, Sides...>::alloc(std::span<const H
     for (const HostRequest& r : batch) need[r.component] += static_cast<std::int32_t>(r.out.size());
     for (Component c : all_components) {
         if (need[c] > 0 && side_of(c) == nullptr) {
-            return {.component = c, .pages_short = need[c], .shortfall = HostShortfall::capacity};
+            return {.missing = {c, need[c]}, .shortfall = HostShortfall::capacity};
         }
     }
     const std::int32_t need_bottom = bottom_.present ? need[bottom_.component] : 0;
     const std::int32_t need_top = top_.present ? need[top_.component] : 0;
     if (const fit now = fits(need_bottom, need_top, false); !now.ok) {
         if (const fit packed = fits(need_bottom, need_top, true); !packed.ok) {
-            return {.component = packed.component, .pages_short = packed.pages_short, .shortfall = HostShortfall::capacity};
+            return {.missing = packed.missing, .shortfall = HostShortfall::capacity};
         }
         if (!compact()) {
-            return {.component = now.component, .pages_short = now.pages_short, .shortfall = HostShortfall::leased};
+            return {.missing = now.missing, .shortfall = HostShortfall::leased};
         }
     }
     for (const HostRequest& r : batch) {

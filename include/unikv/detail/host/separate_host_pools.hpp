@@ -87,7 +87,7 @@ public:
         for (const HostRequest& r : batch) need[r.component] += static_cast<std::int32_t>(r.out.size());
         for (Component c : all_components) {
             if (need[c] > available(c)) {
-                return {.component = c, .pages_short = need[c] - available(c), .shortfall = HostShortfall::capacity};
+                return {.missing = {c, need[c] - available(c)}, .shortfall = HostShortfall::capacity};
             }
         }
         for (const HostRequest& r : batch) {

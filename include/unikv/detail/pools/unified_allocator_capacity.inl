@@ -230,7 +230,7 @@ bool UnifiedAllocator<L, B>::covered_by_holes(const CapacityDemand& d) const noe
 
 template <class L, class B>
 AllocResult UnifiedAllocator<L, B>::relieve(const CapacityDemand& d) {
-    if (const auto [c, past] = past_bound(d); past > 0) return {Shortfall::partition, c, past};
+    if (const auto [c, past] = past_bound(d); past > 0) return {Shortfall::partition, {c, past}};
     if (covered_by_holes(d)) return {};
     if (fits(d, {}, Blockers::honoured)) return {};
     return with_moves([&](auto& ctx) -> AllocResult {
@@ -289,16 +289,16 @@ AllocResult UnifiedAllocator<L, B>::shortfall_of(const CapacityDemand& d) const 
         return lo;
     };
     if (const std::int64_t ids = pool<down_index>().core().free_ids(); d.full > ids) {
-        return {Shortfall::virtual_ids, Component::full, d.full - ids};
+        return {Shortfall::virtual_ids, {Component::full, d.full - ids}};
     }
     if constexpr (has_mamba) {
         if (const std::int64_t ids = pool<mamba_index>().core().free_ids(); d.mamba > ids) {
-            return {Shortfall::virtual_ids, Component::mamba, d.mamba - ids};
+            return {Shortfall::virtual_ids, {Component::mamba, d.mamba - ids}};
         }
     }
     const relief_plan unblocked = relief_for(d, Blockers::ignored);
-    if (fits(d, unblocked, Blockers::ignored)) return {Shortfall::moves_blocked, short_pool, missing({}, Blockers::honoured)};
-    return {Shortfall::room, short_pool, missing(unblocked, Blockers::ignored)};
+    if (fits(d, unblocked, Blockers::ignored)) return {Shortfall::moves_blocked, {short_pool, missing({}, Blockers::honoured)}};
+    return {Shortfall::room, {short_pool, missing(unblocked, Blockers::ignored)}};
 }
 
 template <class L, class B>

@@ -63,7 +63,7 @@ ReserveResult UnifiedAllocator<L, B>::alloc_physical(Component c, std::int32_t p
         }
         auto& swa = pool<swa_index>();
         UNIKV_EXPECTS(pages >= 1 && pages <= swa.core().spec().num_pages, "cannot reserve ", pages, " pages");
-        if (AllocResult r = relieve(CapacityDemand{.swa = pages}); !r) return {Reservation{}, r.shortfall, r.component, r.pages_short};
+        if (AllocResult r = relieve(CapacityDemand{.swa = pages}); !r) return {Reservation{}, r.shortfall, r.missing};
         const std::uint32_t slot = registry_->open(Component::swa);
         std::vector<PhysicalPage>& out = registry_->slot(slot).pages;
         handed_.clear();

@@ -18,11 +18,10 @@ struct retraction_access {
         b.window_first_ = window_first;
         b.live_ = true;
     }
-    static RetractionBackup failed(RetractionFailure why, Component c = Component::full, std::int32_t pages = 0) {
+    static RetractionBackup failed(RetractionFailure why, Pages missing = {}) {
         RetractionBackup b;
         b.failure_ = why;
-        b.short_component_ = c;
-        b.pages_short_ = pages;
+        b.missing_ = missing;
         return b;
     }
 };
@@ -101,7 +100,7 @@ RetractionBackup retract(UnifiedAllocator<L, B>& alloc, HostPools& host, Transfe
                                      {Component::swa, pages[Component::swa]}};
         const std::span<const HostRequest> asked(batch, UnifiedAllocator<L, B>::has_swa ? 2 : 1);
         const HostAllocResult got = detail::with_relief([&] { return host.alloc(asked); }, relieve_host);
-        if (!got) return access::failed(RetractionFailure::host_full, got.component, got.pages_short);
+        if (!got) return access::failed(RetractionFailure::host_full, got.missing);
         access::make_live(backup, w.first);
         try {
             ctl.queue_write(alloc, detail::retraction_transfer(request, w, pages), std::move(tag));
