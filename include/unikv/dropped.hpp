@@ -5,7 +5,9 @@
 /// retraction backup neither restored nor discarded, a load-back ticket neither committed nor rolled back. Each
 /// is a caller bug that would leak capacity silently, so the library reports every one of them through one
 /// process-wide handler. The default handler prints a line to stderr naming what was dropped and, when
-/// `UNIKV_ASSERT` is enabled, aborts; tests install their own handler to count reports without aborting.
+/// `UNIKV_ASSERT` is enabled, aborts, unless an exception is propagating: a result dropped while the stack
+/// unwinds was dropped by that error (a misuse found while an action list drains, say), and the exception is
+/// the report that must reach the caller. Tests install their own handler to count reports without aborting.
 ///
 /// Only the five results themselves report (`detail::DropReport` befriends them), so user code cannot
 /// inject reports. What happens to the dropped resources is the result's own business (see `Dropped`).
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include <unikv/config.hpp>
 
@@ -65,9 +68,11 @@ class reservation_registry;
 }
 
 inline void default_dropped_handler(Dropped what) noexcept {
-    std::fprintf(stderr, "unikv: %s\n", dropped_message(what));
+    const bool unwinding = std::uncaught_exceptions() > 0;
+    std::fprintf(stderr, "unikv: %s%s\n", dropped_message(what),
+                 unwinding ? " (by an exception, which goes on to the caller)" : "");
 #if UNIKV_ASSERTS_ENABLED
-    std::abort();
+    if (!unwinding) std::abort();
 #endif
 }
 

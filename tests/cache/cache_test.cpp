@@ -500,6 +500,60 @@ TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
     CHECK(e.broken() == "");
 }
 
+TEST_CASE("a request's free of a page the tree holds, or of a page freed already, throws naming it; nothing changes") {
+    Engine<Policies> e;
+    // A caches 12 rows (three pages); B matches them and extends by two pages of its own.
+    Request a{.tokens = tokens(100, 12)};
+    LockReceipt a_lock = e.start(a, e.cache->match(a.key(12)));
+    e.extend(a, 12);
+    (void)e.finish(a, std::move(a_lock));
+    Request b{.tokens = a.tokens};
+    for (TokenId t : tokens(700, 8)) b.tokens.push_back(t);
+    LockReceipt b_lock = e.start(b, e.cache->match(b.key(20)));
+    REQUIRE(b.prefix == 12);
+    e.extend(b, 20);
+    const std::vector<VirtualPage> prefix = b.pages(0, 12);
+    const std::vector<VirtualPage> own = b.pages(12, 20);
+    const auto held = [&](VirtualPage p) {
+        return doctest::Contains(("virtual page " + std::to_string(p.value()) + " is held by the tree").c_str());
+    };
+    const auto unchanged = [&] {
+        CHECK(e.broken() == "");
+        CHECK(e.cache->allocator().live_pages(Component::full) == 5);
+        CHECK(e.cache->allocator().live_pages(Component::swa) == 5);
+        CHECK(e.holds(b, Component::full, 0, 20));
+        CHECK(e.holds(b, Component::swa, 0, 20));
+    };
+    unchanged();
+    // Each free path refuses a page of the cached prefix: freeing it would let another request take the page
+    // under the node, and tombstoning its SWA rows (sliding the window over the prefix) would serve the sink.
+    CHECK_THROWS_WITH_AS(e.cache->free(std::span(prefix).first(1)), held(prefix[0]), logic_error);
+    CHECK_THROWS_WITH_AS(e.cache->free_swa(std::span(prefix).last(1)), held(prefix[2]), logic_error);
+    CHECK_THROWS_WITH_AS(e.cache->allocator().free_full(std::span(prefix).subspan(1, 1)), held(prefix[1]),
+                         logic_error);
+    // A list with the request's own page first and a held page after it frees neither.
+    const VirtualPage mixed[] = {own[1], prefix[2]};
+    CHECK_THROWS_WITH_AS(e.cache->free(mixed), held(prefix[2]), logic_error);
+    unchanged();
+    // A page freed twice: the second free throws naming it.
+    std::vector<VirtualPage> spare(1);
+    REQUIRE(e.cache->allocator().alloc(spare));
+    e.cache->free(spare);
+    const std::string twice = "unikv: free: virtual page " + std::to_string(spare[0].value()) + " is not allocated";
+    CHECK_THROWS_WITH_AS(e.cache->free(spare), twice.c_str(), logic_error);
+    unchanged();
+    // B finishes as usual; a fresh request then reads every row of the shared prefix and of B's pages.
+    (void)e.finish(b, std::move(b_lock));
+    CHECK(e.broken() == "");
+    Request c{.tokens = b.tokens};
+    LockReceipt c_lock = e.start(c, e.cache->match(c.key(20)));
+    CHECK(c.prefix == 20);
+    CHECK(e.holds(c, Component::full, 0, 20));
+    CHECK(e.holds(c, Component::swa, 0, 20));
+    e.cache->unlock(std::move(c_lock));
+    CHECK(e.broken() == "");
+}
+
 TEST_CASE("prefix_rows, alloc_rows and finish carry admitted requests from their prefix to the tree, row-exact") {
     Engine<Policies> e;
     e.cache->begin_step({});

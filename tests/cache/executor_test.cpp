@@ -1,9 +1,11 @@
 // The executor's hand-back: backups and host frees come back to the caller as `HostActions`, the device frees
 // after a backup wait until `complete` (a backup reads its rows before they are freed), and a `HostActions`
 // dropped before `complete` is reported like an unexecuted action list. Write-throughs come back too, without
-// holding the device actions (their rows stay).
+// holding the device actions (their rows stay). A misuse met while a list drains reaches the caller.
 
 #include <atomic>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "cache_support.hpp"
@@ -159,5 +161,22 @@ TEST_CASE("a HostActions dropped before complete is reported") {
         CHECK(host.empty());
     }
     CHECK(reports == 1);
+    (void)set_dropped_handler(previous);
+}
+
+TEST_CASE("a misuse found while an action list drains reaches the caller as that misuse, under the default handler") {
+    // A bare allocator knows nothing of the tree, so the engine's free of a cached page goes through here (the
+    // cache refuses it: `Holder`); the tree's eviction then meets a page that is no longer allocated. The list
+    // it was executing unwinds with the exception: the default handler (aborting under assertions) lets the
+    // misuse go on to the caller instead of ending the process with "an action list was dropped".
+    const DroppedHandler previous = set_dropped_handler(&detail::default_dropped_handler);
+    Scene sc;
+    sc.s.alloc.free(std::span(sc.pages).first(1));
+    const auto evict_all = [&] {
+        EvictResult ev = sc.s.tree.evict(Component::full, 3 * page_size);
+        sc.s.execute(ev);
+    };
+    const std::string lost = "virtual page " + std::to_string(sc.pages[0].value()) + " is not allocated";
+    CHECK_THROWS_WITH_AS(evict_all(), doctest::Contains(lost.c_str()), logic_error);
     (void)set_dropped_handler(previous);
 }

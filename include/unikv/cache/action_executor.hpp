@@ -35,6 +35,7 @@
 
 #include <unikv/error.hpp>
 #include <unikv/ids.hpp>
+#include <unikv/pools/results.hpp>
 #include <unikv/tree/actions.hpp>
 #include <unikv/tree/results.hpp>
 
@@ -149,13 +150,13 @@ private:
     template <class Alloc>
     void run(Alloc& alloc, const TreeActions& list, const TreeAction& a) {
         switch (a.kind) {
-            case ActionKind::free_pages: alloc.free(list.pages(a)); break;
+            case ActionKind::free_pages: alloc.free(list.pages(a), Holder::tree); break;
             case ActionKind::free_swa:
-                if constexpr (Alloc::has_swa) alloc.free_swa(list.pages(a));
+                if constexpr (Alloc::has_swa) alloc.free_swa(list.pages(a), Holder::tree);
                 else detail::misuse("ActionExecutor::execute", "a free_swa action for an allocator without a Swa pool");
                 break;
             case ActionKind::free_states:
-                if constexpr (Alloc::has_mamba) alloc.free_state(list.states(a));
+                if constexpr (Alloc::has_mamba) alloc.free_state(list.states(a), Holder::tree);
                 else detail::misuse("ActionExecutor::execute", "a free_states action for an allocator without a Mamba pool");
                 break;
             case ActionKind::recover_swa_locked_full:

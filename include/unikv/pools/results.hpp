@@ -18,6 +18,14 @@ enum class FlushMode : std::uint8_t {
     opportunistic,  ///< a capped pass that stops before pages a running forward writes; cheap when idle
 };
 
+/// Who frees a page or a state slot. A request frees what it allocated and still owns; once the cache's tree
+/// holds a page (`UnifiedAllocator::hold`), only the tree's own action list frees it (`tree`), and a request's
+/// free of it is a misuse that throws with nothing changed.
+enum class Holder : std::uint8_t {
+    request,  ///< the engine, for a request's own pages (the default of every free)
+    tree,     ///< the tree's action list (and the cache's load leftovers): frees held pages, and releases the hold
+};
+
 /// Why an allocation or reservation failed.
 enum class Shortfall : std::uint8_t {
     none,           ///< it succeeded

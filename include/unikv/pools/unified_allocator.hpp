@@ -248,15 +248,41 @@ public:
     /// `last_locs[i] + 1`. `out.size()` must equal the batch size. O(batch).
     AllocResult alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out);
     /// Frees whole virtual pages: the SWA page where one is bound (tombstones are skipped), then the FULL page
-    /// and the id. Throws `logic_error` (nothing freed) for an id that is not allocated, listed twice, or
-    /// bound to an SWA page of a pending reservation. Lazy pools: O(n), no copy, no stream work.
-    void free(std::span<const VirtualPage> pages) { free_virtual<free_part::whole>(pages, "free"); }
-    /// Tombstones: frees only the SWA pages of `pages` (FULL stays live). Throws as `free`, and for an id
-    /// whose SWA entry already is a tombstone (never free a tombstone). Needs an SWA pool (compile time).
-    void free_swa(std::span<const VirtualPage> pages) { free_virtual<free_part::swa>(pages, "free_swa"); }
+    /// and the id. Throws `logic_error` (nothing freed) for an id that is not allocated, listed twice, bound to
+    /// an SWA page of a pending reservation, or, freed `by` a request, held by the tree (`hold`). A free `by`
+    /// the tree releases the hold. Lazy pools: O(n), no copy, no stream work.
+    void free(std::span<const VirtualPage> pages, Holder by = Holder::request) {
+        free_virtual<free_part::whole>(pages, by, "free");
+    }
+    /// Tombstones: frees only the SWA pages of `pages` (FULL stays live, and so does a hold). Throws as `free`,
+    /// and for an id whose SWA entry already is a tombstone (never free a tombstone). Needs an SWA pool (compile
+    /// time).
+    void free_swa(std::span<const VirtualPage> pages, Holder by = Holder::request) {
+        free_virtual<free_part::swa>(pages, by, "free_swa");
+    }
     /// Frees only the FULL pages (and ids) of `pages`, whose SWA entries must already be tombstones. Throws
     /// as `free`, and for an id that still has an SWA page.
-    void free_full(std::span<const VirtualPage> pages) { free_virtual<free_part::full>(pages, "free_full"); }
+    void free_full(std::span<const VirtualPage> pages, Holder by = Holder::request) {
+        free_virtual<free_part::full>(pages, by, "free_full");
+    }
+    /// Throws `logic_error` naming `call` and the page (nothing changes) unless every page of `pages` is
+    /// allocated: what the cache checks before its tree takes pages. O(n).
+    void expect_allocated(std::span<const VirtualPage> pages, const char* call) const;
+    /// Marks allocated `pages` as held by the cache's tree: from then on a request's `free`, `free_swa` or
+    /// `free_full` of one throws, and only a free by `Holder::tree` frees it (and releases the hold). Idempotent
+    /// for a page already held. Precondition (`expect_allocated`): every page is allocated. O(n).
+    void hold(std::span<const VirtualPage> pages) noexcept;
+    /// As `hold`, for Mamba state slots (`free_state`). Needs a Mamba pool.
+    void hold(std::span<const StateId> states) noexcept;
+    /// How the allocator sees virtual page `v`, for cross-checks (`Cache::verify`). O(1).
+    struct PageStatus {
+        bool allocated = false;  ///< a live FULL page
+        bool swa_bound = false;  ///< an SWA page is bound under it (not a tombstone)
+        bool held = false;       ///< held by the tree (`hold`)
+    };
+    [[nodiscard]] PageStatus status(VirtualPage v) const noexcept;
+    /// Pages held by the tree now (`hold`, less those freed by it). O(1).
+    [[nodiscard]] std::int64_t held_pages() const noexcept { return held_pages_; }
     /// Executes the tree's `recover_swa_locked_full` action: the SWA page bound under `incoming[i]` is rebound
     /// under `kept[i]` (no copy: only page-table writes, whose dirty chunks the next publish sends to the
     /// device mirror), and `incoming[i]` is left with an SWA tombstone (the action's later `free_pages` frees
@@ -266,8 +292,9 @@ public:
     void transfer_swa(std::span<const VirtualPage> kept, std::span<const VirtualPage> incoming);
     /// Allocates `out.size()` Mamba state slots. Needs a Mamba pool (compile time).
     AllocResult alloc_state(std::span<StateId> out);
-    /// Frees Mamba state slots. Throws for a slot that is not allocated or listed twice.
-    void free_state(std::span<const StateId> states);
+    /// Frees Mamba state slots. Throws for a slot that is not allocated, listed twice, or, freed `by` a request,
+    /// held by the tree (`hold`); a free `by` the tree releases the hold.
+    void free_state(std::span<const StateId> states, Holder by = Holder::request);
 
     // ---- translation (hot; allocation-free; unmapped, negative, out-of-range ids give the sink) -----------
     /// Physical FULL tokens of virtual tokens. Precondition: `out.size() >= in.size()`. O(n).
@@ -493,9 +520,9 @@ private:
     AllocResult bind_new_pages(std::span<Id> out);
     AllocResult alloc_pages(std::int32_t n);
     template <swa_entry E, repeat_marks M>
-    void check_virtual_pages(std::span<const VirtualPage> pages, const char* call);
+    void check_virtual_pages(std::span<const VirtualPage> pages, Holder by, const char* call);
     template <free_part P>
-    void free_virtual(std::span<const VirtualPage> pages, const char* call);
+    void free_virtual(std::span<const VirtualPage> pages, Holder by, const char* call);
     void check_last_loc(VirtualToken last, std::int32_t expected_offset, std::size_t request, const char* call) const;
     static void release_slot_pages(pools_t& pools, detail::reservation_registry& registry, std::uint32_t slot) noexcept;
     static void drop_reservation(void* owner, detail::reservation_registry& registry, std::uint32_t slot) noexcept;
@@ -520,6 +547,11 @@ private:
     std::vector<std::int32_t> move_src_;
     std::vector<std::int32_t> move_dst_;
     std::vector<std::uint8_t> marks_;  // per FULL virtual page (or Mamba id): seen in the current call
+    // Per id, what the tree holds: bit `held_page` for FULL virtual page ids, `held_state` for Mamba ids.
+    static constexpr std::uint8_t held_page = 1;
+    static constexpr std::uint8_t held_state = 2;
+    std::vector<std::uint8_t> held_;
+    std::int64_t held_pages_ = 0;
     std::uint64_t bytes_moved_ = 0;    // every move's envelopes so far (`bytes_moved()`)
     mutable std::array<std::array<memo_entry, component_count + 1>, 2> memo_{};
     CapacityDemand bounds_{};  // `bound_pages`: 0 is unbounded

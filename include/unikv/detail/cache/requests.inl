@@ -61,7 +61,13 @@ TreeConfig CacheCore<P>::tree_config(const CacheConfig& config, const HostWrites
 
 template <class P>
 CacheInsert CacheCore<P>::insert(TokenKey key, const InsertValues& values) {
+    alloc_.expect_allocated(values.pages, "insert");
     InsertResult r = tree_.insert(key, values);
+    // The tree holds the pages from now on; the duplicates it hands back are freed below by its own list.
+    alloc_.hold(values.pages);
+    if constexpr (has_mamba) {
+        if (values.state.is_valid()) alloc_.hold(std::span<const StateId>(&values.state, 1));
+    }
     CacheInsert out{.node = r.node, .prefix_length = r.prefix_length, .first_write = next_write_};
     HostActions work = exec_.execute(alloc_, r);
     free_host(work);
@@ -189,6 +195,34 @@ std::vector<std::string> CacheCore<P>::verify() const {
     std::vector<std::string> out = alloc_.verify();
     for (std::string& line : tree_.verify()) out.push_back("tree: " + std::move(line));
     for (std::string& line : host_.verify()) out.push_back("host: " + std::move(line));
+    // The tree against the allocator: each device page of a node is allocated, held, and named by one node; a
+    // node with SWA device data has its SWA rows bound. With no load or write-back run open, the tree holds
+    // exactly the pages it names (a load's destinations and a run's evicted rows are held off the nodes).
+    std::vector<std::uint8_t> seen;
+    std::int64_t named = 0;
+    for (const NodeRef node : tree_.nodes()) {
+        const NodeInfo info = tree_.node_info(node);
+        for (const VirtualPage page : info.pages) {
+            const auto status = alloc_.status(page);
+            const auto v = static_cast<std::size_t>(page.value());
+            if (v >= seen.size()) seen.resize(v + 1, 0);
+            const char* problem = !status.allocated ? "is not allocated"
+                                  : !status.held    ? "is not held by the tree"
+                                  : seen[v] != 0    ? "is named by two nodes"
+                                  : info.device[Component::swa] && !status.swa_bound ? "has no SWA rows bound"
+                                                                                     : nullptr;
+            if (problem != nullptr) {
+                out.push_back(detail::concat("cache: virtual page ", page.value(), " of the node at token ",
+                                             info.start, " ", problem));
+            }
+            seen[v] = 1;
+            ++named;
+        }
+    }
+    if (loads_.empty() && open_backups_ == 0 && named != alloc_.held_pages()) {
+        out.push_back(detail::concat("cache: the allocator holds ", alloc_.held_pages(), " pages for the tree, whose ",
+                                     "nodes name ", named));
+    }
     return out;
 }
 

@@ -87,6 +87,10 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
         throw;
     }
     LoadBackDestinations dest = ticket.commit();
+    alloc_.hold(dest.full);  // the tree's from now on: what it does not install comes back as leftovers
+    if constexpr (has_mamba) {
+        if (dest.state.is_valid()) alloc_.hold(std::span<const StateId>(&dest.state, 1));
+    }
     Ticket& t = loads_.emplace_back();
     t.tag = {.kind = CacheTag::Kind::load, .id = next_load_};
     t.node = node;
@@ -98,12 +102,12 @@ LoadBackStart CacheCore<P>::load_back(NodeRef node, LockReceipt& host, LockRecei
 
 template <class P>
 void CacheCore<P>::free_leftovers(const LoadLeftovers& left) {
-    if (!left.full.empty()) alloc_.free(left.full);
+    if (!left.full.empty()) alloc_.free(left.full, Holder::tree);
     if constexpr (allocator_type::has_swa) {
-        if (!left.swa.empty()) alloc_.free_swa(left.swa);
+        if (!left.swa.empty()) alloc_.free_swa(left.swa, Holder::tree);
     }
     if constexpr (allocator_type::has_mamba) {
-        if (left.state.is_valid()) alloc_.free_state(std::span<const StateId>(&left.state, 1));
+        if (left.state.is_valid()) alloc_.free_state(std::span<const StateId>(&left.state, 1), Holder::tree);
     }
 }
 

@@ -38,6 +38,7 @@ UnifiedAllocator<L, B>::UnifiedAllocator(B& backend, const ArenaConfig& config, 
     registry_->set_owner(pools_.get(), &drop_reservation);
     const std::int32_t ids = std::max(spec_[Component::full].num_pages, has_mamba ? spec_[Component::mamba].num_pages : 0);
     marks_.assign(static_cast<std::size_t>(ids) + 1, 0);
+    held_.assign(static_cast<std::size_t>(ids) + 1, 0);
     constexpr std::size_t warm = 256;  // scratch capacity reserved up front; grows once past it
     ids_.reserve(warm);
     handed_.reserve(warm);
@@ -239,7 +240,7 @@ AllocResult UnifiedAllocator<L, B>::alloc_decode(const DecodeBatch& batch, std::
 
 template <class L, class B>
 template <typename UnifiedAllocator<L, B>::swa_entry E, typename UnifiedAllocator<L, B>::repeat_marks M>
-void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pages, const char* call) {
+void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pages, Holder by, const char* call) {
     const PageTable& full = pool<full_index>().core().table();
     const bool track_repeats = pages.size() > 1;  // a single page cannot repeat: skip the marks (fast path)
     std::size_t marked = 0;
@@ -251,6 +252,10 @@ void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pa
         const std::int32_t v = page.value();
         if (v <= 0 || v >= full.num_virtual() || full.physical_of(v) <= 0) fail("virtual page ", v, " is not allocated");
         if (track_repeats && marks_[static_cast<std::size_t>(v)] != 0) fail("virtual page ", v, " is listed twice");
+        if (by == Holder::request && (held_[static_cast<std::size_t>(v)] & held_page) != 0) {
+            fail("virtual page ", v, " is held by the tree (a cached prefix): free only a request's own pages, and "
+                 "tombstone only their SWA rows");
+        }
         if constexpr (has_swa) {
             const detail::pool_core& swa = pool<swa_index>().core();
             const std::int32_t sp = swa.table().physical_of(v);
@@ -279,10 +284,10 @@ void UnifiedAllocator<L, B>::check_virtual_pages(std::span<const VirtualPage> pa
 
 template <class L, class B>
 template <typename UnifiedAllocator<L, B>::free_part P>
-void UnifiedAllocator<L, B>::free_virtual(std::span<const VirtualPage> pages, const char* call) {
+void UnifiedAllocator<L, B>::free_virtual(std::span<const VirtualPage> pages, Holder by, const char* call) {
     static_assert(P != free_part::swa || has_swa, "unikv: free_swa needs a layout with a Swa pool");
     constexpr swa_entry need = P == free_part::swa ? swa_entry::bound : P == free_part::full ? swa_entry::tombstone : swa_entry::any;
-    check_virtual_pages<need, repeat_marks::keep>(pages, call);
+    check_virtual_pages<need, repeat_marks::keep>(pages, by, call);
     auto& full = pool<full_index>();
     // Last to first: ids and holes are stacks, so the next allocation takes a freed row back in its order (a
     // request's rows stay ascending runs, which translation copies in bulk).
@@ -294,6 +299,9 @@ void UnifiedAllocator<L, B>::free_virtual(std::span<const VirtualPage> pages, co
             if (P == free_part::swa || swa.core().table().physical_of(v) > 0) swa.release_page(swa.core().release_bound(v));
         }
         if constexpr (P != free_part::swa) {
+            std::uint8_t& held = held_[static_cast<std::size_t>(v)];
+            held_pages_ -= held & held_page;
+            held = static_cast<std::uint8_t>(held & ~held_page);
             full.release_page(full.core().release_bound(v));
             full.core().push_id(v);
         }
@@ -319,8 +327,8 @@ void UnifiedAllocator<L, B>::transfer_swa(std::span<const VirtualPage> kept, std
         UNIKV_EXPECTS(kept.size() == incoming.size(), "transfer_swa: ", kept.size(), " kept pages but ",
                       incoming.size(), " incoming pages");
         // A kept page has an SWA tombstone and an incoming one an SWA page, so no id can be in both lists.
-        check_virtual_pages<swa_entry::tombstone, repeat_marks::clear>(kept, "transfer_swa (kept)");
-        check_virtual_pages<swa_entry::bound, repeat_marks::clear>(incoming, "transfer_swa (incoming)");
+        check_virtual_pages<swa_entry::tombstone, repeat_marks::clear>(kept, Holder::tree, "transfer_swa (kept)");
+        check_virtual_pages<swa_entry::bound, repeat_marks::clear>(incoming, Holder::tree, "transfer_swa (incoming)");
         detail::pool_core& swa = pool<swa_index>().core();
         for (std::size_t i = 0; i < kept.size(); ++i)
             swa.occupy_bound(swa.release_bound(incoming[i].value()), kept[i].value());
@@ -342,7 +350,43 @@ AllocResult UnifiedAllocator<L, B>::alloc_state(std::span<StateId> out) {
 }
 
 template <class L, class B>
-void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states) {
+void UnifiedAllocator<L, B>::expect_allocated(std::span<const VirtualPage> pages, const char* call) const {
+    const PageTable& full = pool<full_index>().core().table();
+    for (const VirtualPage page : pages) {
+        const std::int32_t v = page.value();
+        if (v <= 0 || v >= full.num_virtual() || full.physical_of(v) <= 0) {
+            detail::misuse(call, "virtual page ", v, " is not allocated");
+        }
+    }
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::hold(std::span<const VirtualPage> pages) noexcept {
+    for (const VirtualPage page : pages) {
+        std::uint8_t& held = held_[static_cast<std::size_t>(page.value())];
+        held_pages_ += (held & held_page) == 0 ? 1 : 0;
+        held |= held_page;
+    }
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::hold(std::span<const StateId> states) noexcept {
+    static_assert(has_mamba, "unikv: hold of states needs a layout with a Mamba pool");
+    for (const StateId id : states) held_[static_cast<std::size_t>(id.value())] |= held_state;
+}
+
+template <class L, class B>
+auto UnifiedAllocator<L, B>::status(VirtualPage page) const noexcept -> PageStatus {
+    const std::int32_t v = page.value();
+    const PageTable& full = pool<full_index>().core().table();
+    if (v <= 0 || v >= full.num_virtual()) return {};
+    PageStatus out{.allocated = full.physical_of(v) > 0, .held = (held_[static_cast<std::size_t>(v)] & held_page) != 0};
+    if constexpr (has_swa) out.swa_bound = pool<swa_index>().core().table().physical_of(v) > 0;
+    return out;
+}
+
+template <class L, class B>
+void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states, Holder by) {
     static_assert(has_mamba, "unikv: free_state needs a layout with a Mamba pool");
     auto& mamba = pool<mamba_index>();
     const PageTable& table = mamba.core().table();
@@ -351,7 +395,9 @@ void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states) {
         const std::int32_t v = id.value();
         const char* problem = v <= 0 || v >= table.num_virtual() || table.physical_of(v) <= 0 ? "is not allocated"
                               : marks_[static_cast<std::size_t>(v)] != 0                      ? "is listed twice"
-                                                                                             : nullptr;
+                              : by == Holder::request && (held_[static_cast<std::size_t>(v)] & held_state) != 0
+                                  ? "is held by the tree (a cached prefix): free only a request's own state"
+                                  : nullptr;
         if (problem != nullptr) {
             for (std::size_t j = 0; j < marked; ++j) marks_[static_cast<std::size_t>(states[j].value())] = 0;
             detail::misuse("free_state", "state slot ", v, " ", problem);
@@ -361,6 +407,7 @@ void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states) {
     }
     for (auto it = states.rbegin(); it != states.rend(); ++it) {  // last to first, as in `free`
         marks_[static_cast<std::size_t>(it->value())] = 0;
+        held_[static_cast<std::size_t>(it->value())] &= static_cast<std::uint8_t>(~held_state);
         mamba.release_page(mamba.core().release_bound(it->value()));
         mamba.core().push_id(it->value());
     }

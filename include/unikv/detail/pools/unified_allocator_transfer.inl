@@ -85,7 +85,7 @@ void UnifiedAllocator<L, B>::bind_swa(std::span<const VirtualPage> full_pages, c
     UNIKV_EXPECTS(first <= reserved.size() && full_pages.size() <= reserved.size() - first, "binding ", full_pages.size(),
                   " pages from index ", first, " of a reservation of ", reserved.size());
     auto& swa = pool<swa_index>().core();
-    check_virtual_pages<swa_entry::tombstone, repeat_marks::clear>(full_pages, "bind_swa");
+    check_virtual_pages<swa_entry::tombstone, repeat_marks::clear>(full_pages, Holder::tree, "bind_swa");
     for (std::size_t i = 0; i < full_pages.size(); ++i) {
         const std::int32_t p = reserved[first + i].value();
         const detail::page_state s = swa.state(p);
