@@ -299,9 +299,11 @@ void UnifiedAllocator<L, B>::free_virtual(std::span<const VirtualPage> pages, Ho
             if (P == free_part::swa || swa.core().table().physical_of(v) > 0) swa.release_page(swa.core().release_bound(v));
         }
         if constexpr (P != free_part::swa) {
-            std::uint8_t& held = held_[static_cast<std::size_t>(v)];
-            held_pages_ -= held & held_page;
-            held = static_cast<std::uint8_t>(held & ~held_page);
+            if (by == Holder::tree) {  // a request's free met no held page (checked above)
+                std::uint8_t& held = held_[static_cast<std::size_t>(v)];
+                held_pages_ -= held & held_page;
+                held = static_cast<std::uint8_t>(held & ~held_page);
+            }
             full.release_page(full.core().release_bound(v));
             full.core().push_id(v);
         }
@@ -407,7 +409,7 @@ void UnifiedAllocator<L, B>::free_state(std::span<const StateId> states, Holder 
     }
     for (auto it = states.rbegin(); it != states.rend(); ++it) {  // last to first, as in `free`
         marks_[static_cast<std::size_t>(it->value())] = 0;
-        held_[static_cast<std::size_t>(it->value())] &= static_cast<std::uint8_t>(~held_state);
+        if (by == Holder::tree) held_[static_cast<std::size_t>(it->value())] &= static_cast<std::uint8_t>(~held_state);
         mamba.release_page(mamba.core().release_bound(it->value()));
         mamba.core().push_id(it->value());
     }
