@@ -9,7 +9,9 @@ namespace unikv::detail {
 
 /// Owns one backend handle `Ref` (a non-owning view with an empty default value). `Release(ref)` runs once
 /// for a non-empty handle, when the owner is destroyed or assigned over; it must tolerate an empty `Ref`.
-/// A backend derives its owners from it and keeps their constructor from a `Ref` private.
+/// A backend derives its owners from it and keeps their constructor from a `Ref` private. Only an owner that
+/// lives on hands its view out: a temporary's (`stream_ref s = backend.make_stream();`) would dangle at the
+/// end of the statement, so that does not compile.
 template <class Ref, void (*Release)(const Ref&) noexcept>
 class owned_handle {
 public:
@@ -25,8 +27,16 @@ public:
     owned_handle& operator=(const owned_handle&) = delete;
     ~owned_handle() { Release(ref_); }
 
-    [[nodiscard]] Ref ref() const noexcept { return ref_; }
-    operator Ref() const noexcept { return ref_; }  // NOLINT: an owner converts to its view
+    [[nodiscard]] Ref ref() const& noexcept { return ref_; }
+    Ref ref() const&& = delete;
+    operator Ref() const& noexcept { return ref_; }  // NOLINT: an owner converts to its view
+    operator Ref() const&& = delete;
+    /// Blocks the host until the work queued before the call has executed (the view's `synchronize`).
+    void synchronize() const
+        requires requires(const Ref& r) { r.synchronize(); }
+    {
+        ref_.synchronize();
+    }
 
 protected:
     explicit owned_handle(Ref r) noexcept : ref_(std::move(r)) {}
