@@ -23,11 +23,28 @@ TEST_CASE("host bytes split in proportion to device bytes, by hand arithmetic") 
     CHECK(p[Component::swa] == 11);
     CHECK(p[Component::mamba] == 10);
 
-    // No weights: the same page count everywhere, 10000 / (128 + 256 + 96) = 20.
-    p = split_host_bytes(10000, spec, all, {});
-    CHECK(p[Component::full] == 20);
-    CHECK(p[Component::swa] == 20);
-    CHECK(p[Component::mamba] == 20);
+    // No weights: bytes per cached token, at 4 tokens per page and 64 tokens per state: FULL 128 * 64 / 4 =
+    // 2048, SWA 256 * 64 / 4 = 4096, Mamba 96 (W = 6240). 100000 bytes: FULL 32820 / 128 = 256 pages (1024
+    // tokens), SWA 65641 / 256 = 256 pages, Mamba 1538 / 96 = 16 states (one per 64 of those tokens).
+    REQUIRE(spec[Component::full].page_size == 4);
+    p = split_host_bytes(100000, spec, all, {}, 64);
+    CHECK(p[Component::full] == 256);
+    CHECK(p[Component::swa] == 256);
+    CHECK(p[Component::mamba] == 16);
+    // The default, a state per 256 tokens: FULL 8192, SWA 16384, Mamba 96 (W = 24672): FULL 259 pages, Mamba
+    // 4 states, where the former default (the same page count everywhere, a state per page) gave 100000 / 480
+    // = 208 of each.
+    p = split_host_bytes(100000, spec, all, {});
+    CHECK(p[Component::full] == 259);
+    CHECK(p[Component::mamba] == 4);
+    CHECK(split_host_bytes(100000, spec, all, {}, page_size)[Component::mamba] == 208);
+    // Too few bytes for one page of each pool: refused, naming the least total that gives each one.
+    CHECK_THROWS_WITH_AS(static_cast<void>(split_host_bytes(6000, spec, all, {}, 64)),
+                         "unikv: HostConfig: 6000 host bytes give the mamba host pool no page (96 bytes); give at "
+                         "least 6241 bytes, or weights (device_bytes) that leave each pool a page",
+                         unikv::logic_error);
+    CHECK(split_host_bytes(6241, spec, all, {}, 64)[Component::mamba] == 1);
+    CHECK(split_host_bytes(0, spec, all, {}, 64) == per_component<std::int32_t>{});  // no host tier: no pages
 
     // Only the layout's components share the bytes (FULL+SWA: 3:1 of 1024: 768 / 128 = 6, 256 / 256 = 1), and
     // a weight of a component outside the split is ignored.
@@ -48,6 +65,10 @@ TEST_CASE("explicit host page counts win over total bytes, and the envelope's si
     CHECK(host_arena_bytes(spec, comps, pages) == 3 * 128 + 2 * 256);
     CHECK(host_arena_bytes(spec, comps, {.total_bytes = 5000}) == 5000);
     CHECK_THROWS_AS(static_cast<void>(host_pages_for(spec, comps, {.pages = {{1, 1, 1}}})), unikv::logic_error);
+    CHECK_THROWS_WITH_AS(static_cast<void>(host_pages_for(spec, comps, {.pages = {{3, 0, 0}}})),
+                         doctest::Contains("gives the swa host pool no page"), unikv::logic_error);
+    CHECK_THROWS_WITH_AS(static_cast<void>(host_arena_bytes(spec, comps, {.total_bytes = 300})),
+                         doctest::Contains("give at least 384 bytes"), unikv::logic_error);
 
     // The separate pools take their capacity from the split.
     HostBackend backend{{.mode = ExecutionMode::manual}};

@@ -67,7 +67,8 @@ TEST_CASE_TEMPLATE("device pages copied to host pages through a lease and back i
     Fix<L> f(small_config(96 * 128));
     HostBackend::Stream host_stream = f.backend.make_stream();
     HostBackend::Stream transfer = f.backend.make_stream();
-    Host host(f.backend, f.alloc.spec(), {.total_bytes = 64 * 128}, host_stream);
+    // A state per page: the same page count for every pool.
+    Host host(f.backend, f.alloc.spec(), {.total_bytes = 64 * 128, .tokens_per_state = page_size}, host_stream);
 
     std::vector<VirtualPage> pages = f.alloc_kv(3);
     std::vector<StateId> states;

@@ -35,7 +35,8 @@ struct Driver {
     HostBackend::Stream stream = backend.make_stream();
     HostBackend::Stream transfer = backend.make_stream();
     ArenaSpec spec = spec_for<L>();
-    typename C::pool pool{backend, spec, {.total_bytes = 6000}, stream};
+    // A state per page: the same page count for every pool.
+    typename C::pool pool{backend, spec, {.total_bytes = 6000, .tokens_per_state = page_size}, stream};
     HostBackend::DeviceBuffer device = backend.allocate_device(64 * 256);
     std::mt19937_64 rng;
 

@@ -54,8 +54,12 @@ struct HostConfig {
     /// Host pages per component; when any is non-zero, these are the capacities and `total_bytes` is ignored.
     per_component<std::int32_t> pages{};
     /// Device bytes each component is expected to occupy, the weights of the split of `total_bytes`. All 0:
-    /// weight by page envelope bytes, so every component gets the same number of host pages.
+    /// weight by each component's bytes per cached token (FULL and SWA: page bytes over page tokens; Mamba: a
+    /// state over `tokens_per_state`), so the host holds about as many tokens of each.
     per_component<std::size_t> device_bytes{};
+    /// The cached tokens one Mamba state serves, for the default split: about one state (a checkpoint) per
+    /// cached turn of this length (measured: `docs/host.md`). The page size gives each pool the same page count.
+    std::int32_t tokens_per_state = 256;
     /// When device data gets its host copy (`WritePolicy::none` under `NoHostTier`).
     HostWrites write{};
     /// What the host tier is for.
