@@ -223,13 +223,20 @@ TEST_CASE("the base budget is available + evictable - offsets: pending decode to
                                               .missing = {Component::full, 2},
                                               .pages_reclaimable = 4,
                                               .pages_in_flight = 0,
-                                              .pages_locked = 0});
+                                              .pages_locked = 0,
+                                              .precharged = 8});
     CHECK(to_string(s.check.refusal) ==
-          "no room: full short by 2 pages (reclaimable 4, in flight 0, locked 0)");
+          "no room: full short by 2 pages (reclaimable 4, in flight 0, locked 0); 8 tokens pre-charged this step");
     // Each admission charges its extension, a page and its decode.
     budget.begin_step({.decode_tokens = 8});
     budget.reserve(r.cache.capacity(), {.extend = 5, .max_new = 3});
     CHECK(budget.total_offset() == 8 + 8 + 4 + 3);
+    // A step whose begin_step is skipped keeps what the last one charged, and the refusal names it.
+    const Selection stale = budget.check_prefill(r.cache.capacity(), fits);
+    REQUIRE_FALSE(stale);
+    CHECK(stale.check.refusal.precharged == 8 + 8 + 4 + 3);
+    budget.begin_step({});
+    CHECK(budget.check_prefill(r.cache.capacity(), fits));
 }
 
 TEST_CASE("a request beyond the chunk budget is cut to whole pages of it, and an exhausted chunk refuses") {
@@ -323,6 +330,27 @@ TEST_CASE("admission of a device hit pins nothing beyond the request's own lock 
     CHECK(r.cache.tree().protected_size(Component::full) == 12);
     r.cache.unlock(std::move(a.lock));
     CHECK(r.cache.tree().protected_size(Component::full) == 0);
+}
+
+TEST_CASE("a request that needs more FULL pages than the whole arena holds is refused as never fitting") {
+    Rig<SwaProbed> r(40, 16);
+    BudgetOf<SharedSWABudget, SwaProbed> budget;
+    budget.begin_step({});
+    const std::int64_t most = r.cache.capacity()[Component::full].most();
+    const auto prompt = Rig<SwaProbed>::key(100, static_cast<std::int32_t>(most));  // the whole arena of tokens
+    Probe::reset();
+    const Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 1});
+    REQUIRE_FALSE(a);
+    CHECK(a.refusal.cause == RefusalCause::never_fits);
+    CHECK(a.refusal.missing == Pages{Component::full, 1});
+    CHECK(to_string(a.refusal) == "never fits: full short by 1 pages with the whole arena free");
+    CHECK(Probe::matches == 0);  // told before any work
+    CHECK(budget.total_offset() == 0);
+    // Without its decode token it could fit an empty arena: refused for room, not as never fitting.
+    Admission b = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 0});
+    CHECK(b.refusal.cause != RefusalCause::never_fits);
+    if (b) r.cache.unlock(std::move(b.lock));
+    CHECK(r.broken().empty());
 }
 
 // Scenario 6: FULL resident and SWA on host (the load adds no FULL rows), a running 40-token request whose SWA

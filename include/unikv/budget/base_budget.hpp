@@ -43,7 +43,8 @@ struct BaseBudget {
             const std::int64_t left = full.tokens_in(full.free() + full.evictable()) - total_offset();
             const std::int64_t short_by = full_charge(*cut, page) - left;
             if (short_by <= 0) return {{}, *cut};
-            return {BudgetCheck::refused(detail::refusal_of(v, RefusalCause::no_room, full.pages_for(short_by))),
+            return {BudgetCheck::refused(
+                        detail::refusal_of(v, RefusalCause::no_room, full.pages_for(short_by), total_offset())),
                     *cut};
         }
         /// Nothing to prepare or reclaim: always fits. O(1).

@@ -35,6 +35,8 @@ public:
     [[nodiscard]] Pages pages_for(std::int64_t tokens) const noexcept {
         return {component_, (tokens + spec_->page_size - 1) / spec_->page_size};
     }
+    /// Pages the pool could hold with the whole arena its own (`SubPoolSpec::usable_pages`). O(1).
+    [[nodiscard]] std::int64_t most() const noexcept { return spec_->usable_pages(); }
     /// Free pages now (`UnifiedAllocator::available_size`).
     [[nodiscard]] std::int64_t free() const;
     /// Free pages an allocation can reach: `free` plus the flushable holes compaction would hand over, within

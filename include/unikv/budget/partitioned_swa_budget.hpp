@@ -91,13 +91,13 @@ struct PartitionedSWABudget {
         [[nodiscard]] BudgetCheck fits(const CapacityView& v, std::int64_t full, std::int64_t swa) const {
             const std::int64_t full_short = full - left(v, Component::full, total_offset());
             if (full_short > 0) {
-                return BudgetCheck::refused(
-                    detail::refusal_of(v, RefusalCause::no_room, v[Component::full].pages_for(full_short)));
+                return BudgetCheck::refused(detail::refusal_of(
+                    v, RefusalCause::no_room, v[Component::full].pages_for(full_short), total_offset()));
             }
             const std::int64_t swa_short = swa - left(v, Component::swa, swa_offset());
             if (swa_short > 0) {
                 return BudgetCheck::refused(
-                    detail::refusal_of(v, RefusalCause::no_room, v[Component::swa].pages_for(swa_short)));
+                    detail::refusal_of(v, RefusalCause::no_room, v[Component::swa].pages_for(swa_short), swa_offset()));
             }
             return {};
         }

@@ -19,15 +19,19 @@ enum class RefusalCause : std::uint8_t {
     /// an earlier load-back in flight copies part of the request's prefix: acknowledge it (`loading_check`) and
     /// admit again; no pages are missing
     loading,
+    /// the request's tokens need more pages than the pool holds even with the whole arena free: it can never be
+    /// admitted (shorten it, lower its `max_new_tokens`, or give the cache more memory)
+    never_fits,
 };
 
-/// "no room", "chunk exhausted", "load-back short" or "loading".
+/// "no room", "chunk exhausted", "load-back short", "loading" or "never fits".
 [[nodiscard]] constexpr const char* to_string(RefusalCause c) noexcept {
     switch (c) {
         case RefusalCause::no_room: return "no room";
         case RefusalCause::chunk_exhausted: return "chunk exhausted";
         case RefusalCause::load_back_short: return "load-back short";
         case RefusalCause::loading: return "loading";
+        case RefusalCause::never_fits: return "never fits";
     }
     return "unknown";
 }
@@ -49,18 +53,29 @@ struct AdmissionRefusal {
     /// Pages held by locks (the tree's protected size).
     std::int64_t pages_locked = 0;
 
+    /// Tokens of the short pool (Mamba: states) that the step charged before this request: the pending decode
+    /// tokens `begin_step` was given and the admissions since. A step whose `begin_step` was skipped keeps
+    /// charging, and this names it. 0 when nothing was pre-charged.
+    std::int64_t precharged = 0;
+
     friend constexpr bool operator==(const AdmissionRefusal&, const AdmissionRefusal&) = default;
 };
 
-/// One line for a scheduler's log, e.g. "no room: swa short by 3 pages (reclaimable 0, in flight 2, locked 10)".
-/// Allocates (cold path).
+/// One line for a scheduler's log, e.g. "no room: swa short by 3 pages (reclaimable 0, in flight 2, locked 10)",
+/// with "; 96 tokens pre-charged this step" when the step charged some, and "never fits: full short by 3 pages
+/// with the whole arena free" for a request no cache state admits. Allocates (cold path).
 [[nodiscard]] inline std::string to_string(const AdmissionRefusal& r) {
     std::string out = to_string(r.cause);
     out += ": ";
     out += to_string(r.missing.component);
-    out += " short by " + std::to_string(r.missing.count) + " pages (reclaimable " +
-           std::to_string(r.pages_reclaimable) + ", in flight " + std::to_string(r.pages_in_flight) + ", locked " +
-           std::to_string(r.pages_locked) + ")";
+    out += " short by " + std::to_string(r.missing.count) + " pages";
+    if (r.cause == RefusalCause::never_fits) return out + " with the whole arena free";
+    out += " (reclaimable " + std::to_string(r.pages_reclaimable) + ", in flight " +
+           std::to_string(r.pages_in_flight) + ", locked " + std::to_string(r.pages_locked) + ")";
+    if (r.precharged > 0) {
+        out += "; " + std::to_string(r.precharged) +
+               (r.missing.component == Component::mamba ? " states" : " tokens") + " pre-charged this step";
+    }
     return out;
 }
 

@@ -107,8 +107,9 @@ inline Admission refused_while_loading(Component c) {
 
 /// Admits `request` into the step `budget` describes, or says why not (see the file comment). On success the
 /// request's node is locked for it (`Admission::lock`), the budget is charged, and a host hit is queued for
-/// load-back (`load_id`). Throws `logic_error` for an empty prompt or a negative `max_new_tokens`, and
-/// whatever the cache throws; every pin is released either way and nothing is charged.
+/// load-back (`load_id`). A request whose prompt and decode need more FULL pages than the whole arena holds is
+/// refused `never_fits` before anything else. Throws `logic_error` for an empty prompt or a negative
+/// `max_new_tokens`, and whatever the cache throws; every pin is released either way and nothing is charged.
 ///
 /// Cost: one match (O(prompt + depth)), at most four locks (O(depth + window nodes) each; one for a device
 /// hit), the budget's checks (O(pools) capacity queries; a refusal O(pools * log pages) more); with a host hit
@@ -121,6 +122,12 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
     UNIKV_EXPECTS(request.max_new_tokens >= 0, "try_admit: max_new_tokens is ", request.max_new_tokens,
                   "; give the decode limit (0 or more)");
     const std::int32_t page = cache.page_size(Component::full);
+    // Every token of the request stays in FULL until it finishes: past the arena, no eviction ever helps.
+    const PoolCapacity full = cache.capacity()[Component::full];
+    if (const Pages need = full.pages_for(std::int64_t{input} + request.max_new_tokens); need.count > full.most()) {
+        return detail::refused(
+            {.cause = RefusalCause::never_fits, .missing = {need.component, need.count - full.most()}});
+    }
     const MatchResult m = cache.match({request.prompt.tokens.first(static_cast<std::size_t>(input - 1)),
                                        request.prompt.ns});
     const bool host_hit = m.host_hit_length > 0;

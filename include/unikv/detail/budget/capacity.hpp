@@ -28,8 +28,10 @@ namespace unikv::detail {
     return std::max<std::int64_t>(extend - window, 0) + std::min<std::int64_t>(extend + max_new, window) + page;
 }
 
-// The refusal for `missing`, with the breakdown as the cache stands. O(pools).
-[[nodiscard]] inline AdmissionRefusal refusal_of(const CapacityView& v, RefusalCause cause, Pages missing) {
+// The refusal for `missing`, with the breakdown as the cache stands and what the step pre-charged of the pool.
+// O(pools).
+[[nodiscard]] inline AdmissionRefusal refusal_of(const CapacityView& v, RefusalCause cause, Pages missing,
+                                                 std::int64_t precharged = 0) {
     const Component c = missing.component;
     std::size_t held_bytes = 0;
     for (Component p : all_components) {
@@ -41,7 +43,8 @@ namespace unikv::detail {
             .missing = missing,
             .pages_reclaimable = v[c].evictable(),
             .pages_in_flight = static_cast<std::int64_t>(held_bytes / v[c].page_bytes()),
-            .pages_locked = v[c].locked()};
+            .pages_locked = v[c].locked(),
+            .precharged = precharged};
 }
 
 // The pool of `d` (among `pools`) whose demand alone must shrink the least for `d` to fit, and by how much:
@@ -77,11 +80,13 @@ namespace unikv::detail {
     return {Component::full, 0};
 }
 
-// Whether demand `d` (pages of the pools in `pools`) fits the unified arena once eviction reclaimed what the
-// tree can give: each pool's evictable pages cover its own demand first; what is left of them counts, in
-// bytes, for the other pools too while moves are allowed (compaction hands freed bytes between pools). The
-// refusal names the pool that is short by the least. O(pools) plus `can_reserve`; the refusal O(pools * log).
-[[nodiscard]] inline BudgetCheck joint_fits(const CapacityView& v, CapacityDemand d, ComponentMask pools) {
+// Whether demand `d` (pages of the pools in `pools`, the step's `precharged` units of each included) fits the
+// unified arena once eviction reclaimed what the tree can give: each pool's evictable pages cover its own demand
+// first; what is left of them counts, in bytes, for the other pools too while moves are allowed (compaction
+// hands freed bytes between pools). The refusal names the pool that is short by the least, and its pre-charge.
+// O(pools) plus `can_reserve`; the refusal O(pools * log).
+[[nodiscard]] inline BudgetCheck joint_fits(const CapacityView& v, CapacityDemand d, ComponentMask pools,
+                                            const per_component<std::int64_t>& precharged) {
     std::int64_t spare_bytes = 0;
     for (Component c : all_components) {
         if (!pools.has(c)) continue;
@@ -100,7 +105,8 @@ namespace unikv::detail {
         }
     }
     if (v.can_reserve(d)) return {};
-    return BudgetCheck::refused(refusal_of(v, RefusalCause::no_room, least_shortfall(v, d, pools)));
+    const Pages missing = least_shortfall(v, d, pools);
+    return BudgetCheck::refused(refusal_of(v, RefusalCause::no_room, missing, precharged[missing.component]));
 }
 
 }  // namespace unikv::detail

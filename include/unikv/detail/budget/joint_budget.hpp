@@ -36,7 +36,9 @@ public:
         const std::int32_t page = v.page_tokens();
         const auto cut = cut_to_chunk(ask, page);
         if (!cut) return {chunk_refusal(), ask};
-        return {joint_fits(v, demand(v, full_charge(*cut, page), swa_tokens(v, *cut), 1), Pools), *cut};
+        return {joint_fits(v, demand(v, full_charge(*cut, page), swa_tokens(v, *cut), 1), Pools,
+                           {{total_offset(), swa_offset(), state_offset()}}),
+                *cut};
     }
 
     /// The budget of a load-back, for the cache to realize before the load is queued: FULL `ask.full_tokens +
