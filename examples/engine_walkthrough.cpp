@@ -65,6 +65,7 @@ int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::spa
     if (!cache.alloc_rows(rows, a.prefix_length)) return -1;    // then the new tokens' own rows
     std::vector<unikv::PhysicalToken> physical(rows.size());
     cache.translate_full(rows, physical);  // (translate_swa likewise; device_tables() for device kernels)
+    cache.sync_for_host();  // a host forward (this CPU backend) touches rows only after the queued moves
     const int wrong = forward(cache, physical, prompt, a.prefix_length);
     (void)cache.finish({prompt}, rows, std::move(a.lock));  // whole pages to the tree, the tail freed, unlocked
     return wrong;

@@ -395,6 +395,14 @@ public:
         alloc_.free_state(states);
     }
 
+    /// Blocks the host until everything queued on the compute stream (`allocator().stream()`, the stream the
+    /// cache was built on) has run: the page moves of compaction that allocations and frees queued there, and
+    /// the loads a `wait_layer` made it wait for. After it, rows translated now may be read and written from the
+    /// host (the CPU backend, a host-side test) until the next call that allocates or frees; a row written
+    /// before it may be overwritten by a move still queued. A device engine needs none: its kernels on the
+    /// compute stream run after the moves. One stream synchronization (`docs/cache.md`, "Streams").
+    void sync_for_host() const { alloc_.stream().synchronize(); }
+
     // ---- translation (hot; allocation-free; unmapped ids give the sink) ----------------------------------
     /// Physical FULL tokens of virtual tokens. O(n).
     void translate_full(std::span<const VirtualToken> in, std::span<PhysicalToken> out) const {

@@ -529,7 +529,7 @@ private:
             if (loads) {
                 for (std::int32_t l = 0; l < cache_.controller().layers(); ++l) cache_.wait_layer(compute_, l);
             }
-            compute_.ref().synchronize();  // the host waits for the forward, which waited for the loads
+            cache_.sync_for_host();  // the host forward runs after the moves, and the loads it waited for
             if (loads) cache_.controller().stream().synchronize();  // and for the loads' done events
         });
         if (loads) {
@@ -710,7 +710,7 @@ private:
         StateId state{};
         if constexpr (has_mamba) {
             if (config_.check_rows) {
-                compute_.ref().synchronize();  // frees since the forward may have queued moves of the slot
+                cache_.sync_for_host();  // frees since the forward may have queued moves of the slot
                 const RowMarkers<typename cache_type::allocator_type> rows(cache_.allocator());
                 write_own_state(r, rows, whole * page_);  // the forward checkpoints its state at the last page
             }
@@ -735,7 +735,7 @@ private:
             StateId slot[1];
             if (!timed([&] { return cache_.alloc_state(slot); })) return;
             if (config_.check_rows) {
-                compute_.ref().synchronize();  // the slot may have moved: write after the queued moves
+                cache_.sync_for_host();  // the slot may have moved: write after the queued moves
                 PhysicalPage physical[1];
                 timed([&] { cache_.translate_state(slot, physical); });
                 RowMarkers<typename cache_type::allocator_type>(cache_.allocator())
