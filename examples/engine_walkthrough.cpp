@@ -56,7 +56,7 @@ int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::spa
     if (!a) return -1;  // a.refusal: which pool, pages short, reclaimable, blocked by transfers, locked
     if (a.load_id != 0) {  // its prefix is on host: loaded layer by layer
         cache.start_loading();  // the attention of layer l waits only on layer l's copy
-        for (std::int32_t l = 0; l < cache.controller().layers(); ++l) cache.wait_layer(compute, l);
+        for (std::int32_t l = 0; l < cache.layers(); ++l) cache.wait_layer(compute, l);
         cache.controller().stream().synchronize();  // an engine would rather ack at its next step
         (void)cache.loading_check();
     }

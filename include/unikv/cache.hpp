@@ -536,6 +536,9 @@ public:
     BudgetCheck reclaim(const CapacityDemand& d, ComponentMask pools);
     /// What a budget reads of the cache, each count read on access (`CapacityView::of`). O(1).
     [[nodiscard]] CapacityView capacity() const { return CapacityView::of(alloc_, tree_); }
+    /// The layers a load-back is copied in, one `wait_layer` each (`ArenaSpec::load_layers`), known from
+    /// construction (`controller().layers()` is 0 until the first load). O(1).
+    [[nodiscard]] std::int32_t layers() const noexcept { return alloc_.spec().load_layers(); }
     /// Tokens per page of `component` (1 for Mamba: a page is a state). The cache speaks `Pages`; the tree counts
     /// tokens (states for Mamba), and the cache converts at its one door to it (eviction) with this.
     [[nodiscard]] std::int32_t page_size(Component component) const noexcept {

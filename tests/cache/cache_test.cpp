@@ -214,6 +214,8 @@ struct Engine {
 TEST_CASE("a cache serves requests through write-back, per-layer load-back, retraction and a move, row-exact") {
     Engine<Policies> e;
     const auto healthy = [&] { return e.broken(); };
+    CHECK(e.cache->layers() == layers);  // known before the first load (the controller learns it there)
+    CHECK(e.cache->controller().layers() == 0);
 
     // A: prefill 10 rows, decode 4, finish: tokens [0, 12) go to the tree, the tail page (12, 13) is freed.
     Request a{.tokens = tokens(100, 14)};

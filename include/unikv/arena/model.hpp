@@ -100,6 +100,15 @@ struct ArenaSpec {
 
     /// The pool of component `c` (absent components have `present == false`).
     [[nodiscard]] constexpr const SubPoolSpec& operator[](Component c) const noexcept { return pools[c]; }
+    /// The layers a load is copied in, one event each: the most layers of the FULL and SWA pools (1 with
+    /// Mamba alone, whose states load whole). O(1).
+    [[nodiscard]] constexpr std::int32_t load_layers() const noexcept {
+        std::int32_t layers = 1;
+        for (Component c : {Component::full, Component::swa}) {
+            if (pools[c].present && pools[c].layers > layers) layers = pools[c].layers;
+        }
+        return layers;
+    }
 };
 
 namespace detail {

@@ -527,7 +527,7 @@ private:
         const bool loads = timed([&] { return cache_.start_loading() > 0; });
         timed([&] {
             if (loads) {
-                for (std::int32_t l = 0; l < cache_.controller().layers(); ++l) cache_.wait_layer(compute_, l);
+                for (std::int32_t l = 0; l < cache_.layers(); ++l) cache_.wait_layer(compute_, l);
             }
             cache_.sync_for_host();  // the host forward runs after the moves, and the loads it waited for
             if (loads) cache_.controller().stream().synchronize();  // and for the loads' done events

@@ -2,7 +2,6 @@
 /// \file
 /// `TransferController` definitions. Included at the bottom of `transfer/transfer_controller.hpp`.
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -251,10 +250,7 @@ std::size_t TransferController<B, H, T>::start_loading(UnifiedAllocator<L, B>& a
                                         std::span<const std::int32_t>(batch_device_[c]), spec[c].page_bytes, slice,
                                         stream());
     };
-    std::int32_t layers = 1;
-    for (Component c : {Component::full, Component::swa}) {
-        if (spec[c].present) layers = std::max(layers, spec[c].layers);
-    }
+    const std::int32_t layers = spec.load_layers();
     const bool per_layer = options_.load_events == LoadEvents::per_layer;
     const std::size_t events = per_layer ? static_cast<std::size_t>(layers) : 1;
     while (layer_events_.size() < events) layer_events_.push_back(backend_.make_event());
