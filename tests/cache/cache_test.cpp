@@ -502,7 +502,7 @@ TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
     CHECK(e.broken() == "");
 }
 
-TEST_CASE("a request's free of a page the tree holds, or of a page freed already, throws naming it; nothing changes") {
+TEST_CASE("misuse throws naming what was wrong and changes nothing: frees of the tree's pages, double frees, foreign or spent receipts") {
     Engine<Policies> e;
     // A caches 12 rows (three pages); B matches them and extends by two pages of its own.
     Request a{.tokens = tokens(100, 12)};
@@ -552,7 +552,17 @@ TEST_CASE("a request's free of a page the tree holds, or of a page freed already
     CHECK(c.prefix == 20);
     CHECK(e.holds(c, Component::full, 0, 20));
     CHECK(e.holds(c, Component::swa, 0, 20));
-    e.cache->unlock(std::move(c_lock));
+    // A receipt of another cache's tree, and one unlocked twice, throw: the locks stay as they are.
+    Engine<Policies> other;
+    Request d{.tokens = tokens(100, 4)};
+    LockReceipt foreign = other.start(d, other.cache->match(d.key(4)));
+    CHECK_THROWS_WITH_AS(e.cache->unlock(std::move(foreign)), doctest::Contains("belongs to another tree"),
+                         logic_error);
+    other.cache->unlock(std::move(foreign));
+    LockReceipt moved = std::move(c_lock);
+    e.cache->unlock(std::move(moved));
+    CHECK_THROWS_WITH_AS(e.cache->unlock(std::move(moved)), doctest::Contains("the receipt is empty"), logic_error);
+    CHECK(e.cache->tree().protected_size(Component::full) == 0);
     CHECK(e.broken() == "");
 }
 
