@@ -502,7 +502,7 @@ TEST_CASE("a device-only cache refuses host memory and drops what it evicts") {
     CHECK(e.broken() == "");
 }
 
-TEST_CASE("misuse throws naming what was wrong and changes nothing: frees of the tree's pages, double frees, foreign or spent receipts") {
+TEST_CASE("misuse throws naming it and changes nothing: the tree's pages freed, double frees, foreign or spent receipts") {
     Engine<Policies> e;
     // A caches 12 rows (three pages); B matches them and extends by two pages of its own.
     Request a{.tokens = tokens(100, 12)};
