@@ -81,6 +81,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -358,8 +359,9 @@ public:
     /// is freed, `options.state` goes to the tree when the rows end on a page boundary and is freed otherwise
     /// (a state past the key's end serves no prefix), then `lock` (the request's, e.g. `Admission::lock`; empty:
     /// none) is released. `options.swa_evicted` is capped at the whole pages. Returns what the insert did. Throws
-    /// `logic_error` (nothing changed) when `tokens` is shorter than `rows`; an exception from `insert`
-    /// propagates with the tail, the state and the lock still the caller's. O(rows / page size + key) plus the
+    /// `logic_error` (nothing changed) when `tokens` is shorter than `rows` or names rows not allocated; an
+    /// exception from `insert` propagates with the tail and the lock still the caller's (the whole pages and
+    /// the state are the tree's once it took them). O(rows / page size + key) plus the
     /// insert's; allocates nothing once its page scratch has grown.
     CacheInsert finish(TokenKey tokens, std::span<const VirtualToken> rows, LockReceipt&& lock,
                        const FinishOptions& options = {});
@@ -376,9 +378,11 @@ public:
     /// cost (O(batch) without a shortfall).
     AllocResult alloc_decode(const DecodeBatch& batch, std::span<VirtualToken> out);
     /// Frees a request's own whole virtual pages (those the tree did not take): `UnifiedAllocator::free`.
-    /// Throws `logic_error` for pages not allocated (nothing freed). O(pages), no stream work on lazy pools.
+    /// Throws `logic_error` (nothing freed) for pages not allocated, listed twice, or held by the tree (a cached
+    /// prefix: the tree frees its own). O(pages), no stream work on lazy pools.
     void free(std::span<const VirtualPage> pages) { alloc_.free(pages); }
-    /// Tombstones the SWA rows of pages that slid out of a request's window (`UnifiedAllocator::free_swa`).
+    /// Tombstones the SWA rows of a request's own pages that slid out of its window
+    /// (`UnifiedAllocator::free_swa`); throws as `free`, and for a page already tombstoned.
     void free_swa(std::span<const VirtualPage> pages)
         requires has_swa
     {
@@ -388,7 +392,7 @@ public:
     /// `alloc_extend`.
     AllocResult alloc_state(std::span<StateId> out)
         requires has_mamba;
-    /// Frees Mamba state slots (`UnifiedAllocator::free_state`).
+    /// Frees a request's own Mamba state slots (`UnifiedAllocator::free_state`); throws as `free`.
     void free_state(std::span<const StateId> states)
         requires has_mamba
     {
@@ -600,7 +604,11 @@ private:
     void make_backup_room(Pages pages);
     // The tree's units (tokens; states for Mamba) of `pages`, and the pages of the tree's `units` per component:
     // the one door between the cache's pages and the tree's counts. O(1).
-    [[nodiscard]] std::int64_t tree_units(Pages pages) const noexcept { return pages.count * page_size(pages.component); }
+    [[nodiscard]] std::int64_t tree_units(Pages pages) const noexcept {
+        const std::int64_t page = page_size(pages.component);  // saturates: "evict everything" may ask for more
+        return pages.count > std::numeric_limits<std::int64_t>::max() / page ? std::numeric_limits<std::int64_t>::max()
+                                                                             : pages.count * page;
+    }
     [[nodiscard]] per_component<std::int64_t> pages_of(const per_component<std::int64_t>& units) const noexcept {
         per_component<std::int64_t> out{};
         for (Component c : all_components) out[c] = units[c] == 0 ? 0 : units[c] / page_size(c);

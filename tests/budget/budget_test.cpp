@@ -332,24 +332,36 @@ TEST_CASE("admission of a device hit pins nothing beyond the request's own lock 
     CHECK(r.cache.tree().protected_size(Component::full) == 0);
 }
 
-TEST_CASE("a request that needs more FULL pages than the whole arena holds is refused as never fitting") {
+TEST_CASE("a request that needs more FULL pages than the pool can ever hold is refused as never fitting") {
     Rig<SwaProbed> r(40, 16);
     BudgetOf<SharedSWABudget, SwaProbed> budget;
     budget.begin_step({});
     const std::int64_t most = r.cache.capacity()[Component::full].most();
-    const auto prompt = Rig<SwaProbed>::key(100, static_cast<std::int32_t>(most));  // the whole arena of tokens
+    REQUIRE(most == r.cache.allocator().spec()[Component::full].usable_pages());  // no partition here
+    // The budgets' FULL charge of a prompt is its pages, one more page, and its decode tokens: a prompt of
+    // `most - 1` pages with one decode token needs `most + 1` pages.
+    const auto prompt = Rig<SwaProbed>::key(100, static_cast<std::int32_t>(most - 1));
     Probe::reset();
     const Admission a = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 1});
     REQUIRE_FALSE(a);
     CHECK(a.refusal.cause == RefusalCause::never_fits);
     CHECK(a.refusal.missing == Pages{Component::full, 1});
-    CHECK(to_string(a.refusal) == "never fits: full short by 1 pages with the whole arena free");
+    CHECK(to_string(a.refusal) == "never fits: full short by 1 pages even with the pool empty");
     CHECK(Probe::matches == 0);  // told before any work
     CHECK(budget.total_offset() == 0);
-    // Without its decode token it could fit an empty arena: refused for room, not as never fitting.
+    // Without its decode token the charge is `most` pages: an empty arena could take it, so whatever the cache
+    // holds now, it is not refused as never fitting.
     Admission b = try_admit(r.cache, budget, {.prompt = TokenKey{prompt}, .max_new_tokens = 0});
     CHECK(b.refusal.cause != RefusalCause::never_fits);
     if (b) r.cache.unlock(std::move(b.lock));
+    // A static partition bounds what the pool can ever hold: nine pages, a page and a token need 11 of 10.
+    r.cache.allocator().bound_pages({.full = 10});
+    CHECK(r.cache.capacity()[Component::full].most() == 10);
+    const Admission c =
+        try_admit(r.cache, budget, {.prompt = TokenKey{Rig<SwaProbed>::key(300, 9)}, .max_new_tokens = 1});
+    CHECK(c.refusal.cause == RefusalCause::never_fits);
+    CHECK(c.refusal.missing == Pages{Component::full, 1});
+    r.cache.allocator().bound_pages({});
     CHECK(r.broken().empty());
 }
 

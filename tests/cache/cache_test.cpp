@@ -738,6 +738,10 @@ TEST_CASE("finish hands a page-aligned request's Mamba state to the tree and fre
     const CacheInsert fin_a = cache.finish({prompt}, a, LockReceipt{}, {.state = a_state});
     CHECK(cache.tree().node_info(fin_a.node).state == a_state);
     CHECK(cache.allocator().live_pages(Component::mamba) == 1);
+    // The state is the tree's now: a request's free of it throws and changes nothing.
+    CHECK_THROWS_WITH_AS(cache.free_state(std::span(&a_state, 1)),
+                         doctest::Contains("is held by the tree (a cached prefix)"), logic_error);
+    CHECK(cache.allocator().live_pages(Component::mamba) == 1);
     const MatchResult m = cache.match({std::span(prompt).first(8)});
     CHECK(m.device_length == 8);
     CHECK(rows.holds(Component::mamba, cache.tree().node_info(m.device_node).state.value(),

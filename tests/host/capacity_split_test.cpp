@@ -69,6 +69,14 @@ TEST_CASE("explicit host page counts win over total bytes, and the envelope's si
                          doctest::Contains("gives the swa host pool no page"), unikv::logic_error);
     CHECK_THROWS_WITH_AS(static_cast<void>(host_arena_bytes(spec, comps, {.total_bytes = 300})),
                          doctest::Contains("give at least 384 bytes"), unikv::logic_error);
+    // FULL's pages lie on their own grid above the other side: 128-byte FULL pages over a 96-byte state need
+    // two FULL slots, 256 bytes, not 224.
+    const ArenaSpec mamba = spec_for<MambaFullLayout>();
+    REQUIRE(mamba[Component::mamba].page_bytes == 96);
+    const ComponentMask mamba_full = layout_components_v<MambaFullLayout>;
+    CHECK_THROWS_WITH_AS(static_cast<void>(host_arena_bytes(mamba, mamba_full, {.total_bytes = 224})),
+                         doctest::Contains("give at least 256 bytes"), unikv::logic_error);
+    CHECK(host_arena_bytes(mamba, mamba_full, {.total_bytes = 256}) == 256);
 
     // The separate pools take their capacity from the split.
     HostBackend backend{{.mode = ExecutionMode::manual}};

@@ -8,6 +8,7 @@
 /// taken: an admission that fits reads three or four counts, and only a refusal reads the whole breakdown.
 /// Valid until the next call that changes the cache.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -35,8 +36,9 @@ public:
     [[nodiscard]] Pages pages_for(std::int64_t tokens) const noexcept {
         return {component_, (tokens + spec_->page_size - 1) / spec_->page_size};
     }
-    /// Pages the pool could hold with the whole arena its own (`SubPoolSpec::usable_pages`). O(1).
-    [[nodiscard]] std::int64_t most() const noexcept { return spec_->usable_pages(); }
+    /// Pages the pool could ever hold: the whole arena its own (`SubPoolSpec::usable_pages`), within its bound
+    /// where a static partition bounds it (`UnifiedAllocator::page_bound`). O(1).
+    [[nodiscard]] std::int64_t most() const;
     /// Free pages now (`UnifiedAllocator::available_size`).
     [[nodiscard]] std::int64_t free() const;
     /// Free pages an allocation can reach: `free` plus the flushable holes compaction would hand over, within
@@ -100,7 +102,17 @@ public:
 private:
     friend class PoolCapacity;
     // What `count_` reads.
-    enum Count : int { free, schedulable, evictable, locked, in_flight, holes, pool_moves_blocked, any_moves_blocked };
+    enum Count : int {
+        free,
+        schedulable,
+        evictable,
+        locked,
+        in_flight,
+        holes,
+        bound,
+        pool_moves_blocked,
+        any_moves_blocked
+    };
 
     CapacityView() = default;
 
@@ -115,6 +127,7 @@ private:
         case locked: return tree.protected_size(c) / alloc.spec()[c].page_size;
         case in_flight: return alloc.reserved_pages(c);
         case holes: return alloc.hole_pages(c);
+        case bound: return alloc.page_bound(c);
         case pool_moves_blocked: return alloc.moves_blocked(c) ? 1 : 0;
         case any_moves_blocked: return alloc.moves_blocked() ? 1 : 0;
         default: return 0;
@@ -134,6 +147,11 @@ inline PoolCapacity::PoolCapacity(const CapacityView& view, Component c) noexcep
     : alloc_(view.alloc_), tree_(view.tree_), count_(view.count_), spec_(&(*view.spec_)[c]), component_(c) {}
 inline std::int64_t PoolCapacity::count(int what) const {
     return spec_->present ? count_(alloc_, tree_, what, component_) : 0;
+}
+inline std::int64_t PoolCapacity::most() const {
+    const std::int64_t arena = spec_->usable_pages();
+    const std::int64_t bound = count(CapacityView::bound);
+    return bound > 0 ? std::min(arena, bound) : arena;
 }
 inline std::int64_t PoolCapacity::free() const { return count(CapacityView::free); }
 inline std::int64_t PoolCapacity::schedulable() const { return count(CapacityView::schedulable); }

@@ -19,8 +19,8 @@ enum class RefusalCause : std::uint8_t {
     /// an earlier load-back in flight copies part of the request's prefix: acknowledge it (`loading_check`) and
     /// admit again; no pages are missing
     loading,
-    /// the request's tokens need more pages than the pool holds even with the whole arena free: it can never be
-    /// admitted (shorten it, lower its `max_new_tokens`, or give the cache more memory)
+    /// the request's tokens need more FULL pages than the pool can ever hold (the whole arena, or its static
+    /// partition): it can never be admitted (shorten it, lower its `max_new_tokens`, or give the cache memory)
     never_fits,
 };
 
@@ -55,7 +55,8 @@ struct AdmissionRefusal {
 
     /// Tokens of the short pool (Mamba: states) that the step charged before this request: the pending decode
     /// tokens `begin_step` was given and the admissions since. A step whose `begin_step` was skipped keeps
-    /// charging, and this names it. 0 when nothing was pre-charged.
+    /// charging, and this names it. Budget refusals fill it (0: nothing pre-charged); a refusal of the cache's
+    /// own reclaim, which counts pages to make free, leaves it 0.
     std::int64_t precharged = 0;
 
     friend constexpr bool operator==(const AdmissionRefusal&, const AdmissionRefusal&) = default;
@@ -63,13 +64,13 @@ struct AdmissionRefusal {
 
 /// One line for a scheduler's log, e.g. "no room: swa short by 3 pages (reclaimable 0, in flight 2, locked 10)",
 /// with "; 96 tokens pre-charged this step" when the step charged some, and "never fits: full short by 3 pages
-/// with the whole arena free" for a request no cache state admits. Allocates (cold path).
+/// even with the pool empty" for a request no cache state admits. Allocates (cold path).
 [[nodiscard]] inline std::string to_string(const AdmissionRefusal& r) {
     std::string out = to_string(r.cause);
     out += ": ";
     out += to_string(r.missing.component);
     out += " short by " + std::to_string(r.missing.count) + " pages";
-    if (r.cause == RefusalCause::never_fits) return out + " with the whole arena free";
+    if (r.cause == RefusalCause::never_fits) return out + " even with the pool empty";
     out += " (reclaimable " + std::to_string(r.pages_reclaimable) + ", in flight " +
            std::to_string(r.pages_in_flight) + ", locked " + std::to_string(r.pages_locked) + ")";
     if (r.precharged > 0) {

@@ -107,8 +107,8 @@ inline Admission refused_while_loading(Component c) {
 
 /// Admits `request` into the step `budget` describes, or says why not (see the file comment). On success the
 /// request's node is locked for it (`Admission::lock`), the budget is charged, and a host hit is queued for
-/// load-back (`load_id`). A request whose prompt and decode need more FULL pages than the whole arena holds is
-/// refused `never_fits` before anything else. Throws `logic_error` for an empty prompt or a negative
+/// load-back (`load_id`). A request whose prompt and decode need more FULL pages than the pool can ever hold (the
+/// whole arena, or its partition) is refused `never_fits` before anything else. Throws `logic_error` for an empty prompt or a negative
 /// `max_new_tokens`, and whatever the cache throws; every pin is released either way and nothing is charged.
 ///
 /// Cost: one match (O(prompt + depth)), at most four locks (O(depth + window nodes) each; one for a device
@@ -122,9 +122,11 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
     UNIKV_EXPECTS(request.max_new_tokens >= 0, "try_admit: max_new_tokens is ", request.max_new_tokens,
                   "; give the decode limit (0 or more)");
     const std::int32_t page = cache.page_size(Component::full);
-    // Every token of the request stays in FULL until it finishes: past the arena, no eviction ever helps.
+    // Every token of the request stays in FULL until it finishes: a charge (the budgets' FULL charge of the whole
+    // prompt) past what the pool can ever hold is past any eviction.
     const PoolCapacity full = cache.capacity()[Component::full];
-    if (const Pages need = full.pages_for(std::int64_t{input} + request.max_new_tokens); need.count > full.most()) {
+    const std::int64_t charge = detail::ceil_page(input, page) + page + request.max_new_tokens;
+    if (const Pages need = full.pages_for(charge); need.count > full.most()) {
         return detail::refused(
             {.cause = RefusalCause::never_fits, .missing = {need.component, need.count - full.most()}});
     }

@@ -124,8 +124,13 @@ inline bool host_pages_given(ComponentMask components, const HostConfig& config)
 [[nodiscard]] inline std::size_t host_arena_bytes(const ArenaSpec& device, ComponentMask components,
                                                   const HostConfig& config) {
     if (!detail::host_pages_given(components, config)) {
-        std::size_t least = 0;  // one page of each side
-        for (Component c : all_components) least += components.has(c) ? device[c].page_bytes : 0;
+        // One page of each side: FULL's pages lie on its own page grid above the other side's bytes.
+        std::size_t below = 0;
+        for (Component c : all_components) {
+            if (c != Component::full && components.has(c)) below += device[c].page_bytes;
+        }
+        const std::size_t full = components.has(Component::full) ? device[Component::full].page_bytes : 0;
+        const std::size_t least = full == 0 ? below : (detail::ceil_div(below, full) + 1) * full;
         UNIKV_EXPECTS(config.total_bytes == 0 || config.total_bytes >= least, "HostConfig::total_bytes is ",
                       config.total_bytes, ", less than one page of each component; give at least ", least, " bytes");
         return config.total_bytes;

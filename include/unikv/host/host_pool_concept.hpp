@@ -58,7 +58,8 @@ struct HostConfig {
     /// state over `tokens_per_state`), so the host holds about as many tokens of each.
     per_component<std::size_t> device_bytes{};
     /// The cached tokens one Mamba state serves, for the default split: about one state (a checkpoint) per
-    /// cached turn of this length (measured: `docs/host.md`). The page size gives each pool the same page count.
+    /// cached turn of this length (measured: `docs/host.md`). Setting it to the page size gives each pool the same
+    /// page count.
     std::int32_t tokens_per_state = 256;
     /// When device data gets its host copy (`WritePolicy::none` under `NoHostTier`).
     HostWrites write{};

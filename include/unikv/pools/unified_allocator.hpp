@@ -268,11 +268,13 @@ public:
     /// Throws `logic_error` naming `call` and the page (nothing changes) unless every page of `pages` is
     /// allocated: what the cache checks before its tree takes pages. O(n).
     void expect_allocated(std::span<const VirtualPage> pages, const char* call) const;
+    /// As above, for Mamba state slots. Needs a Mamba pool.
+    void expect_allocated(std::span<const StateId> states, const char* call) const;
     /// Marks allocated `pages` as held by the cache's tree: from then on a request's `free`, `free_swa` or
     /// `free_full` of one throws, and only a free by `Holder::tree` frees it (and releases the hold). Idempotent
     /// for a page already held. Precondition (`expect_allocated`): every page is allocated. O(n).
     void hold(std::span<const VirtualPage> pages) noexcept;
-    /// As `hold`, for Mamba state slots (`free_state`). Needs a Mamba pool.
+    /// As `hold`, for Mamba state slots (`free_state`); precondition as above. Needs a Mamba pool.
     void hold(std::span<const StateId> states) noexcept;
     /// How the allocator sees virtual page `v`, for cross-checks (`Cache::verify`). O(1).
     struct PageStatus {
@@ -281,6 +283,8 @@ public:
         bool held = false;       ///< held by the tree (`hold`)
     };
     [[nodiscard]] PageStatus status(VirtualPage v) const noexcept;
+    /// As above, for a Mamba state slot (`swa_bound` is false). O(1).
+    [[nodiscard]] PageStatus status(StateId s) const noexcept;
     /// Pages held by the tree now (`hold`, less those freed by it). O(1).
     [[nodiscard]] std::int64_t held_pages() const noexcept { return held_pages_; }
     /// Executes the tree's `recover_swa_locked_full` action: the SWA page bound under `incoming[i]` is rebound

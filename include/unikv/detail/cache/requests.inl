@@ -62,6 +62,9 @@ TreeConfig CacheCore<P>::tree_config(const CacheConfig& config, const HostWrites
 template <class P>
 CacheInsert CacheCore<P>::insert(TokenKey key, const InsertValues& values) {
     alloc_.expect_allocated(values.pages, "insert");
+    if constexpr (has_mamba) {
+        if (values.state.is_valid()) alloc_.expect_allocated(std::span<const StateId>(&values.state, 1), "insert");
+    }
     InsertResult r = tree_.insert(key, values);
     // The tree holds the pages from now on; the duplicates it hands back are freed below by its own list.
     alloc_.hold(values.pages);
@@ -196,7 +199,7 @@ std::vector<std::string> CacheCore<P>::verify() const {
     for (std::string& line : tree_.verify()) out.push_back("tree: " + std::move(line));
     for (std::string& line : host_.verify()) out.push_back("host: " + std::move(line));
     // The tree against the allocator: each device page of a node is allocated, held, and named by one node; a
-    // node with SWA device data has its SWA rows bound. With no load or write-back run open, the tree holds
+    // node with SWA device data has its SWA rows bound; a node's state slot is allocated and held. With no load or write-back run open, the tree holds
     // exactly the pages it names (a load's destinations and a run's evicted rows are held off the nodes).
     std::vector<std::uint8_t> seen;
     std::int64_t named = 0;
@@ -217,6 +220,10 @@ std::vector<std::string> CacheCore<P>::verify() const {
             }
             seen[v] = 1;
             ++named;
+        }
+        if (const auto status = alloc_.status(info.state); info.state.is_valid() && !(status.allocated && status.held)) {
+            out.push_back(detail::concat("cache: state slot ", info.state.value(), " of the node at token ", info.start,
+                                         status.allocated ? " is not held by the tree" : " is not allocated"));
         }
     }
     if (loads_.empty() && open_backups_ == 0 && named != alloc_.held_pages()) {

@@ -363,6 +363,18 @@ void UnifiedAllocator<L, B>::expect_allocated(std::span<const VirtualPage> pages
 }
 
 template <class L, class B>
+void UnifiedAllocator<L, B>::expect_allocated(std::span<const StateId> states, const char* call) const {
+    static_assert(has_mamba, "unikv: expect_allocated of states needs a layout with a Mamba pool");
+    const PageTable& table = pool<mamba_index>().core().table();
+    for (const StateId id : states) {
+        const std::int32_t v = id.value();
+        if (v <= 0 || v >= table.num_virtual() || table.physical_of(v) <= 0) {
+            detail::misuse(call, "state slot ", v, " is not allocated");
+        }
+    }
+}
+
+template <class L, class B>
 void UnifiedAllocator<L, B>::hold(std::span<const VirtualPage> pages) noexcept {
     for (const VirtualPage page : pages) {
         std::uint8_t& held = held_[static_cast<std::size_t>(page.value())];
@@ -385,6 +397,18 @@ auto UnifiedAllocator<L, B>::status(VirtualPage page) const noexcept -> PageStat
     PageStatus out{.allocated = full.physical_of(v) > 0, .held = (held_[static_cast<std::size_t>(v)] & held_page) != 0};
     if constexpr (has_swa) out.swa_bound = pool<swa_index>().core().table().physical_of(v) > 0;
     return out;
+}
+
+template <class L, class B>
+auto UnifiedAllocator<L, B>::status(StateId s) const noexcept -> PageStatus {
+    if constexpr (!has_mamba) {
+        return {};
+    } else {
+        const std::int32_t v = s.value();
+        const PageTable& table = pool<mamba_index>().core().table();
+        if (v <= 0 || v >= table.num_virtual()) return {};
+        return {.allocated = table.physical_of(v) > 0, .held = (held_[static_cast<std::size_t>(v)] & held_state) != 0};
+    }
 }
 
 template <class L, class B>

@@ -320,6 +320,22 @@ std::vector<std::string> UnifiedAllocator<L, B>::verify() const {
         for (std::string& line : p.verify()) out.push_back(std::move(line));
     });
     verify_composite(out);
+    // A hold names a live id: the tree's frees release it, and a request's free of a held id throws.
+    std::int64_t held_pages = 0;
+    for (std::size_t v = 1; v < held_.size(); ++v) {
+        if ((held_[v] & held_page) != 0) {
+            ++held_pages;
+            if (!status(VirtualPage{static_cast<std::int32_t>(v)}).allocated) {
+                out.push_back(detail::concat("hold: virtual page ", v, " is held but not allocated"));
+            }
+        }
+        if ((held_[v] & held_state) != 0 && !status(StateId{static_cast<std::int32_t>(v)}).allocated) {
+            out.push_back(detail::concat("hold: state slot ", v, " is held but not allocated"));
+        }
+    }
+    if (held_pages != held_pages_) {
+        out.push_back(detail::concat("hold: ", held_pages, " pages are held, the count says ", held_pages_));
+    }
     return out;
 }
 
