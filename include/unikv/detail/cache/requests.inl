@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include <unikv/detail/tree/held_lock.hpp>
+
 namespace unikv::detail::cache {
 
 template <class P>
@@ -75,6 +77,11 @@ CacheInsert CacheCore<P>::insert(TokenKey key, const InsertValues& values) {
     HostActions work = exec_.execute(alloc_, r);
     free_host(work);
     const std::span<const TreeAction> actions = work.actions();
+    // A write-through may relieve the host (`evict_host`), and the collection after it could remove the node
+    // returned here (over Mamba, a node without a state cannot end a match): pinned while they are queued.
+    const bool writes = std::any_of(actions.begin(), actions.end(),
+                                    [](const TreeAction& a) { return a.kind == ActionKind::write_through; });
+    const detail::held_lock<tree_type> pin(tree_, writes && !r.node.is_root() ? tree_.lock(r.node) : LockReceipt{});
     std::size_t i = 0;
     try {
         for (; i < actions.size(); ++i) {
