@@ -286,6 +286,58 @@ TEST_CASE("tri-pool: the host eviction that makes room for a write-through leave
     CHECK(r.broken().empty());
 }
 
+TEST_CASE("tri-pool: the node an insert returns outlives the host eviction its ancestor's write-through makes") {
+    // The returned node needs no write of its own (its host copy came from the split of a host-only node), its
+    // only child is the host-only rest of that node, and its ancestor's FULL write-through needs that child's
+    // host page: the eviction removes the child, and then nothing but the insert's pin keeps the stateless node
+    // (over Mamba it cannot end a match) from being collected under the caller, device rows and all.
+    Rig<TriSeparate> r(64, {.values = {3, 4, 4}}, write_through);  // three host FULL pages
+    const auto key = Rig<TriSeparate>::key(1400, 3);
+    const std::vector<TokenId> first(key.begin(), key.begin() + page_size);
+    const std::vector<TokenId> two(key.begin(), key.begin() + 2 * page_size);
+    const auto insert_stateless = [&](const std::vector<TokenId>& tokens) {
+        std::vector<VirtualPage> pages(tokens.size() / page_size);
+        REQUIRE(r.cache.allocator().alloc(pages));
+        REQUIRE(drain(r.backend, r.stream));
+        for (std::size_t k = 0; k < pages.size(); ++k) {
+            r.rows().write_page(Component::full, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
+            r.rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
+        }
+        return r.cache.insert(TokenKey{tokens}, {.pages = pages});
+    };
+    // The ancestor: its copies fail (acknowledged after the child is inserted), so it has no host copy.
+    const NodeRef ancestor = insert_stateless(first).node;
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    CHECK(r.cache.start_writing() == 2);
+    (void)r.run_transfers();
+    r.backend.clear_copy_failure(r.cache.controller().stream());
+    const NodeRef child = r.insert(key);  // two pages with a state, written through: two host FULL pages
+    REQUIRE(r.cache.tree().node_info(child).parent == ancestor);
+    CHECK(complete_writes(r, 5) == 3);
+    REQUIRE(r.cache.evict({Component::full, 1}).pages_freed[Component::full] == 2);  // the child goes to host
+    REQUIRE(r.host_holds(child, Component::full, key));
+    // A filler on device takes the last host FULL page: it cannot leave the host tier, the child can.
+    const auto filler = Rig<TriSeparate>::key(1500, 1);
+    const NodeRef f = r.insert(filler);
+    CHECK(complete_writes(r, 3) == 3);
+    REQUIRE(r.cache.host_pools().available(Component::full) == 0);
+
+    // Two pages again, stateless: the child splits; its upper part takes the new device page and is returned.
+    CacheInsert again{};
+    CHECK_NOTHROW(again = insert_stateless(two));
+    CHECK(again.skipped == 0);
+    REQUIRE(r.cache.tree().contains(again.node));
+    CHECK(r.cache.tree().node_info(again.node).parent == ancestor);
+    CHECK(r.device_holds(again.node, key));
+    LockReceipt lock = r.cache.lock(again.node);  // what an engine does with it
+    (void)complete_writes(r, static_cast<std::size_t>(again.writes));
+    CHECK(r.host_holds(ancestor, Component::full, key));
+    CHECK(r.device_holds(again.node, key));
+    CHECK(r.device_holds(f, filler));
+    r.cache.unlock(std::move(lock));
+    CHECK(r.broken().empty());
+}
+
 TEST_CASE_TEMPLATE("a node split while its write is in flight gets its host value on both parts", P, SwaSeparate,
                    SwaReference) {
     Rig<P> r(64, 16, write_through);
