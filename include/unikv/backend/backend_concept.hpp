@@ -62,17 +62,18 @@ using pinned_buffer_t = decltype(std::declval<B&>().allocate_pinned(std::size_t{
 /// The owned event type `B::make_event` returns.
 template <class B>
 using owned_event_t = decltype(std::declval<B&>().make_event());
+/// The owned stream type `B::make_stream` returns.
+template <class B>
+using owned_stream_t = decltype(std::declval<B&>().make_stream());
 
 /// Has `make_stream()` and `make_event()` returning owners whose refs (read from a live owner) are the
 /// backend's, and a `synchronize()` on the stream owner.
 template <class B>
-inline constexpr bool has_stream_factory_v =
-    requires(B& b, decltype(std::declval<B&>().make_stream())& stream,
-             decltype(std::declval<B&>().make_event())& event) {
-        { stream.ref() } -> std::same_as<typename B::stream_ref>;
-        { event.ref() } -> std::same_as<typename B::event_ref>;
-        stream.synchronize();
-    };
+inline constexpr bool has_stream_factory_v = requires(owned_stream_t<B>& stream, owned_event_t<B>& event) {
+    { stream.ref() } -> std::same_as<typename B::stream_ref>;
+    { event.ref() } -> std::same_as<typename B::event_ref>;
+    stream.synchronize();
+};
 
 /// Has the whole-envelope and sliced page copies between any pair of memory spaces, and the page fill.
 template <class B>
