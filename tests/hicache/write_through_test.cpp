@@ -4,6 +4,8 @@
 
 #include <optional>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "hicache_support.hpp"
 
@@ -32,6 +34,35 @@ std::int32_t complete_writes(Rig<P>& r, std::size_t expected) {
     return committed;
 }
 
+
+// A request without a state over the tri-pool rig: its pages marked, inserted with none.
+CacheInsert insert_stateless(Rig<TriSeparate>& r, const std::vector<TokenId>& tokens) {
+    std::vector<VirtualPage> pages(tokens.size() / page_size);
+    REQUIRE(r.cache.allocator().alloc(pages));
+    REQUIRE(drain(r.backend, r.stream));
+    for (std::size_t k = 0; k < pages.size(); ++k) {
+        r.rows().write_page(Component::full, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
+        r.rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
+    }
+    return r.cache.insert(TokenKey{tokens}, {.pages = pages});
+}
+
+// `upper` inserted without a state, its copies failing and acknowledged only after `key` (which extends it) is
+// inserted below it with a state and written through (committed at queue time, the upper node is not written
+// again meanwhile): the upper node ends with device rows and no host copy. Returns the two nodes.
+std::pair<NodeRef, NodeRef> unwritten_parent(Rig<TriSeparate>& r, const std::vector<TokenId>& upper,
+                                             const std::vector<TokenId>& key) {
+    const NodeRef parent = insert_stateless(r, upper).node;
+    r.backend.inject_copy_failure(r.cache.controller().stream());
+    CHECK(r.cache.start_writing() == 2);
+    (void)r.run_transfers();
+    r.backend.clear_copy_failure(r.cache.controller().stream());
+    const NodeRef lower = r.insert(key);
+    REQUIRE(r.inserted.writes == 3);
+    REQUIRE(r.cache.tree().node_info(lower).parent == parent);
+    CHECK(complete_writes(r, 5) == 3);
+    return {parent, lower};
+}
 }  // namespace
 
 TEST_CASE_TEMPLATE("a write-through copies every row to host, holds the device lock until its ack, and loads back", P,
@@ -225,29 +256,8 @@ TEST_CASE("tri-pool: the host eviction that makes room for a write-through leave
     Rig<TriSeparate> r(64, {.values = {2, 4, 4}}, write_through);  // two host FULL pages
     const auto key = Rig<TriSeparate>::key(1200, 2);
     const std::vector<TokenId> prefix(key.begin(), key.begin() + page_size);
-    // A request without a state: its pages marked, inserted with none.
-    const auto insert_stateless = [&](const std::vector<TokenId>& tokens) {
-        std::vector<VirtualPage> pages(tokens.size() / page_size);
-        REQUIRE(r.cache.allocator().alloc(pages));
-        REQUIRE(drain(r.backend, r.stream));
-        for (std::size_t k = 0; k < pages.size(); ++k) {
-            r.rows().write_page(Component::full, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
-            r.rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
-        }
-        return r.cache.insert(TokenKey{tokens}, {.pages = pages});
-    };
 
-    // The upper node: its copies fail, acknowledged only after the lower node is inserted (committed at queue
-    // time, it is not written again meanwhile), so it ends with device rows and no host copy.
-    const NodeRef upper = insert_stateless(prefix).node;
-    r.backend.inject_copy_failure(r.cache.controller().stream());
-    CHECK(r.cache.start_writing() == 2);
-    (void)r.run_transfers();
-    r.backend.clear_copy_failure(r.cache.controller().stream());
-    const NodeRef lower = r.insert(key);
-    REQUIRE(r.inserted.writes == 3);
-    REQUIRE(r.cache.tree().node_info(lower).parent == upper);
-    CHECK(complete_writes(r, 5) == 3);
+    const auto [upper, lower] = unwritten_parent(r, prefix, key);
     CHECK(r.cache.evict({Component::full, 1}).pages_freed[Component::full] == 1);  // the lower goes to host
     REQUIRE_FALSE(r.cache.tree().node_info(lower).device[Component::full]);
     REQUIRE(r.host_holds(lower, Component::full, key));
@@ -269,7 +279,7 @@ TEST_CASE("tri-pool: the host eviction that makes room for a write-through leave
     } quiet;
     const std::uint64_t drops = dropped_count();
     CacheInsert again{};
-    CHECK_NOTHROW(again = insert_stateless(prefix));
+    CHECK_NOTHROW(again = insert_stateless(r, prefix));
     CHECK(dropped_count() == drops);
     REQUIRE(again.node == upper);
     CHECK(again.writes == 2);
@@ -295,25 +305,7 @@ TEST_CASE("tri-pool: the node an insert returns outlives the host eviction its a
     const auto key = Rig<TriSeparate>::key(1400, 3);
     const std::vector<TokenId> first(key.begin(), key.begin() + page_size);
     const std::vector<TokenId> two(key.begin(), key.begin() + 2 * page_size);
-    const auto insert_stateless = [&](const std::vector<TokenId>& tokens) {
-        std::vector<VirtualPage> pages(tokens.size() / page_size);
-        REQUIRE(r.cache.allocator().alloc(pages));
-        REQUIRE(drain(r.backend, r.stream));
-        for (std::size_t k = 0; k < pages.size(); ++k) {
-            r.rows().write_page(Component::full, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
-            r.rows().write_page(Component::swa, pages[k], tokens, static_cast<std::int32_t>(k) * page_size);
-        }
-        return r.cache.insert(TokenKey{tokens}, {.pages = pages});
-    };
-    // The ancestor: its copies fail (acknowledged after the child is inserted), so it has no host copy.
-    const NodeRef ancestor = insert_stateless(first).node;
-    r.backend.inject_copy_failure(r.cache.controller().stream());
-    CHECK(r.cache.start_writing() == 2);
-    (void)r.run_transfers();
-    r.backend.clear_copy_failure(r.cache.controller().stream());
-    const NodeRef child = r.insert(key);  // two pages with a state, written through: two host FULL pages
-    REQUIRE(r.cache.tree().node_info(child).parent == ancestor);
-    CHECK(complete_writes(r, 5) == 3);
+    const auto [ancestor, child] = unwritten_parent(r, first, key);  // the child's two host FULL pages
     REQUIRE(r.cache.evict({Component::full, 1}).pages_freed[Component::full] == 2);  // the child goes to host
     REQUIRE(r.host_holds(child, Component::full, key));
     // A filler on device takes the last host FULL page: it cannot leave the host tier, the child can.
@@ -324,7 +316,7 @@ TEST_CASE("tri-pool: the node an insert returns outlives the host eviction its a
 
     // Two pages again, stateless: the child splits; its upper part takes the new device page and is returned.
     CacheInsert again{};
-    CHECK_NOTHROW(again = insert_stateless(two));
+    CHECK_NOTHROW(again = insert_stateless(r, two));
     CHECK(again.skipped == 0);
     REQUIRE(r.cache.tree().contains(again.node));
     CHECK(r.cache.tree().node_info(again.node).parent == ancestor);
