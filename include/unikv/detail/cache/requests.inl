@@ -2,6 +2,7 @@
 // Definitions of `CacheCore` (cache.hpp): construction, the tree executed, a request's rows and allocation, inspection.
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -78,16 +79,15 @@ CacheInsert CacheCore<P>::insert(TokenKey key, const InsertValues& values) {
     free_host(work);
     const std::span<const TreeAction> actions = work.actions();
     // A write-through may relieve the host (`evict_host`), and the collection after it could remove the node
-    // returned here (over Mamba, a node without a state cannot end a match): pinned while they are queued.
-    const bool writes = std::any_of(actions.begin(), actions.end(),
-                                    [](const TreeAction& a) { return a.kind == ActionKind::write_through; });
-    const detail::held_lock<tree_type> pin(tree_, writes && !r.node.is_root() ? tree_.lock(r.node) : LockReceipt{});
+    // returned here (over Mamba, a node without a state cannot end a match): pinned from the first one on.
+    std::optional<detail::held_lock<tree_type>> pin;
     std::size_t i = 0;
     try {
         for (; i < actions.size(); ++i) {
             const TreeAction& a = actions[i];
             UNIKV_ASSERT(a.kind != ActionKind::backup);  // insert never asks for a write-back
             if (a.kind != ActionKind::write_through) continue;
+            if (!pin && !r.node.is_root()) pin.emplace(tree_, tree_.lock(r.node));
             ++(write_through(work, a) ? out.writes : out.skipped);
         }
     } catch (...) {
