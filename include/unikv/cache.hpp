@@ -79,6 +79,7 @@
 /// Threading: one scheduler thread drives a cache.
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -97,6 +98,7 @@
 #include <unikv/cache/action_executor.hpp>
 #include <unikv/cache/admission.hpp>
 #include <unikv/cache/compatibility.hpp>
+#include <unikv/cache/sequence.hpp>
 #include <unikv/component.hpp>
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/host/no_host_tier.hpp>
@@ -235,6 +237,16 @@ struct CacheInsert {
     std::uint64_t first_write = 0;
 };
 
+/// Bytes a cache has moved so far (`Cache::bytes_moved`), each since construction.
+struct BytesMoved {
+    /// Within the arena: compaction's page moves on the compute stream.
+    std::uint64_t compaction = 0;
+    /// Host to device: load-backs and restores submitted on the transfer stream.
+    std::uint64_t loaded = 0;
+    /// Device to host: write-throughs, write-backs and retractions submitted on the transfer stream.
+    std::uint64_t written = 0;
+};
+
 /// The tag of a cache transfer on its controller, and of its ticket: which kind, and its id within that kind (a
 /// load's id, a backup's number in its eviction run, a write-through's id; a retraction's copies are drained
 /// within their call and carry none). Write-backs and write-throughs share the write lane, so the kind tells
@@ -254,6 +266,12 @@ struct fixed_tree_core {
     template <class... Cs>
     using impl = Tree;
 };
+
+// A number per cache, so a `Sequence` knows which cache it runs in across moves of that cache.
+inline std::uint64_t next_cache_id() noexcept {
+    static std::atomic<std::uint64_t> next{0};
+    return next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 template <class T>
 using tree_core_tag_t = std::conditional_t<is_explicit_tree_v<T>, fixed_tree_core<T>, T>;
@@ -365,6 +383,50 @@ public:
     /// insert's; allocates nothing once its page scratch has grown.
     CacheInsert finish(TokenKey tokens, std::span<const VirtualToken> rows, LockReceipt&& lock,
                        const FinishOptions& options = {});
+
+    // ---- requests as handles (`Sequence`, cache/sequence.hpp; admission: `Cache::admit`) ------------------
+    /// The virtual rows of `seq`, one per token `[0, length())`: translate them for the forward
+    /// (`translate_full`, `translate_swa`). After an admission that loaded the prefix back, the first call reads
+    /// the prefix's rows from the tree (and, with Mamba, queues the copy of the prefix's state into the
+    /// request's), so call it after `loading_check` acknowledged that load. Throws `logic_error` (nothing
+    /// changed) for a handle not running in this cache or whose load is not acknowledged, and `transfer_error`
+    /// when that load failed (release the handle and admit it again). O(1); the first read after a load
+    /// O(depth + prefix). The span is valid until the next call on the handle.
+    std::span<const VirtualToken> rows(Sequence& seq);
+    /// One decode step for each handle of `batch`: token `next[i]` (the one the last forward sampled) gets the
+    /// row at `batch[i]->length()` (one `alloc_decode`, relieved as it is), then each handle's SWA window
+    /// slides: its own pages whose rows all left the window (before `length() - window_tokens()`) are
+    /// tombstoned with one `free_swa` for the batch; pages of the tree's prefix are never touched. On a
+    /// shortfall nothing changes and the result names the short pool: retract a handle (`retract`) and decode
+    /// again. Throws `logic_error` (nothing changed) for a handle not running in this cache, prefilling, with a
+    /// load not read (`rows`), at its `max_new_tokens`, or named twice, and for `next` of another size.
+    /// O(batch) plus the pages tombstoned; allocates nothing once its scratch reached the batch size (`admit`
+    /// reserved the handles' room).
+    AllocResult decode(std::span<Sequence* const> batch, std::span<const TokenId> next);
+    /// Caches `seq`'s whole pages so far (a prefill chunk, a prompt's end) while it keeps running: `insert` of
+    /// its tokens and whole pages, its lock moved to the node returned, the prefix rows read again (the tree
+    /// keeps its own page where it already cached the tokens, and frees the request's duplicate). With Mamba the
+    /// node gets a state: on a page boundary a copy of the running state (a fresh slot, copied on the compute
+    /// stream, after the forward that computed it), otherwise `state_at_pages` when given (a slot the engine
+    /// allocated, `alloc_state`, holding the state after the last whole page; the cache takes it, and frees it
+    /// when nothing is inserted). Nothing to cache (no whole page past the prefix): returns the current node.
+    /// Throws `logic_error` as `rows` (nothing changed). O(length / page + key) plus the insert's.
+    CacheInsert checkpoint(Sequence& seq, StateId state_at_pages = {});
+    /// Preempts `seq`: where the cache can (`can_retract`, a decoding handle) its own rows are backed up to host
+    /// (`backup`); then its own pages and state are freed and its lock released, and it waits `retracted` for
+    /// `Cache::restore`. True when backed up; false when `restore` will recompute its rows (no host room, a
+    /// failed copy, a Mamba layout, a handle still prefilling). Throws `logic_error` (nothing changed) for a
+    /// handle not running in this cache. Cold: the backup's copies.
+    bool retract(Sequence& seq);
+    /// Finishes `seq`: its whole pages go to the tree (`finish` above, its SWA cursor and state with them), its
+    /// partial tail page is freed, its lock released; the handle becomes `idle` (and may be admitted again,
+    /// keeping its capacity). Throws `logic_error` (nothing changed) for a handle not running in this cache
+    /// (a second finish included) or with a load not read. Cost as `finish`.
+    CacheInsert finish(Sequence& seq, std::uint8_t retention = 0);
+    /// Drops `seq` without caching anything (an aborted request): its own pages and state are freed, its lock
+    /// released, a retraction backup discarded; the handle becomes `idle`. Throws `logic_error` for a handle
+    /// idle or of another cache. O(own pages).
+    void release(Sequence& seq);
 
     // ---- running requests (hot) --------------------------------------------------------------------------
     /// Allocates the extensions of `batch` (`UnifiedAllocator::alloc_extend`). On a shortfall it relieves the
@@ -543,6 +605,15 @@ public:
     /// The layers a load-back is copied in, one `wait_layer` each (`ArenaSpec::load_layers`), known from
     /// construction (`controller().layers()` is 0 until the first load). O(1).
     [[nodiscard]] std::int32_t layers() const noexcept { return alloc_.spec().load_layers(); }
+    /// Bytes moved so far: compaction in the arena, loads and writes over the host link. O(1).
+    [[nodiscard]] BytesMoved bytes_moved() const noexcept {
+        return {.compaction = alloc_.bytes_moved(),
+                .loaded = ctl_.bytes_submitted(TransferDirection::load),
+                .written = ctl_.bytes_submitted(TransferDirection::write)};
+    }
+    /// The stream the cache's host transfers run on (loads, write-throughs, write-backs, retractions); the
+    /// compute stream is `allocator().stream()`.
+    [[nodiscard]] stream_ref transfer_stream() const noexcept { return ctl_.stream(); }
     /// Tokens per page of `component` (1 for Mamba: a page is a state). The cache speaks `Pages`; the tree counts
     /// tokens (states for Mamba), and the cache converts at its one door to it (eviction) with this.
     [[nodiscard]] std::int32_t page_size(Component component) const noexcept {
@@ -570,7 +641,34 @@ public:
     /// The window of the SWA layers in tokens (0 without Swa).
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return tree_.config().swa_window; }
 
+protected:
+    // What `Cache::admit`, `extend` and `restore` share: the checks of a handle, and an admission made the
+    // handle's (`start`).
+    enum class start_kind : std::uint8_t { fresh, chunk, recompute };
+    // Throws `logic_error` naming `call` unless `seq` is `want` and, when not idle, runs in this cache.
+    void expect_sequence(const Sequence& seq, Sequence::Status want, const char* call) const;
+    // The tokens `seq` asks an admission for: the prompt left to prefill, or all of a retracted one's rows.
+    [[nodiscard]] static TokenKey admission_key(const Sequence& seq, std::int32_t rows) noexcept {
+        return {std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(rows)), seq.ns_};
+    }
+    // Gives the admitted `a` to `seq`: the rows of its extension, a state (from the prefix's), the prefix's rows
+    // (or, for a load, once it is read), the lock (a chunk's previous lock released). On a shortfall of rows or
+    // state the admission's lock is released and a refusal returned, `seq` unchanged. `prompt`: a fresh
+    // handle's tokens.
+    Admission start(Sequence& seq, Admission&& a, start_kind kind, TokenKey prompt = {}, std::int32_t max_new = 0);
+    // `restore`'s copy of `seq`'s backup into fresh rows after its old prefix; false when that cannot be done
+    // (the admission does not serve that prefix on device, a chunk, rows short, a failed copy): nothing changed.
+    bool copy_back(Sequence& seq, Admission& a);
+    [[nodiscard]] static bool is_retracted_with_backup(const Sequence& seq) noexcept { return static_cast<bool>(seq.backup_); }
+
 private:
+    // The pages of `seq`'s rows `[from, length)` (`from` page aligned), into `finish_pages_`.
+    std::span<const VirtualPage> pages_from(const Sequence& seq, std::int32_t from);
+    // Reads a loaded prefix's rows into `seq` (see `rows`).
+    void bind_loaded_prefix(Sequence& seq);
+    // Back to idle, capacity kept.
+    static void reset(Sequence& seq) noexcept;
+
     // One copy in flight, from its queueing to its finish: a load-back, a write-through or a write-back
     // (`tag.kind`; a retraction drains its own copy within its call). Plain values only, so the cache stays
     // movable. `finish` commits or undoes it by kind and is idempotent (each step leaves a mark, so a call after a
@@ -667,6 +765,12 @@ private:
     std::vector<WriteDone> reported_;  // what the last `writing_check` returned when it had settled acks
     std::vector<VirtualPage> finish_pages_;  // scratch of `finish`: a request's pages, whole ones first
     std::vector<VirtualPage> prefix_pages_;  // scratch of `prefix_rows`
+    std::vector<std::int32_t> decode_lens_;   // scratch of `decode` and `start`
+    std::vector<VirtualToken> decode_last_;
+    std::vector<VirtualToken> decode_out_;
+    std::vector<VirtualPage> swa_slid_;       // scratch of `decode`: pages whose SWA rows left the window
+    std::uint64_t decode_mark_ = 0;           // `decode`'s batch number (a handle named twice)
+    std::uint64_t id_ = next_cache_id();      // which cache a handle runs in
     controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
 };
 
@@ -686,6 +790,7 @@ public:
     using policies = Policies;
     using budget_type = budget_t<typename Policies::budget, typename Policies::layout>;
     using typename core::stream_ref;
+    using core::restore;  // beside `restore(Sequence&)`: the backup-level call
 
     /// The core of `config` (see `CacheCore`'s constructor) and the budget of `config.budget`; a static
     /// partition bounds the pools themselves (`PartitionedSWABudget`). Throws what those throw.
@@ -714,6 +819,48 @@ public:
         return detail::prepare_load_back(*this, budget_, ask);
     }
 
+    // ---- requests as handles (`Sequence`) -----------------------------------------------------------------
+    /// Admits a new request into `seq` (idle: never admitted, or finished) through `try_admit`; on success the
+    /// handle holds its prompt (copied, with room reserved for `max_new_tokens`), the rows of the admitted
+    /// extension (`compute_from()` on), a Mamba state (a copy of the prefix's, queued on the compute stream),
+    /// its lock (the returned `Admission::lock` is empty) and the prefix's rows (after a load-back: once read,
+    /// `rows`). Refused: the admission's refusal, or `no_room` naming the pool when the rows or the state fell
+    /// short after the budget admitted it; the handle is unchanged. Throws `logic_error` (nothing changed) for a
+    /// handle that is not idle. Cost: `try_admit` plus O(prefix + extension).
+    [[nodiscard]] Admission admit(Sequence& seq, const AdmitRequest& request) {
+        this->expect_sequence(seq, Sequence::Status::idle, "admit");
+        Admission a = try_admit(request);
+        if (!a) return a;
+        return this->start(seq, std::move(a), core::start_kind::fresh, request.prompt, request.max_new_tokens);
+    }
+    /// Admits the next chunk of `seq`'s prompt (after `checkpoint` cached the last one; the budget may cut it
+    /// again): the match finds the chunks cached so far. Refused as `admit`, the handle unchanged (it keeps its
+    /// lock and may ask again). Throws `logic_error` (nothing changed) for a handle not running in this cache, not
+    /// prefilling, or with rows not checkpointed. Cost as `admit`.
+    [[nodiscard]] Admission extend(Sequence& seq) {
+        this->expect_sequence(seq, Sequence::Status::running, "extend");
+        UNIKV_EXPECTS(seq.prefilling() && seq.length() == seq.prefix_length(), "extend: the sequence has ",
+                      seq.length() - seq.prefix_length(), " rows not checkpointed",
+                      seq.prefilling() ? "; checkpoint the chunk first" : " and its prompt is all computed; decode it");
+        Admission a = try_admit({.prompt = this->admission_key(seq, static_cast<std::int32_t>(seq.tokens().size())),
+                                 .max_new_tokens = seq.max_new_tokens() - seq.decoded()});
+        if (!a) return a;
+        return this->start(seq, std::move(a), core::start_kind::chunk);
+    }
+    /// Brings a retracted `seq` back: an admission of all its rows; when it serves the prefix the handle had on
+    /// device, fresh rows after it receive the backup (`compute_from() == length()`: nothing to compute);
+    /// otherwise the backup is discarded and the handle prefills again from the admitted prefix. Refused as
+    /// `admit` (still retracted, backup kept). Throws `logic_error` (nothing changed) for a handle not retracted
+    /// in this cache (a restore without a retraction). Cost as `admit` plus the copy.
+    [[nodiscard]] Admission restore(Sequence& seq) {
+        this->expect_sequence(seq, Sequence::Status::retracted, "restore");
+        Admission a = try_admit({.prompt = this->admission_key(seq, static_cast<std::int32_t>(seq.tokens().size())),
+                                 .max_new_tokens = seq.max_new_tokens() - seq.decoded()});
+        if (!a) return a;
+        if (core::is_retracted_with_backup(seq) && this->copy_back(seq, a)) return a;
+        return this->start(seq, std::move(a), core::start_kind::recompute);
+    }
+
     /// The budget, for inspection (its offsets).
     [[nodiscard]] const budget_type& budget() const noexcept { return budget_; }
 
@@ -734,3 +881,4 @@ class Cache<Policies> {
 #include <unikv/detail/cache/requests.inl>
 #include <unikv/detail/cache/transfers.inl>
 #include <unikv/detail/cache/relief.inl>
+#include <unikv/detail/cache/sequences.inl>

@@ -5,7 +5,8 @@
 /// * A broken precondition is a caller bug (double free, freeing a tombstone, a bad id): `UNIKV_EXPECTS`
 ///   throws `unikv::logic_error` with a message that names the call, the failed condition and the bad value.
 /// * An internal invariant that cannot fail unless unikv itself is wrong: `UNIKV_ASSERT` (debug builds).
-/// * Environment failures: `unikv::cuda_error`, `unikv::out_of_memory`.
+/// * Environment failures: `unikv::cuda_error`, `unikv::out_of_memory`, `unikv::transfer_error` (a copy a
+///   request needed failed).
 /// Expected outcomes (no room, prefix miss, gated) are return values, never exceptions.
 
 #include <charconv>
@@ -31,6 +32,13 @@ public:
 
 /// A CUDA runtime call failed. The message carries the call and the CUDA error string.
 class cuda_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// A copy that a request needed failed (a load-back of its prefix): nothing wrong was served, the request
+/// must be admitted again.
+class transfer_error : public std::runtime_error {
 public:
     using std::runtime_error::runtime_error;
 };

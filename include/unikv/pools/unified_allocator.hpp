@@ -299,6 +299,11 @@ public:
     /// Frees Mamba state slots. Throws for a slot that is not allocated, listed twice, or, freed `by` a request,
     /// held by the tree (`hold`); a free `by` the tree releases the hold.
     void free_state(std::span<const StateId> states, Holder by = Holder::request);
+    /// Queues a copy of Mamba state `from` into state `to` (whole slots) on `stream()`, after the work queued
+    /// there (the forward that computed `from`, earlier moves): a checkpoint of a running state, or a request
+    /// starting from a cached one. Throws `logic_error` (nothing queued) unless both are allocated and differ.
+    /// Needs a Mamba pool. O(1), no allocation.
+    void copy_state(StateId from, StateId to);
 
     // ---- translation (hot; allocation-free; unmapped, negative, out-of-range ids give the sink) -----------
     /// Physical FULL tokens of virtual tokens. Precondition: `out.size() >= in.size()`. O(n).

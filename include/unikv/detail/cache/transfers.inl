@@ -397,7 +397,7 @@ RetractionBackup CacheCore<P>::backup(const RequestRows& request) {
         return RetractionBackup{};
     } else {
         settle_writes();
-        return retract(alloc_, host_, ctl_, retraction_of(request),
+        return unikv::retract(alloc_, host_, ctl_, retraction_of(request),
                        [this](const HostAllocResult& r) { return relieve_host(r); },
                        CacheTag{.kind = CacheTag::Kind::retraction, .id = 0});
     }

@@ -471,6 +471,19 @@ void UnifiedAllocator<L, B>::translate_swa(std::span<const VirtualPage> in, std:
 }
 
 template <class L, class B>
+void UnifiedAllocator<L, B>::copy_state(StateId from, StateId to) {
+    static_assert(has_mamba, "unikv: copy_state needs a layout with a Mamba pool");
+    const StateId both[] = {from, to};
+    expect_allocated(both, "copy_state");
+    UNIKV_EXPECTS(from != to, "copy_state: state slot ", from.value(), " copied onto itself");
+    PhysicalPage slots[2];
+    translate_state(both, slots);
+    const std::int32_t src[] = {slots[0].value()};
+    const std::int32_t dst[] = {slots[1].value()};
+    backend_.copy_pages_async(region(), src, region(), dst, pool<mamba_index>().core().spec().page_bytes, stream_);
+}
+
+template <class L, class B>
 void UnifiedAllocator<L, B>::translate_state(std::span<const StateId> in, std::span<PhysicalPage> out) const {
     static_assert(has_mamba, "unikv: translate_state needs a layout with a Mamba pool");
     UNIKV_EXPECTS(out.size() >= in.size(), "out holds ", out.size(), " ids for ", in.size(), " inputs");

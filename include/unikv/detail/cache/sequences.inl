@@ -1,0 +1,329 @@
+#pragma once
+// Definitions of `CacheCore`'s calls on a request handle (`Sequence`, cache/sequence.hpp; cache.hpp).
+
+#include <algorithm>
+#include <utility>
+
+namespace unikv::detail::cache {
+
+inline const char* status_name(Sequence::Status s) noexcept {
+    switch (s) {
+        case Sequence::Status::idle: return "idle (never admitted, finished or released)";
+        case Sequence::Status::running: return "running";
+        case Sequence::Status::retracted: return "retracted";
+    }
+    return "unknown";
+}
+
+template <class P>
+void CacheCore<P>::expect_sequence(const Sequence& seq, Sequence::Status want, const char* call) const {
+    if (seq.status_ != Sequence::Status::idle && seq.cache_ != id_) {
+        detail::misuse(call, "the sequence runs in another cache; drive it through the cache that admitted it");
+    }
+    if (seq.status_ != want) {
+        detail::misuse(call, "the sequence is ", status_name(seq.status_), ", not ", status_name(want));
+    }
+}
+
+template <class P>
+std::span<const VirtualPage> CacheCore<P>::pages_from(const Sequence& seq, std::int32_t from) {
+    const PageSize page{page_size(Component::full)};
+    finish_pages_.clear();
+    for (std::int32_t t = from; t < seq.length(); t += page.tokens)
+        finish_pages_.push_back(page_of(seq.rows_[static_cast<std::size_t>(t)], page));
+    return finish_pages_;
+}
+
+template <class P>
+void CacheCore<P>::reset(Sequence& seq) noexcept {
+    seq.status_ = Sequence::Status::idle;
+    seq.tokens_.clear();
+    seq.rows_.clear();
+    seq.fill_ = seq.prefix_ = seq.compute_from_ = seq.swa_start_ = seq.decoded_ = seq.max_new_ = 0;
+    seq.backup_prefix_ = 0;
+    seq.load_id_ = 0;
+    seq.node_ = NodeRef{};
+    seq.state_ = StateId{};
+}
+
+template <class P>
+Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, TokenKey prompt, std::int32_t max_new) {
+    const std::int32_t prefix = a.prefix_length;
+    const std::int32_t end = prefix + a.extend_length;
+    const auto refuse = [&](Pages missing) {
+        if (!a.lock.empty()) unlock(std::move(a.lock));
+        Admission out;
+        out.refusal = {.cause = RefusalCause::no_room, .missing = missing};
+        return out;
+    };
+    if (kind == start_kind::fresh) {  // the handle is idle: its buffers may change before anything can fail
+        const std::size_t room = prompt.tokens.size() + static_cast<std::size_t>(max_new);
+        seq.tokens_.reserve(room);
+        seq.rows_.reserve(room);
+        seq.tokens_.assign(prompt.tokens.begin(), prompt.tokens.end());
+    }
+    // The extension's own rows: the prefix ends on a page boundary (a match is whole pages), so no last row.
+    decode_out_.resize(static_cast<std::size_t>(end - prefix));
+    const std::int32_t prefix_lens[] = {prefix};
+    const std::int32_t seq_lens[] = {end};
+    const VirtualToken last[] = {VirtualToken{}};
+    if (const AllocResult r = alloc_extend({prefix_lens, seq_lens, last}, decode_out_); !r) return refuse(r.missing);
+    StateId fresh{};
+    if constexpr (has_mamba) {
+        if (!seq.state_.is_valid()) {
+            StateId out[1];
+            if (const AllocResult r = alloc_state(out); !r) {
+                const PageSize page{page_size(Component::full)};
+                finish_pages_.clear();
+                for (std::size_t t = 0; t < decode_out_.size(); t += static_cast<std::size_t>(page.tokens))
+                    finish_pages_.push_back(page_of(decode_out_[t], page));
+                alloc_.free(finish_pages_);
+                return refuse(r.missing);
+            }
+            fresh = out[0];
+        }
+    }
+    // Committed from here on.
+    const bool state_current = kind == start_kind::chunk && prefix == seq.length();  // its own checkpoint
+    if (kind == start_kind::fresh) {
+        seq.ns_ = prompt.ns;
+        seq.fill_ = static_cast<std::int32_t>(prompt.tokens.size());
+        seq.max_new_ = max_new;
+        seq.decoded_ = 0;
+        seq.cache_ = id_;
+    }
+    seq.rows_.resize(static_cast<std::size_t>(end));
+    std::copy(decode_out_.begin(), decode_out_.end(), seq.rows_.begin() + prefix);
+    if (kind == start_kind::recompute) {  // a retracted handle recomputes every row it had
+        if constexpr (can_retract) discard(seq.backup_);
+        seq.fill_ = static_cast<std::int32_t>(seq.tokens_.size());
+    }
+    if (fresh.is_valid()) seq.state_ = fresh;
+    LockReceipt previous = std::exchange(seq.lock_, std::move(a.lock));
+    seq.node_ = a.node;
+    seq.prefix_ = seq.compute_from_ = seq.swa_start_ = prefix;
+    seq.load_id_ = a.load_id;
+    seq.status_ = Sequence::Status::running;
+    if (a.load_id == 0 && prefix > 0) {
+        prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(prefix)));
+        if constexpr (has_mamba) {
+            if (!state_current) alloc_.copy_state(tree_.node_info(seq.node_).state, seq.state_);
+        }
+    }
+    if (!previous.empty()) unlock(std::move(previous));
+    return std::move(a);
+}
+
+template <class P>
+void CacheCore<P>::bind_loaded_prefix(Sequence& seq) {
+    const std::uint64_t id = seq.load_id_;
+    const bool pending = std::any_of(loads_.begin(), loads_.end(), [&](const Ticket& t) { return t.tag.id == id; });
+    if (pending) {
+        detail::misuse("rows", "the sequence's prefix is still loading (load ", id,
+                       "); start_loading, then read its rows after loading_check acknowledged the load");
+    }
+    if (!tree_.node_info(seq.node_).device[Component::full]) {
+        throw transfer_error(detail::concat("unikv: rows: load-back ", id, " of the sequence's prefix failed; release "
+                                            "the sequence and admit it again"));
+    }
+    prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(seq.prefix_)));
+    if constexpr (has_mamba) alloc_.copy_state(tree_.node_info(seq.node_).state, seq.state_);
+    seq.load_id_ = 0;
+}
+
+template <class P>
+std::span<const VirtualToken> CacheCore<P>::rows(Sequence& seq) {
+    expect_sequence(seq, Sequence::Status::running, "rows");
+    if (seq.load_id_ != 0) bind_loaded_prefix(seq);
+    return seq.rows_;
+}
+
+template <class P>
+AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<const TokenId> next) {
+    UNIKV_EXPECTS(next.size() == batch.size(), "decode: ", next.size(), " tokens for a batch of ", batch.size(),
+                  "; give each sequence the token its last forward sampled");
+    const std::uint64_t mark = ++decode_mark_;
+    decode_lens_.clear();
+    decode_last_.clear();
+    for (Sequence* s : batch) {
+        UNIKV_EXPECTS(s != nullptr, "decode: the batch names no sequence at position ", decode_lens_.size());
+        expect_sequence(*s, Sequence::Status::running, "decode");
+        if (s->batch_mark_ == mark) detail::misuse("decode", "a sequence is named twice in the batch");
+        if (s->prefilling()) {
+            detail::misuse("decode", "a sequence is still prefilling (", s->length(), " of ", s->fill_,
+                           " prompt rows); checkpoint it and extend it first");
+        }
+        if (s->load_id_ != 0) detail::misuse("decode", "a sequence's loaded prefix was never read; call rows first");
+        if (s->decoded_ >= s->max_new_) {
+            detail::misuse("decode", "a sequence decoded its max_new_tokens (", s->max_new_, "); finish it");
+        }
+        s->batch_mark_ = mark;
+        decode_lens_.push_back(s->length() + 1);
+        decode_last_.push_back(s->rows_.back());
+    }
+    decode_out_.resize(batch.size());
+    const AllocResult r = alloc_decode({decode_lens_, decode_last_}, decode_out_);
+    if (!r) return r;
+    const PageSize page{page_size(Component::full)};
+    const std::int32_t window = window_tokens();
+    swa_slid_.clear();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        Sequence& s = *batch[i];
+        s.compute_from_ = s.length();
+        s.rows_.push_back(decode_out_[i]);
+        s.tokens_.push_back(next[i]);
+        ++s.decoded_;
+        if constexpr (has_swa) {
+            // Only its own pages (from the prefix on): the tree's keep their window for other requests.
+            while (s.swa_start_ + page.tokens <= s.length() - window) {
+                swa_slid_.push_back(page_of(s.rows_[static_cast<std::size_t>(s.swa_start_)], page));
+                s.swa_start_ += page.tokens;
+            }
+        }
+    }
+    if constexpr (has_swa) {
+        if (!swa_slid_.empty()) alloc_.free_swa(swa_slid_);
+    }
+    return r;
+}
+
+template <class P>
+CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
+    expect_sequence(seq, Sequence::Status::running, "checkpoint");
+    if (seq.load_id_ != 0) bind_loaded_prefix(seq);
+    const std::int32_t page = page_size(Component::full);
+    const std::int32_t whole = seq.length() / page * page;
+    StateId state{};
+    if constexpr (has_mamba) {
+        if (state_at_pages.is_valid()) {
+            alloc_.expect_allocated(std::span<const StateId>(&state_at_pages, 1), "checkpoint");
+            UNIKV_EXPECTS(state_at_pages != seq.state_, "checkpoint: state_at_pages is the sequence's running state;"
+                          " give a slot of its own holding the state after the last whole page");
+        }
+        if (whole > seq.prefix_ && whole == seq.length() && seq.state_.is_valid()) {
+            StateId out[1];
+            if (alloc_state(out)) {  // else cached without a state: the pages still serve a longer match
+                alloc_.copy_state(seq.state_, out[0]);
+                state = out[0];
+            }
+            if (state_at_pages.is_valid()) alloc_.free_state(std::span<const StateId>(&state_at_pages, 1));
+        } else {
+            state = state_at_pages;
+        }
+    } else {
+        UNIKV_EXPECTS(!state_at_pages.is_valid(), "checkpoint: a state for a layout without Mamba");
+    }
+    if (whole <= seq.prefix_) {
+        if constexpr (has_mamba) {
+            if (state.is_valid()) alloc_.free_state(std::span<const StateId>(&state, 1));
+        }
+        return CacheInsert{.node = seq.node_, .prefix_length = seq.prefix_, .first_write = next_write_};
+    }
+    const std::span<const VirtualPage> pages = pages_from(seq, 0).first(static_cast<std::size_t>(whole / page));
+    const CacheInsert done = insert({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(whole)), seq.ns_},
+                                    {.pages = pages, .swa_evicted = std::min(seq.swa_start_, whole), .state = state});
+    LockReceipt previous = std::exchange(seq.lock_, lock(done.node));
+    unlock(std::move(previous));
+    seq.node_ = done.node;
+    seq.prefix_ = whole;
+    seq.swa_start_ = std::max(seq.swa_start_, whole);
+    // The tree kept its own page where it had the tokens already (and freed the request's): read them again.
+    prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(whole)));
+    return done;
+}
+
+template <class P>
+bool CacheCore<P>::retract(Sequence& seq) {
+    expect_sequence(seq, Sequence::Status::running, "retract");
+    if (seq.load_id_ != 0) bind_loaded_prefix(seq);
+    const std::span<const VirtualPage> own = pages_from(seq, seq.prefix_);
+    bool backed = false;
+    if constexpr (can_retract) {
+        if (!seq.prefilling()) {
+            RetractionBackup b = backup({.own = own, .prefix_tokens = seq.prefix_, .seq_len = seq.length()});
+            if (b) {
+                seq.backup_ = std::move(b);
+                seq.backup_prefix_ = seq.prefix_;
+                backed = true;
+            }
+        }
+    }
+    alloc_.free(own);
+    if constexpr (has_mamba) {
+        if (seq.state_.is_valid()) alloc_.free_state(std::span<const StateId>(&seq.state_, 1));
+    }
+    unlock(std::move(seq.lock_));
+    if (!backed) seq.fill_ = static_cast<std::int32_t>(seq.tokens_.size());  // recomputes every row it had
+    seq.rows_.clear();
+    seq.prefix_ = seq.compute_from_ = seq.swa_start_ = 0;
+    seq.node_ = NodeRef{};
+    seq.state_ = StateId{};
+    seq.status_ = Sequence::Status::retracted;
+    return backed;
+}
+
+template <class P>
+bool CacheCore<P>::copy_back(Sequence& seq, Admission& a) {
+    if constexpr (can_retract) {
+        const std::int32_t prefix = seq.backup_prefix_;
+        const std::int32_t end = static_cast<std::int32_t>(seq.tokens_.size());
+        if (a.chunked || a.load_id != 0 || a.prefix_length < prefix) return false;
+        decode_out_.resize(static_cast<std::size_t>(end - prefix));
+        const std::int32_t prefix_lens[] = {prefix};
+        const std::int32_t seq_lens[] = {end};
+        const VirtualToken last[] = {VirtualToken{}};
+        if (!alloc_extend({prefix_lens, seq_lens, last}, decode_out_)) return false;
+        const PageSize page{page_size(Component::full)};
+        finish_pages_.clear();
+        for (std::size_t t = 0; t < decode_out_.size(); t += static_cast<std::size_t>(page.tokens))
+            finish_pages_.push_back(page_of(decode_out_[t], page));
+        if (!restore(seq.backup_, {.own = finish_pages_, .prefix_tokens = prefix, .seq_len = end})) {
+            alloc_.free(finish_pages_);  // the copy failed: `start` recomputes (and discards the backup)
+            return false;
+        }
+        // The admission's prefix is at least the old one: its rows up to the old prefix, the copies after it.
+        seq.rows_.resize(static_cast<std::size_t>(std::max(end, a.prefix_length)));
+        prefix_rows(a.node, seq.rows_);
+        seq.rows_.resize(static_cast<std::size_t>(end));
+        std::copy(decode_out_.begin(), decode_out_.end(), seq.rows_.begin() + prefix);
+        seq.lock_ = std::move(a.lock);
+        seq.node_ = a.node;
+        seq.prefix_ = seq.swa_start_ = prefix;
+        seq.compute_from_ = end;
+        seq.status_ = Sequence::Status::running;
+        return true;
+    } else {
+        (void)seq;
+        (void)a;
+        return false;
+    }
+}
+
+template <class P>
+CacheInsert CacheCore<P>::finish(Sequence& seq, std::uint8_t retention) {
+    expect_sequence(seq, Sequence::Status::running, "finish");
+    if (seq.load_id_ != 0) bind_loaded_prefix(seq);
+    const CacheInsert done =
+        finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
+               std::move(seq.lock_), {.swa_evicted = seq.swa_start_, .state = seq.state_, .retention = retention});
+    reset(seq);
+    return done;
+}
+
+template <class P>
+void CacheCore<P>::release(Sequence& seq) {
+    if (seq.status_ == Sequence::Status::retracted) {
+        expect_sequence(seq, Sequence::Status::retracted, "release");
+        if constexpr (can_retract) discard(seq.backup_);
+    } else {
+        expect_sequence(seq, Sequence::Status::running, "release");
+        alloc_.free(pages_from(seq, seq.prefix_));
+        if constexpr (has_mamba) {
+            if (seq.state_.is_valid()) alloc_.free_state(std::span<const StateId>(&seq.state_, 1));
+        }
+        unlock(std::move(seq.lock_));
+    }
+    reset(seq);
+}
+
+}  // namespace unikv::detail::cache

@@ -1,0 +1,362 @@
+// The request handle (`Sequence`) driven through `Cache`: a shared system prompt, decode that slides each
+// handle's SWA window over its own pages only, chunked prefill with Mamba checkpoints copied by the cache,
+// retraction and restore, and a misuse table where each misuse changes nothing and a fresh request then
+// reads every row. Every row a forward computes gets a marker, written and read back through the handle's rows.
+
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <unikv/backend/host_backend.hpp>
+#include <unikv/cache.hpp>
+
+#include "broken.hpp"
+#include "cache/cache_support.hpp"
+#include "row_words.hpp"
+
+namespace sequence_test {
+
+using namespace unikv;
+using cache_test::marker;
+using cache_test::page_size;
+using cache_test::window;
+
+struct SwaPolicies : DefaultCachePolicies {
+    using backend = HostBackend;
+    using layout = SwaFullLayout;
+};
+struct TriPolicies : DefaultCachePolicies {
+    using backend = HostBackend;
+    using layout = TriPoolLayout;
+};
+
+CacheConfig config(std::size_t pages) {
+    const AttentionShape shape{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype_bytes = 2};
+    return CacheConfig{.arena = {.model = {.full = shape, .swa = shape, .swa_window_tokens = window,
+                                           .mamba = {.layers = 1, .conv_state_bytes = 32, .temporal_state_bytes = 32}},
+                                 .page_sizes = {.full = {page_size}, .swa = {page_size}, .mamba = {1}},
+                                 .arena_bytes = pages * page_size * 64},
+                       .host = {.total_bytes = std::size_t{64} << 10}};
+}
+
+std::vector<TokenId> tokens(TokenId first, std::int32_t n) {
+    std::vector<TokenId> out;
+    for (std::int32_t i = 0; i < n; ++i) out.push_back(first + i);
+    return out;
+}
+std::vector<TokenId> join(std::vector<TokenId> a, const std::vector<TokenId>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+}
+
+// An engine over `Cache<P>` that computes through handles: the forward writes a marker into every row (and the
+// state) it computes and reads back every row a handle attends to.
+template <class P>
+struct HandleEngine {
+    using TestCache = Cache<P>;
+    HostBackend backend{{.mode = ExecutionMode::manual}};
+    HostBackend::Stream stream = backend.make_stream();
+    TestCache cache;
+
+    explicit HandleEngine(std::size_t pages = 64) : cache(backend, config(pages), stream) {}
+
+    [[nodiscard]] std::byte* at(Component c, std::int32_t physical) const {
+        return cache.allocator().region().data +
+               static_cast<std::size_t>(physical) * cache.allocator().spec()[c].entry_bytes;
+    }
+    [[nodiscard]] std::byte* row(Component c, VirtualToken v) const {
+        PhysicalToken p;
+        if (c == Component::full) cache.translate_full(std::span(&v, 1), std::span(&p, 1));
+        if constexpr (TestCache::has_swa) {
+            if (c == Component::swa) cache.translate_swa(std::span(&v, 1), std::span(&p, 1));
+        }
+        return p.value() <= 0 ? nullptr : at(c, p.value());
+    }
+    [[nodiscard]] std::byte* state_row(StateId s) const {
+        PhysicalPage p;
+        if constexpr (TestCache::has_mamba) cache.translate_state(std::span(&s, 1), std::span(&p, 1));
+        return p.value() <= 0 ? nullptr : at(Component::mamba, p.value());
+    }
+    [[nodiscard]] std::size_t entry(Component c) const { return cache.allocator().spec()[c].entry_bytes; }
+    static std::uint32_t state_marker(const Sequence& s, std::int32_t len) {
+        return marker(Component::mamba, s.tokens()[static_cast<std::size_t>(len) - 1], len);
+    }
+
+    // The forward of `s`: reads what it attends to (FULL rows before `compute_from`, SWA rows of the window,
+    // the state it starts from), writes rows `[compute_from, length)` and the state after them. Returns the
+    // rows read back wrong.
+    int forward(Sequence& s) {
+        const std::span<const VirtualToken> rows = cache.rows(s);
+        cache.sync_for_host();  // the moves queued by allocations and the state copies run first
+        int wrong = 0;
+        const std::int32_t from = s.compute_from();
+        for (std::int32_t pos = 0; pos < s.length(); ++pos) {
+            const TokenId t = s.tokens()[static_cast<std::size_t>(pos)];
+            std::vector<Component> components{Component::full};
+            if (TestCache::has_swa && pos >= s.length() - window) components.push_back(Component::swa);
+            for (Component c : components) {
+                std::byte* r = row(c, rows[static_cast<std::size_t>(pos)]);
+                if (pos >= from) {
+                    REQUIRE(r != nullptr);
+                    test_rows::fill_row(r, entry(c), marker(c, t, pos));
+                } else {
+                    wrong += r == nullptr || test_rows::uniform_word(r, entry(c)) != marker(c, t, pos);
+                }
+            }
+        }
+        if constexpr (TestCache::has_mamba) {
+            std::byte* st = state_row(s.state());
+            REQUIRE(st != nullptr);
+            if (from > 0 && from < s.length()) wrong += test_rows::uniform_word(st, entry(Component::mamba)) != state_marker(s, from);
+            test_rows::fill_row(st, entry(Component::mamba), state_marker(s, s.length()));
+        }
+        return wrong;
+    }
+    // Admits, prefills (in chunks when the budget cuts) and decodes `decodes` tokens, reading every row back at
+    // each step; finishes. Returns the rows read back wrong, or -1 when it was refused.
+    int serve(const std::vector<TokenId>& prompt, std::int32_t decodes, std::int32_t chunk = 1 << 20) {
+        Sequence s;
+        cache.begin_step({.chunk_tokens = chunk});
+        if (!cache.admit(s, {.prompt = {prompt}, .max_new_tokens = decodes + 1})) return -1;
+        int wrong = forward(s);
+        while (s.prefilling()) {
+            (void)cache.checkpoint(s);
+            cache.begin_step({.chunk_tokens = chunk});
+            REQUIRE(cache.extend(s));
+            wrong += forward(s);
+        }
+        for (std::int32_t i = 0; i < decodes; ++i) {
+            Sequence* batch[] = {&s};
+            const TokenId next[] = {static_cast<TokenId>(9000 + i)};
+            REQUIRE(cache.decode(batch, next));
+            wrong += forward(s);
+        }
+        (void)cache.finish(s);
+        return wrong;
+    }
+    [[nodiscard]] std::string broken() const { return test_verify::broken(cache); }
+};
+
+
+TEST_CASE("a sequence's decode slides its SWA window over its own pages; the shared prompt's window stays cached") {
+    HandleEngine<SwaPolicies> e;
+    auto& cache = e.cache;
+    const std::vector<TokenId> system = tokens(100, 24);  // six pages
+    REQUIRE(e.serve(system, 0) == 0);
+    const MatchResult cached = cache.match({system});
+    REQUIRE(cached.device_length == 24);
+
+    // B: the system prompt and its own turn, then 40 decode steps.
+    Sequence b;
+    cache.begin_step({});
+    REQUIRE(cache.admit(b, {.prompt = {join(system, tokens(500, 6))}, .max_new_tokens = 40}));
+    CHECK(b.prefix_length() == 24);
+    CHECK(b.compute_from() == 24);
+    CHECK(e.forward(b) == 0);  // the prefix's FULL rows and its window's SWA rows read back
+    std::vector<VirtualPage> prefix_pages;
+    for (std::int32_t pos = 0; pos < 24; pos += page_size)
+        prefix_pages.push_back(page_of(cache.rows(b)[static_cast<std::size_t>(pos)], {page_size}));
+    std::vector<bool> prefix_swa;
+    for (VirtualPage p : prefix_pages) prefix_swa.push_back(cache.allocator().status(p).swa_bound);
+    CHECK(prefix_swa.back());  // the window at the prompt's end is cached with it
+    for (std::int32_t step = 0; step < 40; ++step) {
+        Sequence* batch[] = {&b};
+        const TokenId next[] = {static_cast<TokenId>(7000 + step)};
+        REQUIRE(cache.decode(batch, next));
+        REQUIRE(e.forward(b) == 0);  // every FULL row and every SWA row of the window
+        // Own pages wholly before the window are tombstoned, the rest bound; the prefix's pages are untouched.
+        const std::span<const VirtualToken> rows = cache.rows(b);
+        for (std::int32_t pos = b.prefix_length(); pos < b.length(); pos += page_size) {
+            const bool out = pos + page_size <= b.length() - window;
+            CHECK(cache.allocator().status(page_of(rows[static_cast<std::size_t>(pos)], {page_size})).swa_bound == !out);
+        }
+        for (std::size_t k = 0; k < prefix_pages.size(); ++k)
+            CHECK(cache.allocator().status(prefix_pages[k]).swa_bound == prefix_swa[k]);
+        CHECK(b.swa_start() == std::max(24, (b.length() - window) / page_size * page_size));
+    }
+    CHECK(e.broken() == "");
+    // A request on the same system prompt reads its window back while B still runs, and after B finished.
+    CHECK(e.serve(join(system, tokens(800, 3)), 2) == 0);
+    const CacheInsert done = cache.finish(b);
+    CHECK(done.prefix_length == 24);
+    CHECK(e.serve(join(system, tokens(900, 5)), 3) == 0);
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("sequences decode in one batch; one is retracted, another request takes its memory, it is restored from host") {
+    HandleEngine<SwaPolicies> e;
+    auto& cache = e.cache;
+    std::vector<Sequence> seqs(3);
+    cache.begin_step({});
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+        REQUIRE(cache.admit(seqs[i], {.prompt = {tokens(static_cast<TokenId>(1000 * (i + 1)), 10)}, .max_new_tokens = 20}));
+        CHECK(e.forward(seqs[i]) == 0);
+    }
+    std::vector<Sequence*> batch{&seqs[0], &seqs[1], &seqs[2]};
+    std::vector<TokenId> next(3);
+    for (std::int32_t step = 0; step < 12; ++step) {
+        for (std::size_t i = 0; i < 3; ++i) next[i] = static_cast<TokenId>(50000 + 100 * i + static_cast<std::size_t>(step));
+        REQUIRE(cache.decode(batch, next));
+        for (Sequence* s : batch) CHECK(e.forward(*s) == 0);
+    }
+    // The newest is preempted: backed up to host, its own pages freed, its lock released.
+    const std::int64_t live = cache.allocator().live_pages(Component::full);
+    REQUIRE(cache.retract(seqs[2]));
+    CHECK(seqs[2].status() == Sequence::Status::retracted);
+    CHECK(cache.allocator().live_pages(Component::full) < live);
+    CHECK(e.broken() == "");
+    // Another request takes memory meanwhile (its rows land where the retracted ones were).
+    CHECK(e.serve(tokens(7000, 30), 4) == 0);
+    // Restore: fresh rows receive the backup, nothing to compute, and decoding goes on.
+    cache.begin_step({});
+    REQUIRE(cache.restore(seqs[2]));
+    CHECK(seqs[2].compute_from() == seqs[2].length());
+    CHECK(seqs[2].length() == 22);
+    CHECK(e.forward(seqs[2]) == 0);  // reads all 22 FULL rows and the window's SWA rows
+    for (std::int32_t step = 12; step < 20; ++step) {
+        for (std::size_t i = 0; i < 3; ++i) next[i] = static_cast<TokenId>(50000 + 100 * i + static_cast<std::size_t>(step));
+        REQUIRE(cache.decode(batch, next));
+        for (Sequence* s : batch) CHECK(e.forward(*s) == 0);
+    }
+    for (Sequence& s : seqs) (void)cache.finish(s);
+    CHECK(e.broken() == "");
+    // Each one's rows are cached: a request on its tokens reads them all back.
+    CHECK(e.serve(join(tokens(1000, 10), {50000, 50001, 50002, 50003}), 1) == 0);
+    CHECK(cache.match({join(tokens(1000, 10), {50000, 50001})}).device_length == 12);
+}
+
+TEST_CASE("tri-pool: chunked prefill checkpoints its chunks with a copy of the running state, and a later request starts from it") {
+    HandleEngine<TriPolicies> e;
+    auto& cache = e.cache;
+    const std::vector<TokenId> prompt = tokens(300, 22);
+    Sequence a;
+    cache.begin_step({.chunk_tokens = 8});
+    REQUIRE(cache.admit(a, {.prompt = {prompt}, .max_new_tokens = 4}));
+    CHECK(a.prefilling());
+    CHECK(a.length() == 8);
+    CHECK(e.forward(a) == 0);
+    // `extend` before the chunk is cached is a misuse; the handle is unchanged.
+    cache.begin_step({.chunk_tokens = 8});
+    CHECK_THROWS_WITH_AS((void)cache.extend(a), doctest::Contains("checkpoint the chunk first"), logic_error);
+    const CacheInsert chunk = cache.checkpoint(a);
+    CHECK(a.prefix_length() == 8);
+    const StateId checkpointed = cache.tree().node_info(chunk.node).state;
+    REQUIRE(checkpointed.is_valid());
+    CHECK(checkpointed != a.state());
+    cache.sync_for_host();
+    CHECK(test_rows::uniform_word(e.state_row(checkpointed), e.entry(Component::mamba)) ==
+          HandleEngine<TriPolicies>::state_marker(a, 8));
+    REQUIRE(cache.extend(a));
+    CHECK(a.length() == 16);
+    CHECK(e.forward(a) == 0);  // reads its own state at 8 (the running state was kept)
+    (void)cache.checkpoint(a);
+    cache.begin_step({.chunk_tokens = 8});
+    REQUIRE(cache.extend(a));
+    CHECK_FALSE(a.prefilling());
+    CHECK(e.forward(a) == 0);
+    Sequence* batch[] = {&a};
+    const TokenId next[] = {4242};
+    REQUIRE(cache.decode(batch, next));
+    CHECK(e.forward(a) == 0);
+    // B shares 16 tokens: its state slot receives the checkpoint's copy before its forward reads it.
+    Sequence b;
+    cache.begin_step({});
+    REQUIRE(cache.admit(b, {.prompt = {join(tokens(300, 16), tokens(600, 3))}, .max_new_tokens = 2}));
+    CHECK(b.prefix_length() == 16);
+    CHECK(b.state() != cache.tree().node_info(b.node()).state);
+    CHECK(e.forward(b) == 0);
+    (void)cache.finish(a);
+    (void)cache.finish(b);
+    CHECK(e.broken() == "");
+    // Without a host backup (Mamba), a retraction drops the rows and the restore recomputes them.
+    Sequence c;
+    cache.begin_step({});
+    REQUIRE(cache.admit(c, {.prompt = {tokens(2000, 9)}, .max_new_tokens = 3}));
+    CHECK(e.forward(c) == 0);
+    CHECK_FALSE(cache.retract(c));
+    cache.begin_step({});
+    REQUIRE(cache.restore(c));
+    CHECK(c.compute_from() == c.prefix_length());
+    CHECK(e.forward(c) == 0);
+    (void)cache.finish(c);
+    CHECK(e.serve(tokens(2000, 12), 2) == 0);
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("handle misuse throws naming it and changes nothing; a fresh request then reads every row") {
+    HandleEngine<SwaPolicies> e;
+    auto& cache = e.cache;
+    REQUIRE(e.serve(tokens(100, 16), 2) == 0);
+    Sequence s;
+    cache.begin_step({});
+    REQUIRE(cache.admit(s, {.prompt = {join(tokens(100, 16), tokens(400, 5))}, .max_new_tokens = 1}));
+    REQUIRE(e.forward(s) == 0);
+    const auto snapshot = [&] {
+        return std::vector<std::int64_t>{cache.allocator().live_pages(Component::full),
+                                         cache.allocator().live_pages(Component::swa),
+                                         cache.tree().protected_size(Component::full), s.length(), s.prefix_length(),
+                                         s.decoded(), static_cast<std::int64_t>(s.status())};
+    };
+    const std::vector<std::int64_t> before = snapshot();
+    const auto unchanged = [&] {
+        CHECK(snapshot() == before);
+        CHECK(e.broken() == "");
+    };
+    // Admitting a running handle again, restoring one never retracted.
+    CHECK_THROWS_WITH_AS((void)cache.admit(s, {.prompt = {tokens(1, 3)}}), doctest::Contains("admit: the sequence is running"),
+                         logic_error);
+    CHECK_THROWS_WITH_AS((void)cache.restore(s), doctest::Contains("restore: the sequence is running, not retracted"),
+                         logic_error);
+    unchanged();
+    // A batch naming it twice; a token count that does not match; past its max_new_tokens.
+    Sequence* twice[] = {&s, &s};
+    const TokenId two[] = {1, 2};
+    CHECK_THROWS_WITH_AS((void)cache.decode(twice, two), doctest::Contains("named twice"), logic_error);
+    Sequence* once[] = {&s};
+    CHECK_THROWS_AS((void)cache.decode(once, two), logic_error);
+    REQUIRE(cache.decode(once, std::span(two).first(1)));
+    REQUIRE(e.forward(s) == 0);
+    const std::vector<std::int64_t> decoded = snapshot();
+    CHECK_THROWS_WITH_AS((void)cache.decode(once, std::span(two).first(1)), doctest::Contains("max_new_tokens"), logic_error);
+    CHECK(snapshot() == decoded);
+    // A handle of another cache.
+    HandleEngine<SwaPolicies> other;
+    CHECK_THROWS_WITH_AS((void)other.cache.finish(s), doctest::Contains("another cache"), logic_error);
+    CHECK_THROWS_WITH_AS((void)other.cache.retract(s), doctest::Contains("another cache"), logic_error);
+    CHECK(snapshot() == decoded);
+    // Finish, then every use after it: a second finish, decode, checkpoint, retract, release, rows.
+    (void)cache.finish(s);
+    const std::int64_t live = cache.allocator().live_pages(Component::full);
+    CHECK_THROWS_WITH_AS((void)cache.finish(s), doctest::Contains("finish: the sequence is idle"), logic_error);
+    CHECK_THROWS_WITH_AS((void)cache.decode(once, std::span(two).first(1)), doctest::Contains("is idle"), logic_error);
+    CHECK_THROWS_AS((void)cache.checkpoint(s), logic_error);
+    CHECK_THROWS_AS((void)cache.retract(s), logic_error);
+    CHECK_THROWS_AS(cache.release(s), logic_error);
+    CHECK_THROWS_AS((void)cache.rows(s), logic_error);
+    CHECK(cache.allocator().live_pages(Component::full) == live);
+    CHECK(e.broken() == "");
+    // Retract twice.
+    Sequence r;
+    cache.begin_step({});
+    REQUIRE(cache.admit(r, {.prompt = {tokens(3000, 9)}, .max_new_tokens = 4}));
+    REQUIRE(e.forward(r) == 0);
+    REQUIRE(cache.retract(r));
+    const std::int64_t after_retract = cache.allocator().live_pages(Component::full);
+    CHECK_THROWS_WITH_AS((void)cache.retract(r), doctest::Contains("retract: the sequence is retracted, not running"),
+                         logic_error);
+    CHECK(cache.allocator().live_pages(Component::full) == after_retract);
+    CHECK(r.backed_up());
+    cache.release(r);  // an abort: the backup's host pages go back
+    CHECK(r.status() == Sequence::Status::idle);
+    CHECK(e.broken() == "");
+    // Fresh requests read every row: the prefix the misused handle shared, and new ones.
+    CHECK(e.serve(join(tokens(100, 16), tokens(400, 6)), 3) == 0);
+    CHECK(e.serve(tokens(5000, 13), 3) == 0);
+    CHECK(e.broken() == "");
+}
+
+}  // namespace sequence_test
