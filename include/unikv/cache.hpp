@@ -403,8 +403,8 @@ public:
     /// O(batch) plus the pages tombstoned; allocates nothing once its scratch reached the batch size (`admit`
     /// reserved the handles' room).
     AllocResult decode(std::span<Sequence* const> batch, std::span<const TokenId> next);
-    /// Caches `seq`'s whole pages so far (a prefill chunk, a prompt's end) while it keeps running: `insert` of
-    /// its tokens and whole pages, its lock moved to the node returned, the prefix rows read again (the tree
+    /// Caches `seq`'s whole pages so far (a prefill chunk, a prompt's end) while it keeps running: its SWA window
+    /// slides first (as in `decode`), then `insert` of its tokens and whole pages, its lock moved to the node returned, the prefix rows read again (the tree
     /// keeps its own page where it already cached the tokens, and frees the request's duplicate). With Mamba the
     /// node gets a state: on a page boundary a copy of the running state (a fresh slot, copied on the compute
     /// stream, after the forward that computed it), otherwise `state_at_pages` when given (a slot the engine
@@ -418,7 +418,9 @@ public:
     /// failed copy, a Mamba layout, a handle still prefilling). Throws `logic_error` (nothing changed) for a
     /// handle not running in this cache. Cold: the backup's copies.
     bool retract(Sequence& seq);
-    /// Finishes `seq`: its whole pages go to the tree (`finish` above, its SWA cursor and state with them), its
+    /// Finishes `seq`: its SWA window slides (as in `decode`), its whole pages go to the tree (`finish` above,
+    /// its SWA cursor and state with them: to cache a state at the last whole page of a sequence that does not
+    /// end on one, `checkpoint` it with `state_at_pages` first), its
     /// partial tail page is freed, its lock released; the handle becomes `idle` (and may be admitted again,
     /// keeping its capacity). Throws `logic_error` (nothing changed) for a handle not running in this cache
     /// (a second finish included) or with a load not read. Cost as `finish`.
@@ -666,6 +668,10 @@ private:
     std::span<const VirtualPage> pages_from(const Sequence& seq, std::int32_t from);
     // Reads a loaded prefix's rows into `seq` (see `rows`).
     void bind_loaded_prefix(Sequence& seq);
+    // Appends the pages of `seq`'s own rows that left its SWA window to `swa_slid_`, moving its cursor; and
+    // tombstones them (`free_slid`). O(pages slid).
+    void slide_window(Sequence& seq);
+    void free_slid();
     // Back to idle, capacity kept.
     static void reset(Sequence& seq) noexcept;
 

@@ -164,8 +164,6 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
     decode_out_.resize(batch.size());
     const AllocResult r = alloc_decode({decode_lens_, decode_last_}, decode_out_);
     if (!r) return r;
-    const PageSize page{page_size(Component::full)};
-    const std::int32_t window = window_tokens();
     swa_slid_.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
         Sequence& s = *batch[i];
@@ -173,18 +171,31 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
         s.rows_.push_back(decode_out_[i]);
         s.tokens_.push_back(next[i]);
         ++s.decoded_;
-        if constexpr (has_swa) {
-            // Only its own pages (from the prefix on): the tree's keep their window for other requests.
-            while (s.swa_start_ + page.tokens <= s.length() - window) {
-                swa_slid_.push_back(page_of(s.rows_[static_cast<std::size_t>(s.swa_start_)], page));
-                s.swa_start_ += page.tokens;
-            }
-        }
+        slide_window(s);
     }
+    free_slid();
+    return r;
+}
+
+template <class P>
+void CacheCore<P>::slide_window(Sequence& seq) {
+    if constexpr (has_swa) {
+        // Only its own pages (from the prefix on): the tree's keep their window for other requests.
+        const PageSize page{page_size(Component::full)};
+        while (seq.swa_start_ + page.tokens <= seq.length() - window_tokens()) {
+            swa_slid_.push_back(page_of(seq.rows_[static_cast<std::size_t>(seq.swa_start_)], page));
+            seq.swa_start_ += page.tokens;
+        }
+    } else {
+        (void)seq;
+    }
+}
+
+template <class P>
+void CacheCore<P>::free_slid() {
     if constexpr (has_swa) {
         if (!swa_slid_.empty()) alloc_.free_swa(swa_slid_);
     }
-    return r;
 }
 
 template <class P>
@@ -219,6 +230,9 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
         }
         return CacheInsert{.node = seq.node_, .prefix_length = seq.prefix_, .first_write = next_write_};
     }
+    swa_slid_.clear();  // the tree takes only the window's SWA rows
+    slide_window(seq);
+    free_slid();
     const std::span<const VirtualPage> pages = pages_from(seq, 0).first(static_cast<std::size_t>(whole / page));
     const CacheInsert done = insert({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(whole)), seq.ns_},
                                     {.pages = pages, .swa_evicted = std::min(seq.swa_start_, whole), .state = state});
@@ -303,6 +317,9 @@ template <class P>
 CacheInsert CacheCore<P>::finish(Sequence& seq, std::uint8_t retention) {
     expect_sequence(seq, Sequence::Status::running, "finish");
     if (seq.load_id_ != 0) bind_loaded_prefix(seq);
+    swa_slid_.clear();  // the tree takes only the window's SWA rows
+    slide_window(seq);
+    free_slid();
     const CacheInsert done =
         finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
                std::move(seq.lock_), {.swa_evicted = seq.swa_start_, .state = seq.state_, .retention = retention});
