@@ -394,9 +394,10 @@ public:
     /// O(depth + prefix). The span is valid until the next call on the handle.
     std::span<const VirtualToken> rows(Sequence& seq);
     /// One decode step for each handle of `batch`: token `next[i]` (the one the last forward sampled) gets the
-    /// row at `batch[i]->length()` (one `alloc_decode`, relieved as it is), then each handle's SWA window
-    /// slides: its own pages whose rows all left the window (before `length() - window_tokens()`) are
-    /// tombstoned with one `free_swa` for the batch; pages of the tree's prefix are never touched. On a
+    /// row at `batch[i]->length()` (one `alloc_decode`, relieved as it is), and each handle's SWA window
+    /// slides: its own pages whose rows all lie before the window of the new row's query (before the old
+    /// `length() - window_tokens()`) are tombstoned with one `free_swa` for the batch; pages of the tree's
+    /// prefix are never touched. On a
     /// shortfall nothing changes and the result names the short pool: retract a handle (`retract`) and decode
     /// again. Throws `logic_error` (nothing changed) for a handle not running in this cache, prefilling, with a
     /// load not read (`rows`), at its `max_new_tokens`, or named twice, and for `next` of another size.
@@ -407,7 +408,8 @@ public:
     /// slides first (as in `decode`), then `insert` of its tokens and whole pages, its lock moved to the node returned, the prefix rows read again (the tree
     /// keeps its own page where it already cached the tokens, and frees the request's duplicate). With Mamba the
     /// node gets a state: on a page boundary a copy of the running state (a fresh slot, copied on the compute
-    /// stream, after the forward that computed it), otherwise `state_at_pages` when given (a slot the engine
+    /// stream, after the forward that computed it; a chunk's running state itself, since `extend` starts the
+    /// next chunk from a copy of the checkpoint), otherwise `state_at_pages` when given (a slot the engine
     /// allocated, `alloc_state`, holding the state after the last whole page; the cache takes it, and frees it
     /// when nothing is inserted). Nothing to cache (no whole page past the prefix): returns the current node.
     /// Throws `logic_error` as `rows` (nothing changed). O(length / page + key) plus the insert's.

@@ -9,20 +9,24 @@
 ///    finished loads and write-throughs are acknowledged (`loading_check`, `writing_check`);
 /// 2. `begin_step` with the decode demand (one token per running decode request) and the chunk budget;
 /// 3. admission in FIFO order until the first refusal (which ends admission for the step): the chunked
-///    request first, then retracted ones, then arrivals. An admitted request allocates its extension
-///    (`alloc_extend`) and, with Mamba, a state slot; a retracted one whose prefix is still cached gets fresh
-///    rows and its backup `restore`d into them, otherwise it recomputes;
-/// 4. decode: one token per running decode request (`alloc_decode`, which evicts for its shortfall). When it
-///    still falls short the newest decode request is preempted, by retraction (`backup`, free, requeue)
-///    where `Cache::can_retract`, else by abort-and-recompute (free everything, requeue), and the rest retry;
+///    request first, then retracted ones, then arrivals. Each request is a `unikv::Sequence` handle driven
+///    through the cache (`Cache::admit` for the prompt, `extend` for a chunked one's next chunk, `restore`
+///    for a retracted one, which copies its backup back where the prefix it had is still cached and
+///    recomputes otherwise); the handle allocates its rows and, with Mamba, its state (a copy of the prefix's);
+/// 4. decode: one token per running decode request, one `Cache::decode` for the batch (which evicts for its
+///    shortfall and slides each handle's SWA window over its own pages). When it still falls short the newest
+///    decode request is preempted (`Cache::retract`: backed up where `Cache::can_retract`, else its rows are
+///    dropped and recomputed), requeued, and the rest retry;
 /// 5. the forward: queued loads are submitted (`start_loading`) and the compute stream waits each layer
 ///    (`wait_layer`); the host then waits the compute stream, as an engine waits its forward's sampled
-///    tokens, and the loads are acknowledged (they finished before the forward). The simulated forward
-///    reads and writes rows (`row_markers.hpp`) when `check_rows` is set;
-/// 6. after the forward: SWA pages that slid out of a request's window are freed (`free_swa`); a chunk is
-///    inserted into the tree (its whole pages, with its state) and the request locks it and waits for its
-///    next chunk; a finished request inserts its whole pages (and state), frees its partial tail, unlocks;
-///    write-throughs are submitted (`start_writing`), then everything queued on the backend executes: the
+///    tokens, the loads are acknowledged and the loaded prefixes' rows read (`Cache::rows`, which queues their
+///    Mamba states' copies), and the host waits again (`sync_for_host`). The simulated forward reads and writes
+///    rows (`row_markers.hpp`) through the handles' rows when `check_rows` is set;
+/// 6. after the forward: a chunk is checkpointed into the tree (`Cache::checkpoint`: its whole pages, with its
+///    state, the request keeping its lock) and waits for its next chunk; with Mamba a finished prefill is
+///    checkpointed too (a state at the prompt's end); a finished request is finished (`Cache::finish`: whole
+///    pages and state into the tree, the partial tail freed, unlocked); write-throughs are submitted
+///    (`start_writing`), then everything queued on the backend executes: the
 ///    engine runs `HostBackend` in `ExecutionMode::manual` and calls `run_all()` here, so a step's copies
 ///    complete within the step (whose cost already prices their bytes over the link) and the next step
 ///    acknowledges them. Copy timing never follows the wall clock, so a replay is repeatable: the same trace
@@ -38,7 +42,8 @@
 ///
 /// Row checks (`check_rows`): every row a step computes gets its marker. At admission, after a load-back
 /// and after a restore every row the request attends to is read back (FULL: all of them; SWA: the window;
-/// Mamba: the prefix's checkpoint, then the request's own state each step). A decode step reads the rows of
+/// Mamba: its state, the cache's copy of the prefix's checkpoint, then its own state each step). The engine
+/// keeps only scheduling fields of its own; the handle keeps the request's tokens, rows and state. A decode step reads the rows of
 /// the newest token and one more rotating through the context; a step whose allocations moved pages
 /// (compaction) reads every running request's rows again.
 ///

@@ -23,28 +23,17 @@ enum class phase : std::uint8_t {
     decode,   // decoding one token per step
 };
 
-// One request of the trace while it lives.
+// One request of the trace while it lives: the scheduler's fields, and its handle in the cache (its tokens,
+// rows, lock, state, SWA cursor and retraction backup).
 struct live_request {
     std::int32_t index = 0;
     phase at = phase::waiting;
-    std::int32_t target = 0;      // rows when it finishes: prompt + output - 1 (the last token is never fed back)
-    std::int32_t fill = 0;        // rows its prefill reaches before it decodes (the prompt; more after an abort)
-    std::int32_t len = 0;         // rows computed
-    std::int32_t prefix = 0;      // rows [0, prefix) are the tree's, under `lock`; the rest are its own pages
-    std::int32_t swa_cursor = 0;  // its own SWA rows before this were freed (page aligned, >= prefix)
-    std::int32_t computed_from = 0;  // this step's forward computes rows [computed_from, len)
-    std::vector<TokenId> tokens;     // [0, target)
-    std::vector<VirtualPage> pages;  // FULL virtual pages of rows [0, len)
-    LockReceipt lock;
-    NodeRef node{};  // where its prefix ends (the Mamba checkpoint it starts from)
-    StateId state{};
-    RetractionBackup backup;
-    std::int32_t backup_prefix = 0;  // `prefix` when it was retracted
-    std::uint64_t load_id = 0;       // its admission's load-back, until acknowledged
-    bool chunked = false;            // this step's admission was cut to the chunk budget
-    bool check_all = false;          // read every attended row in this step's forward (after a restore)
+    std::int32_t output = 0;      // tokens it generates (the last one is never fed back, so it decodes one fewer)
+    std::vector<TokenId> prompt;  // until its first admission; the handle keeps its tokens from then on
+    Sequence seq;
+    bool check_all = false;  // read every attended row in this step's forward (after a restore)
     bool admitted_once = false;
-    bool first_token = false;  // its first output token came out
+    bool first_token = false;       // its first output token came out
     std::uint64_t admit_order = 0;  // the later the admission, the larger; preemption takes the largest
     RequestRecord record{};
 };
@@ -80,12 +69,11 @@ public:
 
     engine(const engine&) = delete;
     engine& operator=(const engine&) = delete;
-    // A replay that throws leaves requests holding locks and backups: give them back before the cache goes.
+    // A replay that throws leaves requests holding rows, locks and backups: give them back before the cache goes.
     ~engine() {
         for (live_request& r : requests_) {
             try {
-                if (!r.lock.empty()) cache_.unlock(std::move(r.lock));
-                if constexpr (cache_type::can_retract) cache_.discard(r.backup);
+                if (r.seq.status() != Sequence::Status::idle) cache_.release(r.seq);
             } catch (...) {  // the replay is already failing with its own exception
             }
         }
@@ -163,12 +151,9 @@ private:
             const Request& q = all[next_arrival_];
             live_request& r = requests_[next_arrival_];
             r.index = static_cast<std::int32_t>(next_arrival_);
-            r.target = q.prompt_tokens + q.output_tokens - 1;
-            r.fill = q.prompt_tokens;
-            r.tokens.resize(static_cast<std::size_t>(r.target));
-            trace_.prompt_tokens(q, std::span(r.tokens).first(static_cast<std::size_t>(q.prompt_tokens)));
-            for (std::int32_t p = q.prompt_tokens; p < r.target; ++p)
-                r.tokens[static_cast<std::size_t>(p)] = output_token(r.index, p);
+            r.output = q.output_tokens;
+            r.prompt.resize(static_cast<std::size_t>(q.prompt_tokens));
+            trace_.prompt_tokens(q, r.prompt);
             r.record = {.index = r.index,
                         .arrival_ms = q.arrival_ms,
                         .prompt_tokens = q.prompt_tokens,
@@ -178,17 +163,11 @@ private:
         }
     }
 
-    [[nodiscard]] VirtualToken token_at(const live_request& r, std::int32_t pos) const noexcept {
-        return token_of(r.pages[static_cast<std::size_t>(pos / page_)], {page_}, pos % page_);
+    [[nodiscard]] static std::uint32_t marker(const live_request& r, std::int32_t pos, Component c) noexcept {
+        return row_marker(r.seq.tokens()[static_cast<std::size_t>(pos)], pos, c);
     }
-    [[nodiscard]] TokenKey key(const live_request& r, std::int32_t tokens) const noexcept {
-        return {std::span<const TokenId>(r.tokens).first(static_cast<std::size_t>(tokens))};
-    }
-    [[nodiscard]] std::uint32_t marker(const live_request& r, std::int32_t pos, Component c) const noexcept {
-        return row_marker(r.tokens[static_cast<std::size_t>(pos)], pos, c);
-    }
-    [[nodiscard]] std::uint32_t state_of(const live_request& r, std::int32_t len) const noexcept {
-        return state_marker(r.tokens[static_cast<std::size_t>(len - 1)], len);
+    [[nodiscard]] static std::uint32_t state_of(const live_request& r, std::int32_t len) noexcept {
+        return state_marker(r.seq.tokens()[static_cast<std::size_t>(len - 1)], len);
     }
 
     // ---- one step ------------------------------------------------------------------------------------------
@@ -281,11 +260,10 @@ private:
             const std::int32_t i = from_chunk ? *chunked_ : waiting_.front();
             live_request& r = requests_[static_cast<std::size_t>(i)];
             // A restore drains the load lane, so it waits until no load of this step is in flight.
-            if (r.backup && cache_.loads_in_flight() > 0) return;
-            const std::int32_t ask = r.backup ? r.len : r.fill;
-            Admission a =
-                timed([&] { return cache_.try_admit({.prompt = key(r, ask), .max_new_tokens = r.target - ask}); });
-            if (a && start(r, a)) {
+            if (r.seq.backed_up() && cache_.loads_in_flight() > 0) return;
+            const Admission a = timed([&] { return ask(r); });
+            if (a) {
+                started(r, a);
                 if (from_chunk) {
                     chunked_.reset();
                 } else {
@@ -315,174 +293,71 @@ private:
 
     void drop(live_request& r) {
         timed([&] {
-            if (!r.lock.empty()) cache_.unlock(std::move(r.lock));
-            if constexpr (cache_type::can_retract) cache_.discard(r.backup);
+            if (r.seq.status() != Sequence::Status::idle) cache_.release(r.seq);
         });
         result_.dropped.push_back(r.index);
         r = live_request{};
     }
 
-    // Sets up the admitted `r` (rows, state, or its restore); false when an allocation fell short after the
-    // budget admitted it: then nothing is held beyond what it held before.
-    bool start(live_request& r, Admission& a) {
-        LockReceipt previous = std::move(r.lock);
-        const restore_outcome restored = restore(r, a);
-        if (restored == restore_outcome::short_of_rows || (restored == restore_outcome::recompute && !extend(r, a))) {
-            timed([&] { cache_.unlock(std::move(a.lock)); });
-            r.lock = std::move(previous);
-            return false;
+    // The admission `r` asks for: its first (the prompt), its next chunk, or its return after a preemption.
+    Admission ask(live_request& r) {
+        switch (r.seq.status()) {
+            case Sequence::Status::idle:
+                return cache_.admit(r.seq, {.prompt = {r.prompt}, .max_new_tokens = r.output - 1});
+            case Sequence::Status::retracted: return cache_.restore(r.seq);
+            case Sequence::Status::running: break;
         }
-        if (!previous.empty()) timed([&] { cache_.unlock(std::move(previous)); });
-        r.lock = std::move(a.lock);
-        r.node = a.node;
+        return cache_.extend(r.seq);
+    }
+
+    // Bookkeeping of an admitted `r`: a restore that copied its rows back decodes on; anything else prefills.
+    void started(live_request& r, const Admission& a) {
+        const Sequence& s = r.seq;
+        const bool restored = s.compute_from() == s.length();
+        r.at = restored ? phase::decode : phase::prefill;
+        r.check_all = restored;
+        rec_.restored += restored ? 1 : 0;
+        rec_.chunked += a.chunked ? 1 : 0;
         r.admit_order = ++admissions_;
+        work_.prefill_tokens += s.length() - s.compute_from();
         if (!r.admitted_once) {
             r.admitted_once = true;
             r.record.admitted_ms = clock_;
             const std::int32_t host = a.load_id != 0 ? host_part(r, a.prefix_length) : 0;
             r.record.device_hit_tokens = a.prefix_length - host;
             r.record.host_hit_tokens = host;
-            rec_.admitted_prompt_tokens += r.fill;
+            rec_.admitted_prompt_tokens += r.record.prompt_tokens;
             rec_.device_hit_tokens += a.prefix_length - host;
             rec_.host_hit_tokens += host;
+            std::vector<TokenId>().swap(r.prompt);  // the handle has them
         }
-        return true;
     }
 
     // Tokens of the admitted prefix that the queued load brings (not yet served from the device).
-    [[nodiscard]] std::int32_t host_part(live_request& r, std::int32_t prefix) {
-        const MatchResult m = timed([&] { return cache_.match(key(r, prefix)); });
+    [[nodiscard]] std::int32_t host_part(const live_request& r, std::int32_t prefix) {
+        const MatchResult m = timed([&] { return cache_.match({r.seq.tokens().first(static_cast<std::size_t>(prefix))}); });
         return prefix - m.device_length;
-    }
-
-    // The rows of a prefill admission: its extension and its state. A retracted request that reaches here
-    // recomputes: its backup is given back.
-    bool extend(live_request& r, Admission& a) {
-        if constexpr (cache_type::can_retract) {
-            if (r.backup) {
-                timed([&] { cache_.discard(r.backup); });
-                r.fill = r.len;
-            }
-        }
-        const std::int32_t prefix = a.prefix_length;
-        const std::int32_t end = prefix + a.extend_length;
-        scratch_tokens_.resize(static_cast<std::size_t>(a.extend_length));
-        const std::int32_t prefix_lens[] = {prefix}, seq_lens[] = {end};
-        const VirtualToken last[] = {VirtualToken{}};  // the prefix ends on a page boundary: nothing to continue
-        if (!timed([&] { return cache_.alloc_extend({prefix_lens, seq_lens, last}, scratch_tokens_); })) return false;
-        scratch_pages_.clear();
-        for (std::size_t t = 0; t < scratch_tokens_.size(); t += static_cast<std::size_t>(page_))
-            scratch_pages_.push_back(page_of(scratch_tokens_[t], {page_}));
-        StateId state{};
-        if constexpr (has_mamba) {
-            StateId out[1];
-            if (!timed([&] { return cache_.alloc_state(out); })) {
-                timed([&] { cache_.free(scratch_pages_); });
-                return false;
-            }
-            state = out[0];
-        }
-        r.at = phase::prefill;
-        r.prefix = prefix;
-        r.swa_cursor = prefix;
-        r.computed_from = prefix;
-        r.len = end;
-        r.state = state;
-        r.load_id = a.load_id;
-        r.chunked = a.chunked;
-        rec_.chunked += a.chunked ? 1 : 0;
-        r.pages.assign(static_cast<std::size_t>(prefix / page_), VirtualPage{});
-        r.pages.insert(r.pages.end(), scratch_pages_.begin(), scratch_pages_.end());
-        if (a.load_id == 0) prefix_pages(r, prefix);
-        work_.prefill_tokens += a.extend_length;
-        return true;
-    }
-
-    // Fills `r.pages` for the tree's prefix from a match of the `locked` tokens its lock holds on device.
-    void prefix_pages(live_request& r, std::int32_t locked) {
-        if (r.prefix == 0) return;
-        const MatchResult m = timed([&] { return cache_.match(key(r, locked)); });
-        if (m.device_length < locked)
-            throw std::logic_error("unikv-sim: request " + std::to_string(r.index) + ": its locked prefix of " +
-                                   std::to_string(locked) + " tokens matches only " +
-                                   std::to_string(m.device_length) + " on device");
-        std::size_t p = 0;
-        for (const VirtualPage v : m.device_pages) {
-            if (p == static_cast<std::size_t>(r.prefix / page_)) break;
-            r.pages[p++] = v;
-        }
-    }
-
-    enum class restore_outcome : std::uint8_t { restored, recompute, short_of_rows };
-
-    // A retracted request admitted with at least the prefix it had, on device: fresh rows after that prefix,
-    // its backup copied into them (the admission's lock holds the prefix's FULL rows and the SWA window before
-    // its end, which covers the part of the request's window before its own rows; tree pages beyond the old
-    // prefix go unused and its own copies are freed as duplicates when it finishes). Otherwise, and for a
-    // request without a backup, it recomputes (`extend`); `short_of_rows` when the fresh rows fell short
-    // (nothing changed).
-    restore_outcome restore(live_request& r, Admission& a) {
-        if constexpr (cache_type::can_retract) {
-            if (!r.backup || a.chunked || a.load_id != 0 || a.prefix_length < r.backup_prefix) {
-                return restore_outcome::recompute;
-            }
-            const std::int32_t prefix = r.backup_prefix;
-            scratch_tokens_.resize(static_cast<std::size_t>(r.len - prefix));
-            const std::int32_t prefix_lens[] = {prefix}, seq_lens[] = {r.len};
-            const VirtualToken last[] = {VirtualToken{}};
-            if (!timed([&] { return cache_.alloc_extend({prefix_lens, seq_lens, last}, scratch_tokens_); })) {
-                return restore_outcome::short_of_rows;
-            }
-            scratch_pages_.clear();
-            for (std::size_t t = 0; t < scratch_tokens_.size(); t += static_cast<std::size_t>(page_))
-                scratch_pages_.push_back(page_of(scratch_tokens_[t], {page_}));
-            const bool copied = timed([&] {
-                return cache_.restore(r.backup, {.own = scratch_pages_, .prefix_tokens = prefix, .seq_len = r.len});
-            });
-            if (!copied)
-                throw std::runtime_error("unikv-sim: the restore of request " + std::to_string(r.index) + " failed");
-            r.at = phase::decode;
-            r.prefix = prefix;
-            r.swa_cursor = prefix;
-            r.computed_from = r.len;
-            r.pages.assign(static_cast<std::size_t>(prefix / page_), VirtualPage{});
-            r.pages.insert(r.pages.end(), scratch_pages_.begin(), scratch_pages_.end());
-            prefix_pages(r, a.prefix_length);
-            r.check_all = true;
-            ++rec_.restored;
-            return restore_outcome::restored;
-        } else {
-            (void)r;
-            (void)a;
-            return restore_outcome::recompute;
-        }
     }
 
     // ---- decode and preemption ---------------------------------------------------------------------------
 
     void decode_alloc() {
         while (!decoding_.empty()) {
-            seq_.clear();
-            last_.clear();
+            batch_.clear();
+            next_.clear();
             for (const std::int32_t i : decoding_) {
-                const live_request& r = requests_[static_cast<std::size_t>(i)];
-                seq_.push_back(r.len + 1);
-                last_.push_back(token_at(r, r.len - 1));
+                live_request& r = requests_[static_cast<std::size_t>(i)];
+                batch_.push_back(&r.seq);
+                next_.push_back(output_token(r.index, r.seq.length()));
             }
-            out_.resize(decoding_.size());
-            if (timed([&] { return cache_.alloc_decode({seq_, last_}, out_); })) break;
+            if (timed([&] { return cache_.decode(batch_, next_); })) break;
             preempt_newest();
-        }
-        for (std::size_t d = 0; d < decoding_.size(); ++d) {
-            live_request& r = requests_[static_cast<std::size_t>(decoding_[d])];
-            if (r.len % page_ == 0) r.pages.push_back(page_of(out_[d], {page_}));
-            r.computed_from = r.len;
-            ++r.len;
         }
         work_.decode_tokens = static_cast<std::int64_t>(decoding_.size());
     }
 
-    // Preempts the decode request admitted last: retraction where the cache can, else abort-and-recompute.
+    // Preempts the decode request admitted last: retraction (its rows backed up where the cache can, else
+    // dropped and recomputed at its return).
     void preempt_newest() {
         const auto newest = std::max_element(decoding_.begin(), decoding_.end(), [&](std::int32_t x, std::int32_t y) {
             return requests_[static_cast<std::size_t>(x)].admit_order <
@@ -492,29 +367,7 @@ private:
         decoding_.erase(newest);
         running_.erase(std::find(running_.begin(), running_.end(), i));
         live_request& r = requests_[static_cast<std::size_t>(i)];
-        const std::span<const VirtualPage> own =
-            std::span<const VirtualPage>(r.pages).subspan(static_cast<std::size_t>(r.prefix / page_));
-        bool retracted = false;
-        if constexpr (cache_type::can_retract) {
-            RetractionBackup b =
-                timed([&] { return cache_.backup({.own = own, .prefix_tokens = r.prefix, .seq_len = r.len}); });
-            if (b) {
-                r.backup = std::move(b);
-                r.backup_prefix = r.prefix;
-                retracted = true;
-            }
-        }
-        timed([&] {
-            cache_.free(own);
-            if constexpr (has_mamba) {
-                const StateId s[] = {r.state};
-                cache_.free_state(s);
-            }
-            cache_.unlock(std::move(r.lock));
-        });
-        if (!retracted) r.fill = r.len;  // abort: recompute every row it had
-        r.state = StateId{};
-        r.pages.clear();
+        (void)timed([&] { return cache_.retract(r.seq); });
         r.at = phase::waiting;
         ++r.record.preemptions;
         ++rec_.preempted;
@@ -537,12 +390,13 @@ private:
             for (const LoadDone& d : done) {
                 if (!d.committed) throw std::runtime_error("unikv-sim: load-back " + std::to_string(d.id) + " failed");
             }
-            for (const std::int32_t i : admitted_) {
-                live_request& r = requests_[static_cast<std::size_t>(i)];
-                if (r.load_id == 0) continue;
-                prefix_pages(r, r.prefix);
-                r.load_id = 0;
-            }
+            timed([&] {  // the loaded prefixes' rows are read, and their states copied, before the host reads them
+                for (const std::int32_t i : admitted_) {
+                    Sequence& s = requests_[static_cast<std::size_t>(i)].seq;
+                    if (s.load_id() != 0) (void)cache_.rows(s);
+                }
+                cache_.sync_for_host();
+            });
         }
         const RowMarkers<typename cache_type::allocator_type> rows(cache_.allocator());
         for (const std::int32_t i : admitted_) compute(requests_[static_cast<std::size_t>(i)], rows);
@@ -555,13 +409,14 @@ private:
     // The forward of one request: reads what it attends to, writes the rows (and state) it computes.
     template <class Rows>
     void compute(live_request& r, const Rows& rows) {
-        const std::int32_t from = r.computed_from;
-        work_.context_tokens += r.len;
+        const std::int32_t from = r.seq.compute_from();
+        const std::int32_t len = r.seq.length();
+        work_.context_tokens += len;
         if (!config_.check_rows) return;
         if (r.check_all || r.at == phase::prefill) {
             check_range(r, rows, 0, from);
-            if constexpr (has_mamba) {
-                if (from > 0 && r.at == phase::prefill) check_prefix_state(r, rows);
+            if constexpr (has_mamba) {  // its state starts as the cache's copy of the prefix's checkpoint
+                if (from > 0 && r.at == phase::prefill) check_own_state(r, rows, from);
             }
             r.check_all = false;
         } else if (from > 0) {
@@ -570,26 +425,26 @@ private:
             check_range(r, rows, rotating, rotating + 1);
             if constexpr (has_mamba) check_own_state(r, rows, from);
         }
-        write_range(r, rows, from, r.len);
-        if constexpr (has_mamba) write_own_state(r, rows, r.len);
+        write_range(r, rows, from, len);
+        if constexpr (has_mamba) write_own_state(r, rows, len);
     }
 
     template <class Rows>
-    void check_all(const live_request& r, const Rows& rows) {
-        check_range(r, rows, 0, r.len);
-        if constexpr (has_mamba) check_own_state(r, rows, r.len);
+    void check_all(live_request& r, const Rows& rows) {
+        check_range(r, rows, 0, r.seq.length());
+        if constexpr (has_mamba) check_own_state(r, rows, r.seq.length());
     }
 
     // Reads FULL rows [from, to) and the SWA rows of them within the window of the sequence's end.
     template <class Rows>
-    void check_range(const live_request& r, const Rows& rows, std::int32_t from, std::int32_t to) {
+    void check_range(live_request& r, const Rows& rows, std::int32_t from, std::int32_t to) {
         if (from >= to) return;
         translate(r, from, to);
         for (std::int32_t p = from; p < to; ++p)
             rows.check_token(Component::full, physical_[static_cast<std::size_t>(p - from)],
                              marker(r, p, Component::full), r.index, p);
         if constexpr (has_swa) {
-            const std::int32_t swa_from = std::max(from, r.computed_from - window_);
+            const std::int32_t swa_from = std::max(from, r.seq.compute_from() - window_);
             if (swa_from >= to) return;
             translate_swa(r, swa_from, to);
             for (std::int32_t p = swa_from; p < to; ++p)
@@ -599,7 +454,7 @@ private:
     }
 
     template <class Rows>
-    void write_range(const live_request& r, const Rows& rows, std::int32_t from, std::int32_t to) {
+    void write_range(live_request& r, const Rows& rows, std::int32_t from, std::int32_t to) {
         if (from >= to) return;
         translate(r, from, to);
         for (std::int32_t p = from; p < to; ++p)
@@ -613,35 +468,26 @@ private:
         }
     }
 
-    void virtual_rows(const live_request& r, std::int32_t from, std::int32_t to) {
-        virtual_.clear();
-        for (std::int32_t p = from; p < to; ++p) virtual_.push_back(token_at(r, p));
-        physical_.resize(virtual_.size());
+    // The handle's rows [from, to) (a loaded prefix is read from the tree at the first call after its ack).
+    [[nodiscard]] std::span<const VirtualToken> virtual_rows(live_request& r, std::int32_t from, std::int32_t to) {
+        physical_.resize(static_cast<std::size_t>(to - from));
+        return timed([&] { return cache_.rows(r.seq); })
+            .subspan(static_cast<std::size_t>(from), static_cast<std::size_t>(to - from));
     }
-    void translate(const live_request& r, std::int32_t from, std::int32_t to) {
-        virtual_rows(r, from, to);
-        timed([&] { cache_.translate_full(virtual_, physical_); });
+    void translate(live_request& r, std::int32_t from, std::int32_t to) {
+        const std::span<const VirtualToken> rows = virtual_rows(r, from, to);
+        timed([&] { cache_.translate_full(rows, physical_); });
     }
-    void translate_swa(const live_request& r, std::int32_t from, std::int32_t to) {
+    void translate_swa(live_request& r, std::int32_t from, std::int32_t to) {
         if constexpr (has_swa) {
-            virtual_rows(r, from, to);
-            timed([&] { cache_.translate_swa(virtual_, physical_); });
-        }
-    }
-
-    template <class Rows>
-    void check_prefix_state(const live_request& r, const Rows& rows) {
-        if constexpr (has_mamba) {
-            const StateId s[] = {cache_.tree().node_info(r.node).state};
-            PhysicalPage slot[1];
-            timed([&] { cache_.translate_state(s, slot); });
-            rows.check_state(slot[0], state_of(r, r.prefix), r.index, r.prefix);
+            const std::span<const VirtualToken> rows = virtual_rows(r, from, to);
+            timed([&] { cache_.translate_swa(rows, physical_); });
         }
     }
     template <class Rows>
     void check_own_state(const live_request& r, const Rows& rows, std::int32_t len) {
         if constexpr (has_mamba) {
-            const StateId s[] = {r.state};
+            const StateId s[] = {r.seq.state()};
             PhysicalPage slot[1];
             timed([&] { cache_.translate_state(s, slot); });
             rows.check_state(slot[0], state_of(r, len), r.index, len);
@@ -650,7 +496,7 @@ private:
     template <class Rows>
     void write_own_state(const live_request& r, const Rows& rows, std::int32_t len) {
         if constexpr (has_mamba) {
-            const StateId s[] = {r.state};
+            const StateId s[] = {r.seq.state()};
             PhysicalPage slot[1];
             timed([&] { cache_.translate_state(s, slot); });
             rows.write_state(slot[0], state_of(r, len));
@@ -662,7 +508,7 @@ private:
     void after_forward() {
         for (const std::int32_t i : admitted_) {
             live_request& r = requests_[static_cast<std::size_t>(i)];
-            if (r.at == phase::prefill && !r.chunked) {
+            if (r.at == phase::prefill && !r.seq.prefilling()) {
                 r.at = phase::decode;
                 if constexpr (has_mamba) checkpoint(r);
                 if (!r.first_token) {
@@ -675,13 +521,16 @@ private:
         for (std::size_t k = 0; k < running_.size();) {
             const std::int32_t i = running_[k];
             live_request& r = requests_[static_cast<std::size_t>(i)];
-            slide_window(r);
-            if (r.at == phase::prefill) {  // a chunk: into the tree, locked, and wait for the next one
+            if (r.at == phase::prefill) {  // a chunk: into the tree, still locked, and wait for the next one
                 if (chunked_) throw std::logic_error("unikv-sim: two chunked requests in one step");
-                cache_chunk(r);
+                (void)timed([&] { return cache_.checkpoint(r.seq); });
+                r.at = phase::chunked;
                 chunked_ = i;
-            } else if (r.len == r.target) {
-                finish(r);
+            } else if (r.seq.decoded() == r.seq.max_new_tokens()) {
+                if constexpr (has_mamba) {
+                    if (r.seq.length() % page_ != 0) checkpoint(r);  // the state at its last whole page too
+                }
+                (void)timed([&] { return cache_.finish(r.seq); });
                 finished_.push_back(i);
                 ++rec_.finished;
             } else {
@@ -692,91 +541,27 @@ private:
         }
     }
 
-    // Frees the SWA rows of the request's own pages that slid out of its window.
-    void slide_window(live_request& r) {
-        if constexpr (has_swa) {
-            scratch_pages_.clear();
-            while (r.swa_cursor + page_ <= r.len - window_) {
-                scratch_pages_.push_back(r.pages[static_cast<std::size_t>(r.swa_cursor / page_)]);
-                r.swa_cursor += page_;
-            }
-            if (!scratch_pages_.empty()) timed([&] { cache_.free_swa(scratch_pages_); });
-        }
-    }
-
-    // Inserts the request's whole pages (with its state, the checkpoint at their end) and returns the node.
-    NodeRef insert_pages(live_request& r) {
-        const std::int32_t whole = r.len / page_;
-        StateId state{};
-        if constexpr (has_mamba) {
-            if (config_.check_rows) {
-                cache_.sync_for_host();  // frees since the forward may have queued moves of the slot
-                const RowMarkers<typename cache_type::allocator_type> rows(cache_.allocator());
-                write_own_state(r, rows, whole * page_);  // the forward checkpoints its state at the last page
-            }
-            state = std::exchange(r.state, StateId{});
-        }
-        const CacheInsert ins = timed([&] {
-            return cache_.insert(key(r, whole * page_),
-                                 {.pages = std::span<const VirtualPage>(r.pages).first(static_cast<std::size_t>(whole)),
-                                  .swa_evicted = has_swa ? r.swa_cursor : 0,
-                                  .state = state});
-        });
-        return ins.node;
-    }
-
-    // Mamba: a finished prefill caches its whole pages with a copy of its state at their end (the forward
-    // checkpoints it there), so later requests sharing the prompt find a state to start from; the request
-    // goes on from the cached prefix, as after a chunk. Skipped when no state slot is free.
+    // Mamba: caches the request's whole pages with a state at their end, so later requests sharing its prompt
+    // find a state to start from (at a prompt's end, and at a finish off a page boundary). On a page boundary
+    // the cache copies the running state; otherwise the forward is taken to have saved its state at the last
+    // whole page into a slot of its own. Skipped when no slot is free.
     void checkpoint(live_request& r) {
         if constexpr (has_mamba) {
-            const std::int32_t whole = r.len / page_ * page_;
-            if (whole <= r.prefix) return;
-            StateId slot[1];
-            if (!timed([&] { return cache_.alloc_state(slot); })) return;
-            if (config_.check_rows) {
-                cache_.sync_for_host();  // the slot may have moved: write after the queued moves
-                PhysicalPage physical[1];
-                timed([&] { cache_.translate_state(slot, physical); });
-                RowMarkers<typename cache_type::allocator_type>(cache_.allocator())
-                    .write_state(physical[0], state_of(r, whole));
+            const std::int32_t whole = r.seq.length() / page_ * page_;
+            if (whole <= r.seq.prefix_length()) return;
+            StateId slot[1] = {StateId{}};
+            if (whole < r.seq.length()) {
+                if (!timed([&] { return cache_.alloc_state(slot); })) return;
+                if (config_.check_rows) {
+                    cache_.sync_for_host();  // the slot may have moved: write after the queued moves
+                    PhysicalPage physical[1];
+                    timed([&] { cache_.translate_state(slot, physical); });
+                    RowMarkers<typename cache_type::allocator_type>(cache_.allocator())
+                        .write_state(physical[0], state_of(r, whole));
+                }
             }
-            const CacheInsert ins = timed([&] {
-                return cache_.insert(
-                    key(r, whole),
-                    {.pages = std::span<const VirtualPage>(r.pages).first(static_cast<std::size_t>(whole / page_)),
-                     .swa_evicted = has_swa ? r.swa_cursor : 0,
-                     .state = slot[0]});
-            });
-            relock(r, ins.node);
-            r.prefix = whole;
-            r.swa_cursor = std::max(r.swa_cursor, whole);
-            prefix_pages(r, whole);  // the tree keeps its own pages where the request's duplicated them
+            (void)timed([&] { return cache_.checkpoint(r.seq, slot[0]); });
         }
-    }
-
-    // Moves the request's lock to `node` (the end of what it just cached).
-    void relock(live_request& r, NodeRef node) {
-        LockReceipt held = timed([&] { return cache_.lock(node); });
-        timed([&] { cache_.unlock(std::move(r.lock)); });
-        r.lock = std::move(held);
-        r.node = node;
-    }
-
-    void cache_chunk(live_request& r) {
-        relock(r, insert_pages(r));
-        r.prefix = r.len;
-        r.pages.clear();
-        r.at = phase::chunked;
-    }
-
-    void finish(live_request& r) {
-        const std::size_t whole = static_cast<std::size_t>(r.len / page_);
-        (void)insert_pages(r);
-        timed([&] {
-            cache_.free(std::span<const VirtualPage>(r.pages).subspan(whole));
-            cache_.unlock(std::move(r.lock));
-        });
     }
 
     const Trace& trace_;
@@ -805,9 +590,8 @@ private:
     StepWork work_{};
     ReplayResult result_{};
     // Scratch, reused every step.
-    std::vector<VirtualToken> scratch_tokens_, last_, out_, virtual_;
-    std::vector<VirtualPage> scratch_pages_;
-    std::vector<std::int32_t> seq_;
+    std::vector<Sequence*> batch_;
+    std::vector<TokenId> next_;
     std::vector<PhysicalToken> physical_;
 };
 

@@ -84,7 +84,8 @@ Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, Tok
         }
     }
     // Committed from here on.
-    const bool state_current = kind == start_kind::chunk && prefix == seq.length();  // its own checkpoint
+    // The state is copied from the prefix's checkpoint unless the handle kept its own at the prefix's end.
+    const bool state_current = kind == start_kind::chunk && prefix == seq.length() && seq.state_.is_valid();
     if (kind == start_kind::fresh) {
         seq.ns_ = prompt.ns;
         seq.fill_ = static_cast<std::int32_t>(prompt.tokens.size());
@@ -167,11 +168,11 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
     swa_slid_.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
         Sequence& s = *batch[i];
+        slide_window(s);  // before the new row: its query attends to the window before it
         s.compute_from_ = s.length();
         s.rows_.push_back(decode_out_[i]);
         s.tokens_.push_back(next[i]);
         ++s.decoded_;
-        slide_window(s);
     }
     free_slid();
     return r;
@@ -212,8 +213,9 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
                           " give a slot of its own holding the state after the last whole page");
         }
         if (whole > seq.prefix_ && whole == seq.length() && seq.state_.is_valid()) {
-            StateId out[1];
-            if (alloc_state(out)) {  // else cached without a state: the pages still serve a longer match
+            if (seq.prefilling()) {  // a chunk: the tree takes the state itself; `extend` starts from a copy
+                state = std::exchange(seq.state_, StateId{});
+            } else if (StateId out[1]; alloc_state(out)) {  // else cached without a state (pages still serve)
                 alloc_.copy_state(seq.state_, out[0]);
                 state = out[0];
             }
