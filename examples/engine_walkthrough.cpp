@@ -23,17 +23,17 @@ std::uint32_t marker(unikv::TokenId token, std::int32_t pos, Component c) {
            static_cast<std::uint32_t>(c) * 0x9E3779B9u;
 }
 
-// The engine's forward, reduced to what the cache sees: the FULL rows of every token and the SWA rows of the
-// window are read (those before `compute_from`) or written (a marker per row, the rest). Returns the rows read
-// that did not hold their marker.
+// The engine's forward, reduced to what the cache sees: rows from `compute_from` on are written (a marker per
+// row, FULL and SWA alike, as a kernel writes both for every token); before it, the FULL rows of every token and
+// the SWA rows of the window are read. Returns the rows read that did not hold their marker.
 template <class Cache>
 int forward(Cache& cache, const unikv::Sequence& seq, std::span<const unikv::PhysicalToken> full,
             std::span<const unikv::PhysicalToken> swa) {
     int wrong = 0;
     for (Component c : {Component::full, Component::swa}) {
         const std::size_t entry = cache.allocator().spec()[c].entry_bytes;
-        const std::int32_t first = c == Component::full ? 0 : std::max(0, seq.length() - cache.window_tokens());
-        for (std::int32_t pos = first; pos < seq.length(); ++pos) {
+        const std::int32_t attended = c == Component::full ? 0 : seq.compute_from() - cache.window_tokens();
+        for (std::int32_t pos = std::max(0, attended); pos < seq.length(); ++pos) {
             const unikv::PhysicalToken p = (c == Component::full ? full : swa)[static_cast<std::size_t>(pos)];
             auto* row = reinterpret_cast<std::uint32_t*>(cache.allocator().region().data + p.value() * entry);
             const std::uint32_t want = marker(seq.tokens()[static_cast<std::size_t>(pos)], pos, c);

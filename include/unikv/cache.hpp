@@ -386,7 +386,8 @@ public:
 
     // ---- requests as handles (`Sequence`, cache/sequence.hpp; admission: `Cache::admit`) ------------------
     /// The virtual rows of `seq`, one per token `[0, length())`: translate them for the forward
-    /// (`translate_full`, `translate_swa`). After an admission that loaded the prefix back, the first call reads
+    /// (`translate_full`, `translate_swa`), which writes every pool's row of each token it computes (the SWA
+    /// rows of a cached page serve later matches, whatever window this request needs). After an admission that loaded the prefix back, the first call reads
     /// the prefix's rows from the tree (and, with Mamba, queues the copy of the prefix's state into the
     /// request's), so call it after `loading_check` acknowledged that load. Throws `logic_error` (nothing
     /// changed) for a handle not running in this cache or whose load is not acknowledged, and `transfer_error`
@@ -412,7 +413,8 @@ public:
     /// next chunk from a copy of the checkpoint), otherwise `state_at_pages` when given (a slot the engine
     /// allocated, `alloc_state`, holding the state after the last whole page; the cache takes it, and frees it
     /// when nothing is inserted). Nothing to cache (no whole page past the prefix): returns the current node.
-    /// Throws `logic_error` as `rows` (nothing changed). O(length / page + key) plus the insert's.
+    /// The rows are computed from then on (`compute_from() == length()`). Throws `logic_error` as `rows`
+    /// (nothing changed). O(length / page + key) plus the insert's.
     CacheInsert checkpoint(Sequence& seq, StateId state_at_pages = {});
     /// Preempts `seq`: where the cache can (`can_retract`, a decoding handle) its own rows are backed up to host
     /// (`backup`); then its own pages and state are freed and its lock released, and it waits `retracted` for
@@ -858,10 +860,13 @@ public:
     /// Brings a retracted `seq` back: an admission of all its rows; when it serves the prefix the handle had on
     /// device, fresh rows after it receive the backup (`compute_from() == length()`: nothing to compute);
     /// otherwise the backup is discarded and the handle prefills again from the admitted prefix. Refused as
-    /// `admit` (still retracted, backup kept). Throws `logic_error` (nothing changed) for a handle not retracted
-    /// in this cache (a restore without a retraction). Cost as `admit` plus the copy.
+    /// `admit` (still retracted, backup kept), and refused `loading` before anything is done while a load-back
+    /// is in flight and the handle has a backup (its copy needs the transfer lane to itself: acknowledge the
+    /// loads, `loading_check`, and restore again). Throws `logic_error` (nothing changed) for a handle not
+    /// retracted in this cache (a restore without a retraction). Cost as `admit` plus the copy.
     [[nodiscard]] Admission restore(Sequence& seq) {
         this->expect_sequence(seq, Sequence::Status::retracted, "restore");
+        if (seq.backed_up() && this->loads_in_flight() > 0) return detail::refused_while_loading(Component::full);
         Admission a = try_admit({.prompt = this->admission_key(seq, static_cast<std::int32_t>(seq.tokens().size())),
                                  .max_new_tokens = seq.max_new_tokens() - seq.decoded()});
         if (!a) return a;

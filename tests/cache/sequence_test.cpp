@@ -97,7 +97,8 @@ struct HandleEngine {
         for (std::int32_t pos = 0; pos < s.length(); ++pos) {
             const TokenId t = s.tokens()[static_cast<std::size_t>(pos)];
             std::vector<Component> components{Component::full};
-            if (TestCache::has_swa && pos >= s.length() - window) components.push_back(Component::swa);
+            // Every computed row in both pools (as a kernel writes them); before it, the SWA rows of the window.
+            if (TestCache::has_swa && pos >= from - window) components.push_back(Component::swa);
             for (Component c : components) {
                 std::byte* r = row(c, rows[static_cast<std::size_t>(pos)]);
                 if (pos >= from) {
@@ -211,6 +212,26 @@ TEST_CASE("sequences decode in one batch; one is retracted, another request take
     CHECK(e.broken() == "");
     // Another request takes memory meanwhile (its rows land where the retracted ones were).
     CHECK(e.serve(tokens(7000, 30), 4) == 0);
+    // While a load-back is in flight the backup cannot be copied back: refused `loading`, nothing changed.
+    REQUIRE(e.serve(tokens(8000, 21), 0) == 0);
+    (void)cache.evict({Component::full, 1 << 20});  // to host (write-back)
+    Sequence loaded;
+    cache.begin_step({});
+    REQUIRE(cache.admit(loaded, {.prompt = {tokens(8000, 23)}, .max_new_tokens = 1}));
+    REQUIRE(loaded.load_id() != 0);
+    const std::int64_t before_restore = cache.allocator().live_pages(Component::full);
+    const Admission waits = cache.restore(seqs[2]);
+    CHECK_FALSE(waits);
+    CHECK(waits.refusal.cause == RefusalCause::loading);
+    CHECK(seqs[2].status() == Sequence::Status::retracted);
+    CHECK(seqs[2].backed_up());
+    CHECK(cache.allocator().live_pages(Component::full) == before_restore);
+    CHECK_THROWS_WITH_AS((void)cache.rows(loaded), doctest::Contains("still loading"), logic_error);
+    (void)cache.start_loading();
+    cache.transfer_stream().synchronize();
+    REQUIRE(cache.loading_check().size() == 1);
+    CHECK(e.forward(loaded) == 0);  // the loaded prefix's rows read back
+    (void)cache.finish(loaded);
     // Restore: fresh rows receive the backup, nothing to compute, and decoding goes on.
     cache.begin_step({});
     REQUIRE(cache.restore(seqs[2]));

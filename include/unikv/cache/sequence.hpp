@@ -65,7 +65,8 @@ public:
     [[nodiscard]] std::int32_t length() const noexcept { return static_cast<std::int32_t>(rows_.size()); }
     /// Rows `[0, prefix_length())` are the tree's (read, never written); the request's own rows follow.
     [[nodiscard]] std::int32_t prefix_length() const noexcept { return prefix_; }
-    /// The next forward computes rows `[compute_from(), length())` (empty after a restore that copied them back).
+    /// The next forward computes rows `[compute_from(), length())` (empty after a restore that copied them back,
+    /// and after a checkpoint).
     [[nodiscard]] std::int32_t compute_from() const noexcept { return compute_from_; }
     /// True while its prompt is not all computed (a chunked prefill: `checkpoint`, then `extend`).
     [[nodiscard]] bool prefilling() const noexcept { return length() < fill_; }

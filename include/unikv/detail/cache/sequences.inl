@@ -242,6 +242,7 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
     unlock(std::move(previous));
     seq.node_ = done.node;
     seq.prefix_ = whole;
+    seq.compute_from_ = seq.length();
     seq.swa_start_ = std::max(seq.swa_start_, whole);
     // The tree kept its own page where it had the tokens already (and freed the request's): read them again.
     prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(whole)));
