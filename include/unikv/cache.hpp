@@ -394,13 +394,12 @@ public:
     /// when that load failed (release the handle and admit it again). O(1); the first read after a load
     /// O(depth + prefix). The span is valid until the next call on the handle.
     std::span<const VirtualToken> rows(Sequence& seq);
-    /// One decode step for each handle of `batch`: token `next[i]` (the one the last forward sampled) gets the
-    /// row at `batch[i]->length()` (one `alloc_decode`, relieved as it is), and each handle's SWA window
-    /// slides: its own pages whose rows all lie before the window of the new row's query (before the old
-    /// `length() - window_tokens()`) are tombstoned with one `free_swa` for the batch; pages of the tree's
-    /// prefix are never touched. On a
-    /// shortfall nothing changes and the result names the short pool: retract a handle (`retract`) and decode
-    /// again. Throws `logic_error` (nothing changed) for a handle not running in this cache, prefilling, with a
+    /// One decode step for each handle of `batch`: each handle's SWA window slides first (its own pages whose
+    /// rows all lie before the window of the new row's query, before `length() - window_tokens()`, are
+    /// tombstoned with one `free_swa` for the batch; pages of the tree's prefix are never touched), then token
+    /// `next[i]` (the one the last forward sampled) gets the row at `batch[i]->length()` (one `alloc_decode`,
+    /// relieved as it is). On a shortfall no row is added (the windows stay slid: those rows are never read
+    /// again) and the result names the short pool: retract a handle (`retract`) and decode again. Throws `logic_error` (nothing changed) for a handle not running in this cache, prefilling, with a
     /// load not read (`rows`), at its `max_new_tokens`, or named twice, and for `next` of another size.
     /// O(batch) plus the pages tombstoned; allocates nothing once its scratch reached the batch size (`admit`
     /// reserved the handles' room).

@@ -162,19 +162,21 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
         decode_lens_.push_back(s->length() + 1);
         decode_last_.push_back(s->rows_.back());
     }
+    // The windows slide first, so the rows they free serve this allocation; a row before the window of the
+    // new row's query is never read again, so a shortfall below leaves them slid.
+    swa_slid_.clear();
+    for (Sequence* s : batch) slide_window(*s);
+    free_slid();
     decode_out_.resize(batch.size());
     const AllocResult r = alloc_decode({decode_lens_, decode_last_}, decode_out_);
     if (!r) return r;
-    swa_slid_.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
         Sequence& s = *batch[i];
-        slide_window(s);  // before the new row: its query attends to the window before it
         s.compute_from_ = s.length();
         s.rows_.push_back(decode_out_[i]);
         s.tokens_.push_back(next[i]);
         ++s.decoded_;
     }
-    free_slid();
     return r;
 }
 
