@@ -671,9 +671,11 @@ private:
     std::span<const VirtualPage> pages_from(const Sequence& seq, std::int32_t from);
     // Reads a loaded prefix's rows into `seq` (see `rows`).
     void bind_loaded_prefix(Sequence& seq);
+    // Throws the misuse that makes `s` (at `at` in a batch) no handle to decode now. Cold.
+    [[noreturn]] void decode_misuse(const Sequence* s, std::uint64_t mark, std::size_t at) const;
     // Appends the pages of `seq`'s own rows that left its SWA window to `swa_slid_`, moving its cursor; and
     // tombstones them (`free_slid`). O(pages slid).
-    void slide_window(Sequence& seq);
+    void slide_window(Sequence& seq, PageSize page, std::int32_t window);
     void free_slid();
     // Back to idle, capacity kept.
     static void reset(Sequence& seq) noexcept;

@@ -6,6 +6,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <span>
 #include <string>
 #include <utility>
@@ -17,6 +19,24 @@
 #include "broken.hpp"
 #include "cache/cache_support.hpp"
 #include "row_words.hpp"
+
+// GCC 12 flags free() on memory from the replaced operator new once both are inlined at -O2; the pairing is
+// deliberate here (both replacements use malloc/free).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+// Counts the allocations made while a test asks it to (`sequence_test::counting`): the decode test below.
+namespace sequence_test {
+bool counting = false;
+long allocations = 0;
+}  // namespace sequence_test
+
+void* operator new(std::size_t n) {
+    if (sequence_test::counting) ++sequence_test::allocations;
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace sequence_test {
 
@@ -377,6 +397,35 @@ TEST_CASE("handle misuse throws naming it and changes nothing; a fresh request t
     // Fresh requests read every row: the prefix the misused handle shared, and new ones.
     CHECK(e.serve(join(tokens(100, 16), tokens(400, 6)), 3) == 0);
     CHECK(e.serve(tokens(5000, 13), 3) == 0);
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a batched decode allocates nothing once its scratch has grown, and is one call for the batch") {
+    HandleEngine<SwaPolicies> e(1024);
+    auto& cache = e.cache;
+    std::vector<Sequence> seqs(16);
+    std::vector<Sequence*> batch;
+    cache.begin_step({});
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+        REQUIRE(cache.admit(seqs[i], {.prompt = {tokens(static_cast<TokenId>(100 * (i + 1)), 21)}, .max_new_tokens = 80}));
+        batch.push_back(&seqs[i]);
+    }
+    std::vector<TokenId> next(seqs.size(), 7);
+    int wrong = 0;
+    for (Sequence* s : batch) wrong += e.forward(*s);
+    allocations = 0;
+    for (int step = 0; step < 72; ++step) {
+        counting = step >= 8;  // once the scratch has grown to the batch
+        const bool decoded = static_cast<bool>(cache.decode(batch, next));
+        counting = false;
+        REQUIRE(decoded);
+        for (Sequence* s : batch) wrong += e.forward(*s);
+    }
+    CHECK(allocations == 0);
+    CHECK(wrong == 0);
+    CHECK(seqs[0].length() == 21 + 72);
+    CHECK(seqs[0].swa_start() > seqs[0].prefix_length());  // the windows slid meanwhile
+    for (Sequence& s : seqs) (void)cache.finish(s);
     CHECK(e.broken() == "");
 }
 

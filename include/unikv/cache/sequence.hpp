@@ -90,20 +90,21 @@ private:
     template <class P>
     friend class detail::cache::CacheCore;
 
-    std::uint64_t cache_ = 0;  // the id of the cache that admitted it (0: none)
+    // What `decode` reads of every handle comes first, together (a batch walks many handles).
     Status status_ = Status::idle;
-    std::vector<TokenId> tokens_;
-    KeyNamespace ns_{};
-    std::vector<VirtualToken> rows_;  // one per row; the prefix's are the tree's
-    std::int32_t fill_ = 0;           // rows its prefill reaches before it decodes (the prompt; all after a recompute)
-    std::int32_t prefix_ = 0;
-    std::int32_t compute_from_ = 0;
-    std::int32_t swa_start_ = 0;
+    std::int32_t fill_ = 0;  // rows its prefill reaches before it decodes (the prompt; all after a recompute)
     std::int32_t decoded_ = 0;
     std::int32_t max_new_ = 0;
-    std::int32_t backup_prefix_ = 0;  // `prefix_` when it was retracted with a backup
-    std::uint64_t load_id_ = 0;       // rows `[0, prefix_)` are read from the tree once this load is acknowledged
+    std::int32_t swa_start_ = 0;
+    std::int32_t compute_from_ = 0;
+    std::uint64_t cache_ = 0;         // the id of the cache that admitted it (0: none)
     std::uint64_t batch_mark_ = 0;    // `decode`'s check that a batch names each handle once
+    std::uint64_t load_id_ = 0;       // rows `[0, prefix_)` are read from the tree once this load is acknowledged
+    std::vector<VirtualToken> rows_;  // one per row; the prefix's are the tree's
+    std::vector<TokenId> tokens_;
+    std::int32_t prefix_ = 0;
+    std::int32_t backup_prefix_ = 0;  // `prefix_` when it was retracted with a backup
+    KeyNamespace ns_{};
     LockReceipt lock_;
     NodeRef node_{};
     StateId state_{};

@@ -140,38 +140,54 @@ std::span<const VirtualToken> CacheCore<P>::rows(Sequence& seq) {
 }
 
 template <class P>
+void CacheCore<P>::decode_misuse(const Sequence* s, std::uint64_t mark, std::size_t at) const {
+    UNIKV_EXPECTS(s != nullptr, "decode: the batch names no sequence at position ", at);
+    expect_sequence(*s, Sequence::Status::running, "decode");
+    if (s->batch_mark_ == mark) detail::misuse("decode", "a sequence is named twice in the batch");
+    if (s->prefilling()) {
+        detail::misuse("decode", "a sequence is still prefilling (", s->length(), " of ", s->fill_,
+                       " prompt rows); checkpoint it and extend it first");
+    }
+    if (s->load_id_ != 0) detail::misuse("decode", "a sequence's loaded prefix was never read; call rows first");
+    detail::misuse("decode", "a sequence decoded its max_new_tokens (", s->max_new_, "); finish it");
+}
+
+template <class P>
 AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<const TokenId> next) {
     UNIKV_EXPECTS(next.size() == batch.size(), "decode: ", next.size(), " tokens for a batch of ", batch.size(),
                   "; give each sequence the token its last forward sampled");
     const std::uint64_t mark = ++decode_mark_;
-    decode_lens_.clear();
-    decode_last_.clear();
-    for (Sequence* s : batch) {
-        UNIKV_EXPECTS(s != nullptr, "decode: the batch names no sequence at position ", decode_lens_.size());
-        expect_sequence(*s, Sequence::Status::running, "decode");
-        if (s->batch_mark_ == mark) detail::misuse("decode", "a sequence is named twice in the batch");
-        if (s->prefilling()) {
-            detail::misuse("decode", "a sequence is still prefilling (", s->length(), " of ", s->fill_,
-                           " prompt rows); checkpoint it and extend it first");
-        }
-        if (s->load_id_ != 0) detail::misuse("decode", "a sequence's loaded prefix was never read; call rows first");
-        if (s->decoded_ >= s->max_new_) {
-            detail::misuse("decode", "a sequence decoded its max_new_tokens (", s->max_new_, "); finish it");
+    const PageSize page{page_size(Component::full)};
+    const std::int32_t window = has_swa ? window_tokens() : 0;
+    decode_lens_.resize(batch.size());
+    decode_last_.resize(batch.size());
+    swa_slid_.clear();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        Sequence* s = batch[i];
+        if (s == nullptr || s->status_ != Sequence::Status::running || s->cache_ != id_ || s->batch_mark_ == mark ||
+            s->prefilling() || s->load_id_ != 0 || s->decoded_ >= s->max_new_) [[unlikely]] {
+            decode_misuse(s, mark, i);
         }
         s->batch_mark_ = mark;
-        decode_lens_.push_back(s->length() + 1);
-        decode_last_.push_back(s->rows_.back());
+        decode_lens_[i] = s->length() + 1;
+        decode_last_[i] = s->rows_.back();
+        if constexpr (has_swa) {  // the pages that leave its window (its cursor moves once all are checked)
+            for (std::int32_t p = s->swa_start_; p + page.tokens <= s->length() - window; p += page.tokens)
+                swa_slid_.push_back(page_of(s->rows_[static_cast<std::size_t>(p)], page));
+        }
     }
-    // The windows slide first, so the rows they free serve this allocation; a row before the window of the
+    // The windows slide before the allocation, so the rows they free serve it; a row before the window of the
     // new row's query is never read again, so a shortfall below leaves them slid.
-    swa_slid_.clear();
-    for (Sequence* s : batch) slide_window(*s);
     free_slid();
     decode_out_.resize(batch.size());
     const AllocResult r = alloc_decode({decode_lens_, decode_last_}, decode_out_);
-    if (!r) return r;
     for (std::size_t i = 0; i < batch.size(); ++i) {
         Sequence& s = *batch[i];
+        if constexpr (has_swa) {
+            if (const std::int32_t slid = s.length() - window - s.swa_start_; slid >= page.tokens)
+                s.swa_start_ += slid / page.tokens * page.tokens;
+        }
+        if (!r) continue;
         s.compute_from_ = s.length();
         s.rows_.push_back(decode_out_[i]);
         s.tokens_.push_back(next[i]);
@@ -181,16 +197,17 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
 }
 
 template <class P>
-void CacheCore<P>::slide_window(Sequence& seq) {
+void CacheCore<P>::slide_window(Sequence& seq, PageSize page, std::int32_t window) {
     if constexpr (has_swa) {
         // Only its own pages (from the prefix on): the tree's keep their window for other requests.
-        const PageSize page{page_size(Component::full)};
-        while (seq.swa_start_ + page.tokens <= seq.length() - window_tokens()) {
+        while (seq.swa_start_ + page.tokens <= seq.length() - window) {
             swa_slid_.push_back(page_of(seq.rows_[static_cast<std::size_t>(seq.swa_start_)], page));
             seq.swa_start_ += page.tokens;
         }
     } else {
         (void)seq;
+        (void)page;
+        (void)window;
     }
 }
 
@@ -235,7 +252,7 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
         return CacheInsert{.node = seq.node_, .prefix_length = seq.prefix_, .first_write = next_write_};
     }
     swa_slid_.clear();  // the tree takes only the window's SWA rows
-    slide_window(seq);
+    slide_window(seq, PageSize{page_size(Component::full)}, window_tokens());
     free_slid();
     const std::span<const VirtualPage> pages = pages_from(seq, 0).first(static_cast<std::size_t>(whole / page));
     const CacheInsert done = insert({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(whole)), seq.ns_},
@@ -323,7 +340,7 @@ CacheInsert CacheCore<P>::finish(Sequence& seq, std::uint8_t retention) {
     expect_sequence(seq, Sequence::Status::running, "finish");
     if (seq.load_id_ != 0) bind_loaded_prefix(seq);
     swa_slid_.clear();  // the tree takes only the window's SWA rows
-    slide_window(seq);
+    slide_window(seq, PageSize{page_size(Component::full)}, window_tokens());
     free_slid();
     const CacheInsert done =
         finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
