@@ -66,24 +66,24 @@ int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::spa
         cache.transfer_stream().synchronize();  // an engine would rather ack at its next step
         (void)cache.loading_check();
     }
+    int wrong = 0;
     for (unikv::TokenId next = 1;; ++next) {  // prefill, then one decode step per token
         std::vector<unikv::PhysicalToken> full(cache.rows(seq).size()), swa(full.size());
         cache.translate_full(cache.rows(seq), full);  // the prefix's rows, then its own
         cache.translate_swa(cache.rows(seq), swa);    // (device_tables() for kernels that translate)
         cache.sync_for_host();  // a host forward (this CPU backend) touches rows only after the queued moves
-        if (forward(cache, seq, full, swa) != 0) return 1;  // computes rows [compute_from, length)
+        wrong += forward(cache, seq, full, swa);  // computes rows [compute_from, length)
         if (seq.decoded() == 0) (void)cache.checkpoint(seq);  // the prompt (and its SWA window) cached now
-        if (seq.decoded() == seq.max_new_tokens()) break;
         unikv::Sequence* batch[] = {&seq};  // any number: one row each, each SWA window slides
-        if (!cache.decode(batch, std::span(&next, 1))) return -1;  // short: retract one, decode again
+        if (wrong != 0 || seq.decoded() == seq.max_new_tokens() || !cache.decode(batch, std::span(&next, 1))) break;
     }
-    (void)cache.finish(seq);  // whole pages to the tree, the tail freed, unlocked
-    return 0;
+    (void)cache.finish(seq);  // whole pages to the tree, the tail freed (decode short: an engine retracts one)
+    return wrong;
 }
 // [/readme]
 
-const char* verdict(int served) {
-    return served == 0 ? "every row read back" : served < 0 ? "refused" : "WRONG ROWS";
+const char* verdict(int wrong) {
+    return wrong == 0 ? "every row read back" : wrong < 0 ? "refused" : "WRONG ROWS";
 }
 
 int main() {

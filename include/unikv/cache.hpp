@@ -155,6 +155,9 @@ struct RequestRows {
     std::int32_t prefix_tokens = 0;
     /// The request's sequence length, prefix included.
     std::int32_t seq_len = 0;
+    /// The SWA rows the backup keeps: those of the last `window_tokens` tokens (whole pages); 0 for the model's
+    /// window. A restore gives the same value. Ignored without Swa.
+    std::int32_t window_tokens = 0;
 };
 
 /// What `Cache::finish` hands the tree beside a request's rows (named fields; all optional).
@@ -418,15 +421,19 @@ public:
     /// Preempts `seq`: where the cache can (`can_retract`, a decoding handle) its own rows are backed up to host
     /// (`backup`); then its own pages and state are freed and its lock released, and it waits `retracted` for
     /// `Cache::restore`. True when backed up; false when `restore` will recompute its rows (no host room, a
-    /// failed copy, a Mamba layout, a handle still prefilling). Throws `logic_error` (nothing changed) for a
-    /// handle not running in this cache. Cold: the backup's copies.
+    /// failed copy, a Mamba layout, a handle still prefilling or with no own row known computed, a prefix still
+    /// loading). The rows not known computed (`compute_from()` on) are computed again after a restore, so the
+    /// backup keeps the SWA window of the first of them. Throws `logic_error` (nothing changed) for a handle not
+    /// running in this cache. On a device the copies read
+    /// the rows after what the transfer stream waited for: make it wait the forward first. Cold: the backup's
+    /// copies.
     bool retract(Sequence& seq);
-    /// Finishes `seq`: its SWA window slides (as in `decode`), its whole pages go to the tree (`finish` above,
-    /// its SWA cursor and state with them: to cache a state at the last whole page of a sequence that does not
-    /// end on one, `checkpoint` it with `state_at_pages` first), its
-    /// partial tail page is freed, its lock released; the handle becomes `idle` (and may be admitted again,
-    /// keeping its capacity). Throws `logic_error` (nothing changed) for a handle not running in this cache
-    /// (a second finish included) or with a load not read. Cost as `finish`.
+    /// Finishes `seq`, whose rows are all computed: its SWA window slides (as in `decode`), its whole pages go
+    /// to the tree (`finish` above, its SWA cursor and state with them: to cache a state at the last whole page
+    /// of a sequence that does not end on one, `checkpoint` it with `state_at_pages` first), its partial tail
+    /// page is freed, its lock released; the handle becomes `idle` (and may be admitted again, keeping its
+    /// capacity). Throws `logic_error` (nothing changed) for a handle not running in this cache (a second
+    /// finish included) or whose prefix is still loading, `transfer_error` as `rows`. Cost as `finish`.
     CacheInsert finish(Sequence& seq, std::uint8_t retention = 0);
     /// Drops `seq` without caching anything (an aborted request): its own pages and state are freed, its lock
     /// released, a retraction backup discarded; the handle becomes `idle`. Throws `logic_error` for a handle
@@ -653,6 +660,12 @@ protected:
     // Throws `logic_error` naming `call` unless `seq` is `want` and, when not idle, runs in this cache.
     void expect_sequence(const Sequence& seq, Sequence::Status want, const char* call) const;
     // The tokens `seq` asks an admission for: the prompt left to prefill, or all of a retracted one's rows.
+    // Room in an idle `seq` for `request`'s prompt and decode, so that `decode` never allocates.
+    static void reserve(Sequence& seq, const AdmitRequest& request) {
+        const std::size_t room = request.prompt.tokens.size() + static_cast<std::size_t>(std::max(0, request.max_new_tokens));
+        seq.tokens_.reserve(room);
+        seq.rows_.reserve(room);
+    }
     [[nodiscard]] static TokenKey admission_key(const Sequence& seq, std::int32_t rows) noexcept {
         return {std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(rows)), seq.ns_};
     }
@@ -677,6 +690,11 @@ private:
     // tombstones them (`free_slid`). O(pages slid).
     void slide_window(Sequence& seq, PageSize page, std::int32_t window);
     void free_slid();
+    // The SWA rows a retraction backup keeps: the window of the first row not known computed (which a restore
+    // computes again), so `window_tokens()` plus the rows from `compute_from()` on.
+    [[nodiscard]] std::int32_t restore_window(const Sequence& seq, std::int32_t length) const noexcept {
+        return window_tokens() + length - seq.compute_from_;
+    }
     // Back to idle, capacity kept.
     static void reset(Sequence& seq) noexcept;
 
@@ -840,6 +858,7 @@ public:
     /// handle that is not idle. Cost: `try_admit` plus O(prefix + extension).
     [[nodiscard]] Admission admit(Sequence& seq, const AdmitRequest& request) {
         this->expect_sequence(seq, Sequence::Status::idle, "admit");
+        core::reserve(seq, request);  // before admitting: a throw here holds nothing
         Admission a = try_admit(request);
         if (!a) return a;
         return this->start(seq, std::move(a), core::start_kind::fresh, request.prompt, request.max_new_tokens);
@@ -859,8 +878,9 @@ public:
         return this->start(seq, std::move(a), core::start_kind::chunk);
     }
     /// Brings a retracted `seq` back: an admission of all its rows; when it serves the prefix the handle had on
-    /// device, fresh rows after it receive the backup (`compute_from() == length()`: nothing to compute);
-    /// otherwise the backup is discarded and the handle prefills again from the admitted prefix. Refused as
+    /// device, fresh rows after it receive the backup (`restored_rows()`; the rows that were not known computed
+    /// are computed again, `compute_from()`); otherwise the backup is discarded and the handle prefills again
+    /// from the admitted prefix. Refused as
     /// `admit` (still retracted, backup kept), and refused `loading` before anything is done while a load-back
     /// is in flight and the handle has a backup (its copy needs the transfer lane to itself: acknowledge the
     /// loads, `loading_check`, and restore again). Throws `logic_error` (nothing changed) for a handle not

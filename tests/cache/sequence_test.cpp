@@ -5,9 +5,11 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <new>
+#include <random>
 #include <span>
 #include <string>
 #include <utility>
@@ -18,6 +20,7 @@
 
 #include "broken.hpp"
 #include "cache/cache_support.hpp"
+#include "fuzz_env.hpp"
 #include "row_words.hpp"
 
 // GCC 12 flags free() on memory from the replaced operator new once both are inlined at -O2; the pairing is
@@ -255,7 +258,8 @@ TEST_CASE("sequences decode in one batch; one is retracted, another request take
     // Restore: fresh rows receive the backup, nothing to compute, and decoding goes on.
     cache.begin_step({});
     REQUIRE(cache.restore(seqs[2]));
-    CHECK(seqs[2].compute_from() == seqs[2].length());
+    CHECK(seqs[2].restored_rows() == 22 - seqs[2].prefix_length());
+    CHECK(seqs[2].compute_from() == seqs[2].length() - 1);  // its last row was not known computed
     CHECK(seqs[2].length() == 22);
     CHECK(e.forward(seqs[2]) == 0);  // reads all 22 FULL rows and the window's SWA rows
     for (std::int32_t step = 12; step < 20; ++step) {
@@ -385,7 +389,10 @@ TEST_CASE("handle misuse throws naming it and changes nothing; a fresh request t
     cache.begin_step({});
     REQUIRE(cache.admit(r, {.prompt = {tokens(3000, 9)}, .max_new_tokens = 4}));
     REQUIRE(e.forward(r) == 0);
-    REQUIRE(cache.retract(r));
+    Sequence* just_r[] = {&r};
+    REQUIRE(cache.decode(just_r, std::span(two).first(1)));
+    REQUIRE(e.forward(r) == 0);
+    REQUIRE(cache.retract(r));  // its rows known computed are backed up
     const std::int64_t after_retract = cache.allocator().live_pages(Component::full);
     CHECK_THROWS_WITH_AS((void)cache.retract(r), doctest::Contains("retract: the sequence is retracted, not running"),
                          logic_error);
@@ -393,6 +400,29 @@ TEST_CASE("handle misuse throws naming it and changes nothing; a fresh request t
     CHECK(r.backed_up());
     cache.release(r);  // an abort: the backup's host pages go back
     CHECK(r.status() == Sequence::Status::idle);
+    CHECK(e.broken() == "");
+    // A moved-from handle is idle (a finish of it throws and frees nothing); the moved-to one runs on. A handle
+    // finished in another cache decodes here without a stale batch mark.
+    Sequence moved_from;
+    cache.begin_step({});
+    REQUIRE(cache.admit(moved_from, {.prompt = {tokens(3100, 6)}, .max_new_tokens = 2}));
+    Sequence moved_to = std::move(moved_from);
+    CHECK(moved_from.status() == Sequence::Status::idle);
+    CHECK_THROWS_WITH_AS((void)cache.finish(moved_from), doctest::Contains("is idle"), logic_error);
+    CHECK(e.forward(moved_to) == 0);
+    (void)cache.finish(moved_to);
+    Sequence traveller;
+    other.cache.begin_step({});
+    REQUIRE(other.cache.admit(traveller, {.prompt = {tokens(3200, 6)}, .max_new_tokens = 2}));
+    REQUIRE(other.forward(traveller) == 0);
+    Sequence* just_traveller[] = {&traveller};
+    REQUIRE(other.cache.decode(just_traveller, std::span(two).first(1)));
+    (void)other.cache.finish(traveller);
+    cache.begin_step({});
+    REQUIRE(cache.admit(traveller, {.prompt = {tokens(3300, 6)}, .max_new_tokens = 2}));
+    REQUIRE(e.forward(traveller) == 0);
+    CHECK(cache.decode(just_traveller, std::span(two).first(1)));
+    (void)cache.finish(traveller);
     CHECK(e.broken() == "");
     // Fresh requests read every row: the prefix the misused handle shared, and new ones.
     CHECK(e.serve(join(tokens(100, 16), tokens(400, 6)), 3) == 0);
@@ -427,6 +457,170 @@ TEST_CASE("a batched decode allocates nothing once its scratch has grown, and is
     CHECK(seqs[0].swa_start() > seqs[0].prefix_length());  // the windows slid meanwhile
     for (Sequence& s : seqs) (void)cache.finish(s);
     CHECK(e.broken() == "");
+}
+
+// Random calls on eight handles over a small arena: admissions over three shared system prompts (chunked by
+// a random step budget; host hits loaded back), forwards that write and read every row, checkpoints, batched
+// decodes that retract the newest on a shortfall, restores, finishes, releases, evictions, and a misuse now
+// and then that must change nothing. `verify()` after every operation. Length and seed:
+// UNIKV_SEQUENCE_FUZZ_OPS (per layout), UNIKV_SEQUENCE_FUZZ_SEED.
+template <class P>
+void fuzz_handles(std::uint64_t seed, std::int64_t ops) {
+    HandleEngine<P> e(64);
+    auto& cache = e.cache;
+    std::mt19937_64 rng(seed);
+    const auto pick = [&](std::int64_t n) { return static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(n)); };
+    std::vector<std::vector<TokenId>> system{tokens(100, 8), tokens(200, 23), tokens(300, 40)};
+    struct Slot {
+        Sequence seq;
+        bool computed = false;  // its rows hold what a forward wrote
+    };
+    std::vector<Slot> slots(8);
+    std::int64_t served = 0, wrong = 0, refused = 0, retracted = 0, restored = 0, misuses = 0, loads = 0, short_of = 0;
+    TokenId fresh = 100000;
+    const auto ack_loads = [&] {
+        if (cache.loads_in_flight() == 0) return;
+        (void)cache.start_loading();
+        cache.transfer_stream().synchronize();
+        (void)cache.loading_check();
+    };
+    const auto step = [&] {
+        std::int32_t decoders = 0;
+        for (Slot& s : slots) decoders += s.seq.status() == Sequence::Status::running && !s.seq.prefilling();
+        const std::int32_t budgets[] = {8, 16, 64, 1 << 20};
+        // Now and then the step forgets its decoders (a sloppy engine): later decodes then fall short.
+        cache.begin_step({.decode_tokens = pick(3) == 0 ? 0 : decoders, .chunk_tokens = budgets[pick(4)]});
+    };
+    for (std::int64_t op = 0; op < ops; ++op) {
+        Slot& slot = slots[static_cast<std::size_t>(pick(8))];
+        Sequence& s = slot.seq;
+        const auto status = s.status();
+        const bool running = status == Sequence::Status::running;
+        // Decode steps weigh most, as in a serving engine: sixteen draws map to the operations below.
+        constexpr std::int32_t kinds[] = {0, 0, 2, 3, 3, 5, 5, 5, 5, 5, 7, 8, 9, 10, 11, 11};
+        switch (kinds[pick(16)]) {
+            case 0:  // a new request
+                if (status != Sequence::Status::idle) break;
+                {
+                    std::vector<TokenId> prompt = system[static_cast<std::size_t>(pick(3))];
+                    for (std::int32_t i = 0, n = 1 + pick(30); i < n; ++i) prompt.push_back(fresh++);
+                    step();
+                    const Admission a = cache.admit(s, {.prompt = {prompt}, .max_new_tokens = pick(64)});
+                    refused += a ? 0 : 1;
+                    loads += a.load_id != 0 ? 1 : 0;
+                    slot.computed = false;
+                }
+                break;
+            case 2:  // the next chunk
+                if (!running || !s.prefilling() || s.length() != s.prefix_length()) break;
+                step();
+                if (cache.extend(s)) {
+                    slot.computed = false;
+                } else {
+                    ++refused;
+                }
+                break;
+            case 3:  // a forward over every running handle not computed yet; chunks and prompts checkpointed
+                ack_loads();
+                for (Slot& t : slots) {
+                    if (t.seq.status() != Sequence::Status::running || t.computed) continue;
+                    wrong += e.forward(t.seq);
+                    t.computed = true;
+                    if (t.seq.prefilling() || (t.seq.decoded() == 0 && pick(2) == 0)) (void)cache.checkpoint(t.seq);
+                }
+                break;
+            case 5: {  // a batched decode; the newest is retracted while it falls short
+                std::vector<Sequence*> batch;
+                for (Slot& t : slots) {
+                    if (t.seq.status() == Sequence::Status::running && t.computed && !t.seq.prefilling() &&
+                        t.seq.decoded() < t.seq.max_new_tokens()) {
+                        batch.push_back(&t.seq);
+                    }
+                }
+                std::vector<TokenId> next(batch.size(), static_cast<TokenId>(fresh++));
+                while (!batch.empty() && !cache.decode(batch, next)) {
+                    ++short_of;
+                    retracted += cache.retract(*batch.back()) ? 1 : 0;
+                    batch.pop_back();
+                    next.pop_back();
+                }
+                for (Slot& t : slots) {
+                    if (std::find(batch.begin(), batch.end(), &t.seq) != batch.end()) t.computed = false;
+                }
+                break;
+            }
+            case 7:  // a preemption (its rows computed or not), or its return
+                if (running) {
+                    retracted += cache.retract(s) ? 1 : 0;
+                } else if (status == Sequence::Status::retracted) {
+                    step();
+                    const Admission a = cache.restore(s);
+                    restored += a ? 1 : 0;
+                    slot.computed = a && s.compute_from() == s.length();  // else rows to compute
+                }
+                break;
+            case 8:  // done (or an abort)
+                if (running && slot.computed && pick(3) != 0) {
+                    (void)cache.finish(s);
+                    ++served;
+                } else if (status != Sequence::Status::idle && pick(4) == 0) {
+                    cache.release(s);
+                }
+                break;
+            case 9:  // eviction, device (written back) or host
+                if (pick(3) != 0) {
+                    (void)cache.evict({Component::full, 1 + pick(40)});
+                } else {
+                    (void)cache.evict_host({Component::full, 1 + pick(12)});
+                }
+                break;
+            case 10: {  // a misuse: refused, nothing changed
+                const std::vector<std::int64_t> before{cache.allocator().live_pages(Component::full), s.length(),
+                                                       s.prefix_length(), static_cast<std::int64_t>(status)};
+                ++misuses;
+                if (status == Sequence::Status::idle) {
+                    CHECK_THROWS_AS((void)cache.finish(s), logic_error);
+                } else if (status == Sequence::Status::retracted) {
+                    CHECK_THROWS_AS((void)cache.retract(s), logic_error);
+                } else if (s.prefilling()) {
+                    Sequence* one[] = {&s};
+                    const TokenId t[] = {1};
+                    CHECK_THROWS_AS((void)cache.decode(one, t), logic_error);
+                } else {
+                    CHECK_THROWS_AS((void)cache.restore(s), logic_error);
+                }
+                const std::vector<std::int64_t> after{cache.allocator().live_pages(Component::full), s.length(),
+                                                      s.prefix_length(), static_cast<std::int64_t>(s.status())};
+                CHECK(after == before);
+                break;
+            }
+            default:  // the transfers in flight acknowledged
+                ack_loads();
+                (void)cache.writing_check();
+                break;
+        }
+        const std::string broken = e.broken();
+        if (!broken.empty() || wrong != 0) {
+            FAIL("seed ", seed, ", operation ", op, ": ", wrong, " wrong rows; ", broken);
+        }
+    }
+    ack_loads();
+    for (Slot& t : slots) {
+        if (t.seq.status() != Sequence::Status::idle) cache.release(t.seq);
+    }
+    CHECK(e.broken() == "");
+    MESSAGE("seed ", seed, ": ", ops, " operations, ", served, " finished, ", refused, " refused, ", loads,
+            " loaded back, ", short_of, " decodes short, ", retracted, " retracted with a backup, ", restored,
+            " restored, ", misuses, " misuses refused");
+    CHECK(served > 0);
+    CHECK(restored > 0);
+}
+
+TEST_CASE("handles under random calls serve every row and keep the accounting (SwaFull with write-back, TriPool)") {
+    const std::uint64_t seed = unikv::test::env_or("UNIKV_SEQUENCE_FUZZ_SEED", 20261207);
+    const auto ops = static_cast<std::int64_t>(unikv::test::env_or("UNIKV_SEQUENCE_FUZZ_OPS", 3000));
+    SUBCASE("SwaFullLayout") { fuzz_handles<SwaPolicies>(seed, ops); }
+    SUBCASE("TriPoolLayout") { fuzz_handles<TriPolicies>(seed + 1, ops); }
 }
 
 }  // namespace sequence_test

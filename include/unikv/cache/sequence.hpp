@@ -12,7 +12,7 @@
 /// |                           |                  |             | first chunk's rows, a state from the prefix's      |
 /// | `Cache::extend`           | running, chunked | running     | the next chunk (after `checkpoint`)                |
 /// | `Cache::decode` (batch)   | running, decode  | running     | one row each; its SWA window slides                |
-/// | `Cache::checkpoint`       | running          | running     | its whole pages into the tree, lock kept           |
+/// | `Cache::checkpoint`       | running          | running     | its whole pages into the tree, its lock moved there |
 /// | `Cache::retract`          | running          | retracted   | own rows backed up (where it can) and freed        |
 /// | `Cache::restore`          | retracted        | running     | admission, the backup copied back or a recompute   |
 /// | `Cache::finish`           | running          | idle        | whole pages into the tree, the rest freed          |
@@ -24,11 +24,13 @@
 /// the tree's).
 ///
 /// Allocation: `admit` reserves room for the prompt and `max_new_tokens`, so `decode` never allocates.
-/// Move-only; a handle still running when destroyed reports its lock as dropped (`dropped.hpp`): finish or
-/// release it first.
+/// Move-only (the moved-from handle is idle). A handle destroyed while running reports its lock as dropped and
+/// while retracted its backup (`dropped.hpp`); its own pages and state are not freed (the handle cannot reach
+/// the cache): finish or release it first. A cache that is moved keeps its handles.
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <unikv/ids.hpp>
@@ -54,8 +56,13 @@ public:
     };
 
     Sequence() = default;
-    Sequence(Sequence&&) noexcept = default;
-    Sequence& operator=(Sequence&&) noexcept = default;
+    /// Takes over `other`'s request; `other` becomes idle (empty).
+    Sequence(Sequence&& other) noexcept : Sequence() { take(other); }
+    /// Takes over `other`'s request; a request this handle still ran is reported as dropped (its lock).
+    Sequence& operator=(Sequence&& other) noexcept {
+        if (this != &other) take(other);
+        return *this;
+    }
     Sequence(const Sequence&) = delete;
     Sequence& operator=(const Sequence&) = delete;
     ~Sequence() = default;
@@ -65,8 +72,10 @@ public:
     [[nodiscard]] std::int32_t length() const noexcept { return static_cast<std::int32_t>(rows_.size()); }
     /// Rows `[0, prefix_length())` are the tree's (read, never written); the request's own rows follow.
     [[nodiscard]] std::int32_t prefix_length() const noexcept { return prefix_; }
-    /// The next forward computes rows `[compute_from(), length())` (empty after a restore that copied them back,
-    /// and after a checkpoint).
+    /// The next forward computes rows `[compute_from(), length())`: rows before it are known computed (a
+    /// decode, checkpoint or finish says the rows before it were). Empty after a checkpoint; after a restore
+    /// that copied rows back, the rows that were not known computed when it was retracted (a decoding
+    /// handle's last row).
     [[nodiscard]] std::int32_t compute_from() const noexcept { return compute_from_; }
     /// True while its prompt is not all computed (a chunked prefill: `checkpoint`, then `extend`).
     [[nodiscard]] bool prefilling() const noexcept { return length() < fill_; }
@@ -85,6 +94,8 @@ public:
     [[nodiscard]] std::uint64_t load_id() const noexcept { return load_id_; }
     /// True while retracted with a live host backup (`restore` copies it back instead of recomputing).
     [[nodiscard]] bool backed_up() const noexcept { return static_cast<bool>(backup_); }
+    /// Rows the last admission copied back from a retraction backup (0: none, it computes them).
+    [[nodiscard]] std::int32_t restored_rows() const noexcept { return restored_; }
 
 private:
     template <class P>
@@ -104,11 +115,36 @@ private:
     std::vector<TokenId> tokens_;
     std::int32_t prefix_ = 0;
     std::int32_t backup_prefix_ = 0;  // `prefix_` when it was retracted with a backup
+    std::int32_t restored_ = 0;       // `restored_rows()`
     KeyNamespace ns_{};
     LockReceipt lock_;
     NodeRef node_{};
     StateId state_{};
     RetractionBackup backup_;
+
+    void take(Sequence& o) noexcept {
+        status_ = std::exchange(o.status_, Status::idle);
+        fill_ = std::exchange(o.fill_, 0);
+        decoded_ = std::exchange(o.decoded_, 0);
+        max_new_ = std::exchange(o.max_new_, 0);
+        swa_start_ = std::exchange(o.swa_start_, 0);
+        compute_from_ = std::exchange(o.compute_from_, 0);
+        cache_ = std::exchange(o.cache_, 0);
+        batch_mark_ = std::exchange(o.batch_mark_, 0);
+        load_id_ = std::exchange(o.load_id_, 0);
+        rows_ = std::move(o.rows_);
+        o.rows_.clear();
+        tokens_ = std::move(o.tokens_);
+        o.tokens_.clear();
+        prefix_ = std::exchange(o.prefix_, 0);
+        backup_prefix_ = std::exchange(o.backup_prefix_, 0);
+        restored_ = std::exchange(o.restored_, 0);
+        ns_ = o.ns_;
+        lock_ = std::move(o.lock_);
+        node_ = std::exchange(o.node_, NodeRef{});
+        state_ = std::exchange(o.state_, StateId{});
+        backup_ = std::move(o.backup_);
+    }
 };
 
 }  // namespace unikv

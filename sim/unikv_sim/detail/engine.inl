@@ -310,11 +310,12 @@ private:
         return cache_.extend(r.seq);
     }
 
-    // Bookkeeping of an admitted `r`: a restore that copied its rows back decodes on; anything else prefills.
+    // Bookkeeping of an admitted `r`: it computes its rows from `compute_from()` (a restore that copied its rows
+    // back: the last one, not known computed when it was retracted) and decodes once its prompt is computed.
     void started(live_request& r, const Admission& a) {
         const Sequence& s = r.seq;
-        const bool restored = s.compute_from() == s.length();
-        r.at = restored ? phase::decode : phase::prefill;
+        const bool restored = s.restored_rows() > 0;
+        r.at = phase::prefill;
         r.check_all = restored;
         rec_.restored += restored ? 1 : 0;
         rec_.chunked += a.chunked ? 1 : 0;

@@ -40,8 +40,8 @@ void CacheCore<P>::reset(Sequence& seq) noexcept {
     seq.tokens_.clear();
     seq.rows_.clear();
     seq.fill_ = seq.prefix_ = seq.compute_from_ = seq.swa_start_ = seq.decoded_ = seq.max_new_ = 0;
-    seq.backup_prefix_ = 0;
-    seq.load_id_ = 0;
+    seq.backup_prefix_ = seq.restored_ = 0;
+    seq.load_id_ = seq.batch_mark_ = 0;
     seq.node_ = NodeRef{};
     seq.state_ = StateId{};
 }
@@ -56,12 +56,6 @@ Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, Tok
         out.refusal = {.cause = RefusalCause::no_room, .missing = missing};
         return out;
     };
-    if (kind == start_kind::fresh) {  // the handle is idle: its buffers may change before anything can fail
-        const std::size_t room = prompt.tokens.size() + static_cast<std::size_t>(max_new);
-        seq.tokens_.reserve(room);
-        seq.rows_.reserve(room);
-        seq.tokens_.assign(prompt.tokens.begin(), prompt.tokens.end());
-    }
     // The extension's own rows: the prefix ends on a page boundary (a match is whole pages), so no last row.
     decode_out_.resize(static_cast<std::size_t>(end - prefix));
     const std::int32_t prefix_lens[] = {prefix};
@@ -86,8 +80,10 @@ Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, Tok
     // Committed from here on.
     // The state is copied from the prefix's checkpoint unless the handle kept its own at the prefix's end.
     const bool state_current = kind == start_kind::chunk && prefix == seq.length() && seq.state_.is_valid();
-    if (kind == start_kind::fresh) {
+    if (kind == start_kind::fresh) {  // `Cache::admit` reserved the room (before admitting: a throw there is harmless)
+        seq.tokens_.assign(prompt.tokens.begin(), prompt.tokens.end());
         seq.ns_ = prompt.ns;
+        seq.batch_mark_ = 0;
         seq.fill_ = static_cast<std::int32_t>(prompt.tokens.size());
         seq.max_new_ = max_new;
         seq.decoded_ = 0;
@@ -104,6 +100,7 @@ Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, Tok
     seq.node_ = a.node;
     seq.prefix_ = seq.compute_from_ = seq.swa_start_ = prefix;
     seq.load_id_ = a.load_id;
+    seq.restored_ = 0;
     seq.status_ = Sequence::Status::running;
     if (a.load_id == 0 && prefix > 0) {
         prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(prefix)));
@@ -123,12 +120,17 @@ void CacheCore<P>::bind_loaded_prefix(Sequence& seq) {
         detail::misuse("rows", "the sequence's prefix is still loading (load ", id,
                        "); start_loading, then read its rows after loading_check acknowledged the load");
     }
-    if (!tree_.node_info(seq.node_).device[Component::full]) {
-        throw transfer_error(detail::concat("unikv: rows: load-back ", id, " of the sequence's prefix failed; release "
-                                            "the sequence and admit it again"));
+    // A failed copy of any part (FULL rows, the window's SWA rows, the state) leaves the device short of the
+    // prefix: the device match says so for every component. Cold: once per loaded admission.
+    const MatchResult m = tree_.match_prefix(
+        {std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(seq.prefix_)), seq.ns_});
+    if (m.device_length < seq.prefix_) {
+        throw transfer_error(detail::concat("unikv: rows: load-back ", id, " of the sequence's prefix failed (the device "
+                                            "serves ", m.device_length, " of its ", seq.prefix_, " tokens); release the "
+                                            "sequence and admit it again"));
     }
-    prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(seq.prefix_)));
-    if constexpr (has_mamba) alloc_.copy_state(tree_.node_info(seq.node_).state, seq.state_);
+    prefix_rows(m.device_node, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(seq.prefix_)));
+    if constexpr (has_mamba) alloc_.copy_state(tree_.node_info(m.device_node).state, seq.state_);
     seq.load_id_ = 0;
 }
 
@@ -179,16 +181,20 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
     // The windows slide before the allocation, so the rows they free serve it; a row before the window of the
     // new row's query is never read again, so a shortfall below leaves them slid.
     free_slid();
+    // A decode says its handles' rows are all computed (the forward before it sampled `next`), shortfall or not;
+    // the cursors follow the windows at once, so an allocation that throws leaves them true.
+    for (Sequence* s : batch) {
+        s->compute_from_ = s->length();
+        if constexpr (has_swa) {
+            if (const std::int32_t slid = s->length() - window - s->swa_start_; slid >= page.tokens)
+                s->swa_start_ += slid / page.tokens * page.tokens;
+        }
+    }
     decode_out_.resize(batch.size());
     const AllocResult r = alloc_decode({decode_lens_, decode_last_}, decode_out_);
+    if (!r) return r;
     for (std::size_t i = 0; i < batch.size(); ++i) {
         Sequence& s = *batch[i];
-        if constexpr (has_swa) {
-            if (const std::int32_t slid = s.length() - window - s.swa_start_; slid >= page.tokens)
-                s.swa_start_ += slid / page.tokens * page.tokens;
-        }
-        if (!r) continue;
-        s.compute_from_ = s.length();
         s.rows_.push_back(decode_out_[i]);
         s.tokens_.push_back(next[i]);
         ++s.decoded_;
@@ -226,10 +232,11 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
     const std::int32_t whole = seq.length() / page * page;
     StateId state{};
     if constexpr (has_mamba) {
-        if (state_at_pages.is_valid()) {
+        if (state_at_pages.is_valid()) {  // every check before anything changes
             alloc_.expect_allocated(std::span<const StateId>(&state_at_pages, 1), "checkpoint");
-            UNIKV_EXPECTS(state_at_pages != seq.state_, "checkpoint: state_at_pages is the sequence's running state;"
-                          " give a slot of its own holding the state after the last whole page");
+            UNIKV_EXPECTS(state_at_pages != seq.state_ && !alloc_.status(state_at_pages).held, "checkpoint: "
+                          "state_at_pages is the sequence's running state or a cached one; give a slot of its own "
+                          "holding the state after the last whole page");
         }
         if (whole > seq.prefix_ && whole == seq.length() && seq.state_.is_valid()) {
             if (seq.prefilling()) {  // a chunk: the tree takes the state itself; `extend` starts from a copy
@@ -249,6 +256,7 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
         if constexpr (has_mamba) {
             if (state.is_valid()) alloc_.free_state(std::span<const StateId>(&state, 1));
         }
+        seq.compute_from_ = seq.length();
         return CacheInsert{.node = seq.node_, .prefix_length = seq.prefix_, .first_write = next_write_};
     }
     swa_slid_.clear();  // the tree takes only the window's SWA rows
@@ -271,12 +279,13 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
 template <class P>
 bool CacheCore<P>::retract(Sequence& seq) {
     expect_sequence(seq, Sequence::Status::running, "retract");
-    if (seq.load_id_ != 0) bind_loaded_prefix(seq);
     const std::span<const VirtualPage> own = pages_from(seq, seq.prefix_);
     bool backed = false;
     if constexpr (can_retract) {
-        if (!seq.prefilling()) {
-            RetractionBackup b = backup({.own = own, .prefix_tokens = seq.prefix_, .seq_len = seq.length()});
+        // Only rows known computed are worth a copy: a decoding handle past its prefix, its prefix read.
+        if (!seq.prefilling() && seq.compute_from_ > seq.prefix_ && seq.load_id_ == 0) {
+            RetractionBackup b = backup({.own = own, .prefix_tokens = seq.prefix_, .seq_len = seq.length(),
+                                         .window_tokens = restore_window(seq, seq.length())});
             if (b) {
                 seq.backup_ = std::move(b);
                 seq.backup_prefix_ = seq.prefix_;
@@ -291,7 +300,8 @@ bool CacheCore<P>::retract(Sequence& seq) {
     unlock(std::move(seq.lock_));
     if (!backed) seq.fill_ = static_cast<std::int32_t>(seq.tokens_.size());  // recomputes every row it had
     seq.rows_.clear();
-    seq.prefix_ = seq.compute_from_ = seq.swa_start_ = 0;
+    if (!backed) seq.compute_from_ = 0;  // else the rows known computed: a restore recomputes the rest
+    seq.prefix_ = seq.swa_start_ = 0;
     seq.node_ = NodeRef{};
     seq.state_ = StateId{};
     seq.status_ = Sequence::Status::retracted;
@@ -313,7 +323,8 @@ bool CacheCore<P>::copy_back(Sequence& seq, Admission& a) {
         finish_pages_.clear();
         for (std::size_t t = 0; t < decode_out_.size(); t += static_cast<std::size_t>(page.tokens))
             finish_pages_.push_back(page_of(decode_out_[t], page));
-        if (!restore(seq.backup_, {.own = finish_pages_, .prefix_tokens = prefix, .seq_len = end})) {
+        if (!restore(seq.backup_, {.own = finish_pages_, .prefix_tokens = prefix, .seq_len = end,
+                                   .window_tokens = restore_window(seq, end)})) {
             alloc_.free(finish_pages_);  // the copy failed: `start` recomputes (and discards the backup)
             return false;
         }
@@ -325,7 +336,8 @@ bool CacheCore<P>::copy_back(Sequence& seq, Admission& a) {
         seq.lock_ = std::move(a.lock);
         seq.node_ = a.node;
         seq.prefix_ = seq.swa_start_ = prefix;
-        seq.compute_from_ = end;
+        seq.compute_from_ = std::clamp(seq.compute_from_, prefix, end);  // rows not known computed are computed again
+        seq.restored_ = end - prefix;
         seq.status_ = Sequence::Status::running;
         return true;
     } else {

@@ -386,8 +386,10 @@ Pages CacheCore<P>::evict_host(Pages pages) {
 
 template <class P>
 RetractionRequest CacheCore<P>::retraction_of(const RequestRows& rows) const {
-    return RetractionRequest{
-        .own = rows.own, .prefix_tokens = rows.prefix_tokens, .seq_len = rows.seq_len, .window_tokens = window_tokens()};
+    return RetractionRequest{.own = rows.own,
+                             .prefix_tokens = rows.prefix_tokens,
+                             .seq_len = rows.seq_len,
+                             .window_tokens = rows.window_tokens > 0 ? rows.window_tokens : window_tokens()};
 }
 
 template <class P>
