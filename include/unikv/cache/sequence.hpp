@@ -143,7 +143,7 @@ private:
         lock_ = std::move(o.lock_);
         node_ = std::exchange(o.node_, NodeRef{});
         state_ = std::exchange(o.state_, StateId{});
-        backup_ = std::move(o.backup_);
+        static_cast<void>(backup_ = std::move(o.backup_));  // (nvcc reads the class's [[nodiscard]] on operator=)
     }
 };
 

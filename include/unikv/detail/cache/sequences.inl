@@ -287,7 +287,7 @@ bool CacheCore<P>::retract(Sequence& seq) {
             RetractionBackup b = backup({.own = own, .prefix_tokens = seq.prefix_, .seq_len = seq.length(),
                                          .window_tokens = restore_window(seq, seq.length())});
             if (b) {
-                seq.backup_ = std::move(b);
+                static_cast<void>(seq.backup_ = std::move(b));  // (nvcc reads the class's [[nodiscard]] on operator=)
                 seq.backup_prefix_ = seq.prefix_;
                 backed = true;
             }
