@@ -6,8 +6,9 @@
 //                       sequence lengths and last rows, `Cache::alloc_decode`, its own SWA cursor per request and
 //                       one `free_swa` of the pages that left the windows.
 // How to read: the time is one decode step of the whole batch (`items_per_second`: requests advanced); the
-// handle's cost over the floor is the Handles row over the ByHand row of the same batch (measured 1.25-1.45x
-// here: the handle's checks of each request's status, cache, batch and decode limit, and its pointer per request). Every `steps` decode steps the requests
+// handle's cost over the floor is the Handles row over the ByHand row of the same batch (measured 1.4-1.5x on
+// the 2-core VM: the handle's checks of each request's status, cache, batch and decode limit, a pass more over
+// the handles, and a pointer per request). Every `steps` decode steps the requests
 // finish and new ones are admitted, outside the timing. Repeat and take the minimum on a shared machine.
 #include <benchmark/benchmark.h>
 
