@@ -12,6 +12,7 @@
 #include <unikv/error.hpp>
 
 #include <unikv_sim/command_line.hpp>
+#include <unikv_sim/continuations.hpp>
 #include <unikv_sim/generators.hpp>
 #include <unikv_sim/metrics.hpp>
 #include <unikv_sim/mooncake_reader.hpp>
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
     std::int32_t block_tokens = 0;
     try {
         const Trace trace = load_trace(o);
-        summary = summarize(trace);
+        summary = o.fresh_outputs ? summarize(trace) : summarize(trace, continuations(trace));
         block_tokens = trace.block_tokens();
         if (!o.json) print_summary_table(stdout, o, summary, block_tokens);
         std::fflush(stdout);

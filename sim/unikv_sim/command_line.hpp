@@ -85,6 +85,9 @@ struct CommandLine {
         ->capture_default_str();
     app.add_flag("--compare-static", o.compare_static, "Also replay a static split of the same memory");
     app.add_flag("--json", o.json, "Print one JSON object instead of the tables (and no progress line)");
+    app.add_flag("--fresh-outputs", o.fresh_outputs,
+                 "Decode ids no later prompt contains, instead of the tokens that follow each prompt in its content "
+                 "stream (the replays before issue 22: a later turn then reuses only the earlier prompts)");
     app.add_option("--csv", o.csv_path, "Write per-step occupancy and hit rate to this CSV file");
     app.add_option("--plot", o.plot_path, "Draw occupancy and hit rate over time into this PNG file");
     app.add_option("--max-requests", o.max_requests, "Replay at most this many requests of the trace")

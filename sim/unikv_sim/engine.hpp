@@ -35,10 +35,12 @@
 /// 7. `verify()` every `verify_every` steps (a broken line throws), the step's record, and
 ///    the clock advances by `cost(work)`.
 ///
-/// Token ids: prompt tokens come from the trace (`Trace::prompt_tokens`); a generated token of request `r` at
-/// position `p` gets an id in `[2^30, 2^31)` from `(r, p)`, distinct for every request, so outputs are cached
-/// but never shared (the trace says nothing of their content). A trace must number its prompt tokens below
-/// 2^30.
+/// Token ids: prompt tokens come from the trace (`Trace::prompt_tokens`). A generated token is the token that
+/// follows the prompt in its content stream when a later request continues it (`continuations.hpp`: the next
+/// turn of a conversation, the next step of an agent, a later Mooncake prompt that extends this one), as long as
+/// that later prompt reaches the position; otherwise (and with `continue_outputs` off) token `p` of request
+/// `r` gets an id in `[2^30, 2^31)` from `(r, p)`, distinct for every request, cached but never shared. A trace
+/// must number its prompt tokens below 2^30.
 ///
 /// Row checks (`check_rows`): every row a step computes gets its marker. At admission, after a load-back
 /// and after a restore every row the request attends to is read back (FULL: all of them; SWA: the window;
@@ -72,6 +74,7 @@
 #include <unikv/cache.hpp>
 #include <unikv/error.hpp>
 
+#include <unikv_sim/continuations.hpp>
 #include <unikv_sim/replay_records.hpp>
 #include <unikv_sim/row_markers.hpp>
 #include <unikv_sim/trace.hpp>
@@ -83,6 +86,9 @@ struct EngineConfig {
     std::int32_t max_running = 256;    ///< requests running at once (decoding, prefilling or mid-chunk)
     std::int32_t chunk_tokens = 8192;  ///< chunked-prefill budget: prompt tokens per step, all requests together
     bool check_rows = false;           ///< write and read row markers (see the file comment)
+    /// Decode the tokens that follow each prompt in its content stream (`continuations.hpp`), so a later turn
+    /// finds the earlier one's output cached; false: ids no prompt contains (the replays before issue 22).
+    bool continue_outputs = true;
     std::int64_t verify_every = 0;     ///< run `verify()` every this many steps (0: never)
     std::int64_t max_steps = 0;        ///< stop after this many steps (0: run the trace to its end)
     std::int64_t progress_every = 1000;  ///< steps between progress callbacks

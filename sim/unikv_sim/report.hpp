@@ -87,6 +87,13 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
                  with_commas(std::int64_t{s.distinct_blocks} * block_tokens).c_str());
     std::fprintf(out, "  %-22s %.1f%% of prompt tokens (%s; an infinite cache, last prompt token computed)\n",
                  "max prefix hit rate", 100 * s.max_prefix_hit_rate(), with_commas(s.reusable_tokens).c_str());
+    if (s.outputs_continued) {
+        std::fprintf(out, "  %-22s the tokens that follow each prompt in its stream (%s of %s requests continued by "
+                     "a later prompt; --fresh-outputs for ids no prompt holds)\n", "outputs decoded",
+                     with_commas(s.continued).c_str(), with_commas(static_cast<std::int64_t>(s.requests)).c_str());
+    } else {
+        std::fprintf(out, "  %-22s fresh ids no prompt holds (--fresh-outputs)\n", "outputs decoded");
+    }
     std::fprintf(out, "  %-22s %s\n", "model", describe_model(o.model).c_str());
     std::fprintf(out, "  %-22s device %s, host %s, write policy %s\n", "memory",
                  format_bytes(o.device_memory_bytes).c_str(), format_bytes(o.host_memory_bytes).c_str(),
@@ -111,7 +118,9 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
     return message("\"trace\": ", json_string(describe_input(o)), ", ", std::string(buf),
                    "\"model\": ", json_string(o.model), ", \"device_memory_bytes\": ", o.device_memory_bytes,
                    ", \"host_memory_bytes\": ", o.host_memory_bytes,
-                   ", \"write_policy\": ", json_string(write_policy_name(o.write_policy)));
+                   ", \"write_policy\": ", json_string(write_policy_name(o.write_policy)),
+                   ", \"outputs_continued\": ", s.outputs_continued ? "true" : "false",
+                   ", \"continued_requests\": ", s.continued);
 }
 
 /// Prints the settings and `s` as one JSON object on one line.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -22,7 +23,10 @@ struct TraceSummary {
     std::int64_t longest_request = 0;    ///< the most prompt + output tokens of one request: the least a cache
                                          ///< must hold to serve the trace at all
     std::uint32_t distinct_blocks = 0;   ///< distinct block ids (Mooncake: distinct hash ids)
-    std::int64_t reusable_tokens = 0;    ///< prompt tokens an infinite cache serves from earlier prompts
+    std::int64_t reusable_tokens = 0;    ///< prompt tokens an infinite cache serves from earlier prompts (and
+                                         ///< outputs, when the replay continues them)
+    std::int64_t continued = 0;          ///< requests whose output a later prompt continues (0: not asked)
+    bool outputs_continued = false;      ///< the limit counts the continued outputs
     double duration_ms = 0;              ///< last arrival minus first
 
     /// Prompt tokens per request (0 for no requests).
@@ -43,10 +47,13 @@ private:
 /// Summarizes `trace`. The reusable tokens come from a replay, in arrival order, through a prefix tree of
 /// blocks that never evicts: a request reuses its longest prefix that an earlier prompt held, token-exact
 /// (a block that an earlier prompt held only partially gives the tokens it held), and at most
-/// `prompt_tokens - 1`, since an engine computes the last prompt token to sample the first output token.
-/// O(total blocks) expected time; allocates the tree (one entry per distinct prefix block).
-[[nodiscard]] inline TraceSummary summarize(const Trace& trace) {
+/// `prompt_tokens - 1`, since an engine computes the last prompt token to sample the first output token. With
+/// `continued` (`continuations(trace)`, as a replay that continues outputs decodes them), a request's output
+/// enters the tree with its prompt too, as far as the later prompt that continues it reaches: the limit of that
+/// replay. O(total blocks) expected time; allocates the tree (one entry per distinct prefix block).
+[[nodiscard]] inline TraceSummary summarize(const Trace& trace, std::span<const std::int32_t> continued = {}) {
     TraceSummary s;
+    s.outputs_continued = !continued.empty();
     const auto reqs = trace.requests();
     s.requests = reqs.size();
     s.distinct_blocks = trace.distinct_blocks();
@@ -57,7 +64,8 @@ private:
     std::unordered_map<std::uint64_t, std::uint32_t> children;  // (parent << 32 | block) -> node
     std::vector<std::int32_t> held;                             // node -> most tokens held
     children.reserve(trace.distinct_blocks());
-    for (const Request& r : reqs) {
+    for (std::size_t index = 0; index < reqs.size(); ++index) {
+        const Request& r = reqs[index];
         s.prompt_tokens += r.prompt_tokens;
         s.output_tokens += r.output_tokens;
         s.longest_prompt = std::max(s.longest_prompt, r.prompt_tokens);
@@ -84,6 +92,23 @@ private:
             parent = it->second;
         }
         s.reusable_tokens += std::min<std::int64_t>(reused, r.prompt_tokens - 1);
+        if (continued.empty() || continued[index] < 0) continue;
+        // Its output is the continuing prompt's next tokens (the last output token is never fed back).
+        ++s.continued;
+        const Request& later = reqs[static_cast<std::size_t>(continued[index])];
+        const std::int64_t end = std::min<std::int64_t>(later.prompt_tokens, std::int64_t{r.prompt_tokens} + r.output_tokens - 1);
+        const auto later_ids = trace.blocks(later);
+        parent = root;
+        for (std::uint32_t i = 0; std::int64_t{i} * trace.block_tokens() < end; ++i) {
+            const auto len = static_cast<std::int32_t>(std::min<std::int64_t>(trace.block_tokens(), end - std::int64_t{i} * trace.block_tokens()));
+            const auto [it, fresh] = children.try_emplace(parent << 32 | later_ids[i], static_cast<std::uint32_t>(held.size()));
+            if (fresh) {
+                held.push_back(len);
+            } else {
+                held[it->second] = std::max(held[it->second], len);
+            }
+            parent = it->second;
+        }
     }
     return s;
 }

@@ -2,6 +2,7 @@
 // trace's token ids, the summary's reuse ceiling, the seeded generators, sizes and names on the command line.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <unikv_sim/byte_size.hpp>
+#include <unikv_sim/continuations.hpp>
 #include <unikv_sim/generators.hpp>
 #include <unikv_sim/mooncake_reader.hpp>
 #include <unikv_sim/options.hpp>
@@ -230,6 +232,46 @@ TEST_CASE("the summary's reuse ceiling is token-exact, prefix-only and leaves th
     CHECK(s.longest_output == 9);
     CHECK(s.longest_request == 14);
     CHECK(s.duration_ms == 20);
+}
+
+TEST_CASE("a request's output continues into the earliest later prompt that extends it, and the ceiling counts it") {
+    // The trace of the test above (blocks of 4 tokens): only b extends a (same blocks, 12 tokens against 10);
+    // c and d share a's first blocks but are not longer with all of them, f holds block 2 after another block.
+    const Trace t = read(line(10, 10, 3, {1, 2, 3}) + line(10, 12, 1, {1, 2, 3}) + line(20, 9, 2, {1, 2, 9}) +
+                             line(25, 8, 4, {1, 2}) + line(25, 5, 9, {7, 8}) + line(30, 8, 1, {5, 2}),
+                         4);
+    const std::vector<std::int32_t> next = continuations(t);
+    CHECK(next == std::vector<std::int32_t>{1, no_continuation, no_continuation, no_continuation, no_continuation,
+                                            no_continuation});
+    // a decodes 2 tokens (its third output is never fed back): b's prompt tokens 10 and 11, the rest of block 3.
+    CHECK(prompt_token(t, t.requests()[1], 10) == t.token(2, 2));
+    CHECK(prompt_token(t, t.requests()[1], 11) == t.token(2, 3));
+    // With a's output cached, b reuses all of block 3 (11 of its 12 tokens: the last is computed), not 10.
+    const TraceSummary s = summarize(t, next);
+    CHECK(s.reusable_tokens == 11 + 8 + 7);
+    CHECK(s.continued == 1);
+    CHECK(s.outputs_continued);
+    CHECK(summarize(t).reusable_tokens == 10 + 8 + 7);
+
+    // A generated chat: every continuation is a later turn of the same conversation, holding the earlier prompt
+    // and its whole reply, token for token.
+    const Trace chat = generate({.workload = Workload::chat, .seed = 3, .requests = 300});
+    const std::vector<std::int32_t> turns = continuations(chat);
+    std::int64_t continued = 0;
+    for (std::size_t i = 0; i < turns.size(); ++i) {
+        if (turns[i] == no_continuation) continue;
+        ++continued;
+        const Request& r = chat.requests()[i];
+        const Request& later = chat.requests()[static_cast<std::size_t>(turns[i])];
+        REQUIRE(static_cast<std::size_t>(turns[i]) > i);
+        CHECK(later.prompt_tokens >= r.prompt_tokens + r.output_tokens);
+        std::vector<TokenId> a(static_cast<std::size_t>(r.prompt_tokens)), b(static_cast<std::size_t>(later.prompt_tokens));
+        chat.prompt_tokens(r, a);
+        chat.prompt_tokens(later, b);
+        CHECK(std::equal(a.begin(), a.end(), b.begin()));
+    }
+    CHECK(continued > 100);
+    CHECK(summarize(chat, turns).max_prefix_hit_rate() > summarize(chat).max_prefix_hit_rate() + 0.05);
 }
 
 TEST_CASE("the carried Mooncake trace parses with the figures its README states") {

@@ -58,6 +58,7 @@ public:
           cache_(backend_, setup.cache, compute_),
           page_(cache_.allocator().spec()[Component::full].page_size),
           window_(cache_.window_tokens()),
+          continued_(config_.continue_outputs ? continuations(trace) : std::vector<std::int32_t>{}),
           requests_(trace.requests().size()) {
         UNIKV_EXPECTS(config_.max_running >= 1 && config_.chunk_tokens >= page_, "the engine needs max_running >= 1 "
                       "and chunk_tokens >= one page (", page_, " tokens); got ", config_.max_running, " and ",
@@ -163,6 +164,17 @@ private:
         }
     }
 
+    // The token `r` decodes at position `pos`: its content stream's, while a later prompt that continues it
+    // reaches there; else a fresh id.
+    [[nodiscard]] TokenId output_of(const live_request& r, std::int32_t pos) const noexcept {
+        if (!continued_.empty()) {
+            if (const std::int32_t c = continued_[static_cast<std::size_t>(r.index)]; c != no_continuation) {
+                const Request& later = trace_.requests()[static_cast<std::size_t>(c)];
+                if (pos < later.prompt_tokens) return prompt_token(trace_, later, pos);
+            }
+        }
+        return output_token(r.index, pos);
+    }
     [[nodiscard]] static std::uint32_t marker(const live_request& r, std::int32_t pos, Component c) noexcept {
         return row_marker(r.seq.tokens()[static_cast<std::size_t>(pos)], pos, c);
     }
@@ -349,7 +361,7 @@ private:
             for (const std::int32_t i : decoding_) {
                 live_request& r = requests_[static_cast<std::size_t>(i)];
                 batch_.push_back(&r.seq);
-                next_.push_back(output_token(r.index, r.seq.length()));
+                next_.push_back(output_of(r, r.seq.length()));
             }
             if (timed([&] { return cache_.decode(batch_, next_); })) break;
             preempt_newest();
@@ -575,6 +587,7 @@ private:
     cache_type cache_;
     const std::int32_t page_;
     const std::int32_t window_;
+    const std::vector<std::int32_t> continued_;  // per request, the later one that continues it (or none)
 
     std::vector<live_request> requests_;  // by trace index; reset when finished or dropped
     std::size_t next_arrival_ = 0;

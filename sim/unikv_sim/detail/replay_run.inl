@@ -84,6 +84,7 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
         setup.cache = replay_cache_config<P>(o.device_memory_bytes, o.host_memory_bytes);
         setup.cache.host.write = detail::host_writes(o.write_policy);
         setup.byte_scale = replay_byte_scale<P>(o.device_memory_bytes);
+        setup.engine.continue_outputs = !o.fresh_outputs;
     } catch (const logic_error& e) {
         throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes),
                                  " cannot hold one request of ", P::name, ": ", e.what()));
