@@ -77,6 +77,7 @@
 #include <unikv_sim/continuations.hpp>
 #include <unikv_sim/replay_records.hpp>
 #include <unikv_sim/row_markers.hpp>
+#include <unikv_sim/trace_summary.hpp>
 #include <unikv_sim/trace.hpp>
 
 namespace unikv::sim {

@@ -58,6 +58,11 @@ struct ReplayFigures {
     std::int64_t output_tokens = 0;     ///< of the finished requests
     std::int64_t device_hit_tokens = 0; ///< prompt tokens served from the device tree
     std::int64_t host_hit_tokens = 0;   ///< prompt tokens loaded back from the host tier
+    /// Prompt tokens an infinite cache serves, and the causes of what the replay missed of them (`RequestRecord`).
+    std::int64_t limit_tokens = 0;
+    std::int64_t lost_to_full = 0;
+    std::int64_t lost_to_swa = 0;
+    std::int64_t lost_to_mamba = 0;
     double device_hit_rate = 0;         ///< `device_hit_tokens / prompt_tokens`
     double host_hit_rate = 0;           ///< `host_hit_tokens / prompt_tokens`
     double admitted_tokens_per_step = 0;  ///< prompt tokens admitted per step, mean
@@ -124,6 +129,10 @@ struct ReplayFigures {
         f.output_tokens += q.output_tokens;
         f.device_hit_tokens += q.device_hit_tokens;
         f.host_hit_tokens += q.host_hit_tokens;
+        f.limit_tokens += q.limit_tokens;
+        f.lost_to_full += q.lost_to_full;
+        f.lost_to_swa += q.lost_to_swa;
+        f.lost_to_mamba += q.lost_to_mamba;
         ttft.push_back(q.first_token_ms - q.arrival_ms);
         if (q.output_tokens > 1) itl.push_back((q.finish_ms - q.first_token_ms) / (q.output_tokens - 1));
     }

@@ -66,6 +66,14 @@ struct RequestRecord {
     std::int32_t output_tokens = 0;    ///< from the trace
     std::int32_t device_hit_tokens = 0;  ///< prompt tokens served from the device tree at admission
     std::int32_t host_hit_tokens = 0;    ///< prompt tokens loaded back from the host tier at admission
+    /// What an infinite cache would have served it (`summarize`), and why the admission served less (they add
+    /// up to `limit_tokens - device_hit_tokens - host_hit_tokens` when that is positive): the prefix's SWA
+    /// window or Mamba state missing at a boundary the FULL pages reached, else its FULL pages missing (evicted,
+    /// never cached, or cached by a request that had not finished yet).
+    std::int32_t limit_tokens = 0;
+    std::int32_t lost_to_swa = 0;
+    std::int32_t lost_to_mamba = 0;
+    std::int32_t lost_to_full = 0;
     std::int32_t preemptions = 0;        ///< times it was retracted
     double admitted_ms = 0;  ///< start of the step that first admitted it (its first chunk, if chunked)
     friend bool operator==(const RequestRecord&, const RequestRecord&) = default;

@@ -51,9 +51,12 @@ private:
 /// `continued` (`continuations(trace)`, as a replay that continues outputs decodes them), a request's output
 /// enters the tree with its prompt too, as far as the later prompt that continues it reaches: the limit of that
 /// replay. O(total blocks) expected time; allocates the tree (one entry per distinct prefix block).
-[[nodiscard]] inline TraceSummary summarize(const Trace& trace, std::span<const std::int32_t> continued = {}) {
+/// With `per_request` non-null, it also receives each request's reusable tokens (by trace index).
+[[nodiscard]] inline TraceSummary summarize(const Trace& trace, std::span<const std::int32_t> continued = {},
+                                           std::vector<std::int32_t>* per_request = nullptr) {
     TraceSummary s;
     s.outputs_continued = !continued.empty();
+    if (per_request != nullptr) per_request->assign(trace.requests().size(), 0);
     const auto reqs = trace.requests();
     s.requests = reqs.size();
     s.distinct_blocks = trace.distinct_blocks();
@@ -92,6 +95,8 @@ private:
             parent = it->second;
         }
         s.reusable_tokens += std::min<std::int64_t>(reused, r.prompt_tokens - 1);
+        if (per_request != nullptr)
+            (*per_request)[index] = static_cast<std::int32_t>(std::min<std::int64_t>(reused, r.prompt_tokens - 1));
         if (continued.empty() || continued[index] < 0) continue;
         // Its output is the continuing prompt's next tokens (the last output token is never fed back).
         ++s.continued;

@@ -380,3 +380,82 @@ TEST_CASE("engine: the same replay twice gives the same records, step by step") 
     CHECK(a.dropped == b.dropped);
 }
 
+
+// ---- where missed reuse goes -----------------------------------------------------------------------------------
+
+namespace engine_test {
+
+// A chat replay of preset `P` with room for every row (as the golden replay), outputs continued or fresh.
+template <class P>
+ReplayResult roomy_chat(bool continue_outputs) {
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 5, .requests = 60});
+    std::uint64_t rows = 0;
+    for (const unikv::sim::Request& q : trace.requests())
+        rows += static_cast<std::uint64_t>(q.prompt_tokens + q.output_tokens + 64);
+    const unikv::ArenaSpec spec = unikv::make_arena_spec(
+        unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
+        unikv::layout_components_v<typename P::layout>);
+    std::uint64_t per_token = 0;  // a row of each token pool (a Mamba state is per request, not per token)
+    for (const unikv::Component c : {unikv::Component::full, unikv::Component::swa})
+        if (spec[c].present) per_token += spec[c].entry_bytes;
+    const std::uint64_t states = spec[unikv::Component::mamba].present ? spec[unikv::Component::mamba].entry_bytes : 0;
+    const std::uint64_t device = rows * per_token * 3 / 2 + 256 * states;
+    const unikv::sim::ReplaySetup setup{
+        .cache = unikv::sim::replay_cache_config<P>(device, device / 2),
+        .byte_scale = unikv::sim::replay_byte_scale<P>(device),
+        .engine = {.max_running = 8, .check_rows = true, .continue_outputs = continue_outputs, .verify_every = 16}};
+    ReplayResult r = unikv::sim::replay<policies<P>>(trace, setup, cost);
+    REQUIRE(r.requests.size() == trace.requests().size());
+    // The causes add up to what each first admission missed of its limit.
+    for (const unikv::sim::RequestRecord& q : r.requests) {
+        INFO("request ", q.index);
+        const std::int32_t gap = std::max(0, q.limit_tokens - q.device_hit_tokens - q.host_hit_tokens);
+        CHECK(q.lost_to_full + q.lost_to_swa + q.lost_to_mamba == gap);
+        CHECK(q.limit_tokens <= q.prompt_tokens - 1);
+    }
+    return r;
+}
+
+struct lost_totals {
+    std::int64_t hits = 0, limit = 0, full = 0, swa = 0, mamba = 0;
+};
+inline lost_totals lost_of(const ReplayResult& r) {
+    lost_totals t;
+    for (const unikv::sim::RequestRecord& q : r.requests) {
+        t.hits += q.device_hit_tokens + q.host_hit_tokens;
+        t.limit += q.limit_tokens;
+        t.full += q.lost_to_full;
+        t.swa += q.lost_to_swa;
+        t.mamba += q.lost_to_mamba;
+    }
+    return t;
+}
+
+}  // namespace engine_test
+
+TEST_CASE("engine: missed reuse by cause, and outputs that feed the next turn (gpt-oss-20b, qwen3-next, llama)") {
+    using namespace engine_test;
+    // FULL-only: with memory to spare nothing is missed for a window or a state, and the continued outputs are
+    // reused by the next turns.
+    const lost_totals llama_fresh = lost_of(roomy_chat<up::Llama31_8B>(false));
+    const lost_totals llama = lost_of(roomy_chat<up::Llama31_8B>(true));
+    CHECK(llama.swa + llama.mamba + llama_fresh.swa + llama_fresh.mamba == 0);
+    CHECK(llama.limit > llama_fresh.limit);
+    CHECK(llama.hits > llama_fresh.hits);
+    // GPT-OSS (a 128-token window): with fresh outputs the next turn loses its prompt's window (decode slid past
+    // it), with continued ones it matches through the output; what is still missed is a window, not FULL pages.
+    const lost_totals oss_fresh = lost_of(roomy_chat<up::GptOss20B>(false));
+    const lost_totals oss = lost_of(roomy_chat<up::GptOss20B>(true));
+    CHECK(oss_fresh.swa > oss_fresh.full);
+    CHECK(oss.hits > 2 * oss_fresh.hits);
+    CHECK(oss.mamba == 0);
+    // Qwen3-Next: the misses are Mamba states (no checkpoint at the shared prompts' branch points).
+    const lost_totals qwen = lost_of(roomy_chat<up::Qwen3Next80B>(true));
+    CHECK(qwen.swa == 0);
+    CHECK(qwen.mamba > qwen.full);
+    MESSAGE("hits / limit, lost to FULL, SWA, Mamba: llama ", llama.hits, "/", llama.limit, " (fresh outputs ",
+            llama_fresh.hits, "/", llama_fresh.limit, "); gpt-oss ", oss.hits, "/", oss.limit, ", ", oss.full, ", ",
+            oss.swa, " (fresh ", oss_fresh.hits, "/", oss_fresh.limit, ", ", oss_fresh.full, ", ", oss_fresh.swa,
+            "); qwen ", qwen.hits, "/", qwen.limit, ", ", qwen.full, ", ", qwen.mamba);
+}

@@ -59,6 +59,7 @@ public:
           page_(cache_.allocator().spec()[Component::full].page_size),
           window_(cache_.window_tokens()),
           continued_(config_.continue_outputs ? continuations(trace) : std::vector<std::int32_t>{}),
+          limits_(limits_of(trace, continued_)),
           requests_(trace.requests().size()) {
         UNIKV_EXPECTS(config_.max_running >= 1 && config_.chunk_tokens >= page_, "the engine needs max_running >= 1 "
                       "and chunk_tokens >= one page (", page_, " tokens); got ", config_.max_running, " and ",
@@ -273,8 +274,13 @@ private:
             live_request& r = requests_[static_cast<std::size_t>(i)];
             // A restore drains the load lane, so it waits until no load of this step is in flight.
             if (r.seq.backed_up() && cache_.loads_in_flight() > 0) return;
+            // A first admission's match, for the causes of what it misses (not timed: the engine needs none).
+            const std::optional<MatchResult> seen =
+                r.admitted_once ? std::nullopt
+                                : std::optional<MatchResult>(cache_.match({std::span<const TokenId>(r.prompt).first(r.prompt.size() - 1)}));
             const Admission a = timed([&] { return ask(r); });
             if (a) {
+                if (seen) attribute(r, a, *seen);
                 started(r, a);
                 if (from_chunk) {
                     chunked_.reset();
@@ -344,6 +350,25 @@ private:
             rec_.host_hit_tokens += host;
             std::vector<TokenId>().swap(r.prompt);  // the handle has them
         }
+    }
+
+    // What `r`'s first admission `a` missed of its limit, by cause, from the match `m` made just before it: the
+    // validators' branching lengths say how far the FULL pages reached where an SWA window or a Mamba state was
+    // missing; the rest of the gap is FULL pages missing.
+    void attribute(live_request& r, const Admission& a, const MatchResult& m) {
+        RequestRecord& q = r.record;
+        q.limit_tokens = limits_[static_cast<std::size_t>(r.index)];
+        const std::int32_t gap = std::max(0, q.limit_tokens - a.prefix_length);
+        q.lost_to_swa = std::clamp(m.swa_branching_length - a.prefix_length, 0, gap);
+        q.lost_to_mamba = std::clamp(m.mamba_branching_length - a.prefix_length - q.lost_to_swa, 0, gap - q.lost_to_swa);
+        q.lost_to_full = gap - q.lost_to_swa - q.lost_to_mamba;
+    }
+
+    // Per request, what an infinite cache serves it: the summary's replay, with the outputs this replay decodes.
+    [[nodiscard]] static std::vector<std::int32_t> limits_of(const Trace& trace, const std::vector<std::int32_t>& continued) {
+        std::vector<std::int32_t> out;
+        (void)summarize(trace, continued, &out);
+        return out;
     }
 
     // Tokens of the admitted prefix that the queued load brings (not yet served from the device).
@@ -588,6 +613,7 @@ private:
     const std::int32_t page_;
     const std::int32_t window_;
     const std::vector<std::int32_t> continued_;  // per request, the later one that continues it (or none)
+    const std::vector<std::int32_t> limits_;     // per request, what an infinite cache serves it
 
     std::vector<live_request> requests_;  // by trace index; reset when finished or dropped
     std::size_t next_arrival_ = 0;
