@@ -119,6 +119,23 @@ totals replay_slice(const slice& s, const unikv::HostWrites& writes = {.policy =
     return t;
 }
 
+// Device bytes of preset `P` that hold every row of `trace` at once (each request's prompt, output and `slack`
+// tokens in every token pool, half as much again, and 256 Mamba states): nothing is ever evicted.
+template <class P>
+std::uint64_t room_for_every_row(const unikv::sim::Trace& trace, std::int32_t slack) {
+    std::uint64_t rows = 0;
+    for (const unikv::sim::Request& q : trace.requests())
+        rows += static_cast<std::uint64_t>(q.prompt_tokens + q.output_tokens + slack);
+    const unikv::ArenaSpec spec = unikv::make_arena_spec(
+        unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
+        unikv::layout_components_v<typename P::layout>);
+    std::uint64_t per_token = 0;  // a row of each token pool (a Mamba state is per request, not per token)
+    for (const unikv::Component c : {unikv::Component::full, unikv::Component::swa})
+        if (spec[c].present) per_token += spec[c].entry_bytes;
+    const std::uint64_t states = spec[unikv::Component::mamba].present ? spec[unikv::Component::mamba].entry_bytes : 0;
+    return rows * per_token * 3 / 2 + 256 * states;
+}
+
 // ---- the golden test -------------------------------------------------------------------------------------------
 
 // What the reference replay expects: each request's device-hit tokens (by trace index), and how many first
@@ -257,13 +274,7 @@ golden_totals golden_replay(std::int32_t chunk_tokens) {
     const unikv::sim::Trace trace =
         unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 11, .requests = 24});
     // Nothing is evicted: the device holds every row of the trace at once, the host as much again.
-    std::uint64_t rows = 0;
-    for (const unikv::sim::Request& q : trace.requests())
-        rows += static_cast<std::uint64_t>(q.prompt_tokens + q.output_tokens + 16);
-    const unikv::ArenaSpec spec = unikv::make_arena_spec(
-        unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
-        unikv::layout_components_v<typename P::layout>);
-    const std::uint64_t device = rows * spec[unikv::Component::full].entry_bytes;
+    const std::uint64_t device = room_for_every_row<P>(trace, 16);
     const std::uint64_t host = device;
     const unikv::sim::ReplaySetup setup{
         .cache = unikv::sim::replay_cache_config<P>(device, host),
@@ -390,17 +401,7 @@ template <class P>
 ReplayResult roomy_chat(bool continue_outputs) {
     const unikv::sim::Trace trace =
         unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 5, .requests = 60});
-    std::uint64_t rows = 0;
-    for (const unikv::sim::Request& q : trace.requests())
-        rows += static_cast<std::uint64_t>(q.prompt_tokens + q.output_tokens + 64);
-    const unikv::ArenaSpec spec = unikv::make_arena_spec(
-        unikv::arena_config<P>({.arena_bytes = std::size_t{1} << 40, .page_size = {16}}),
-        unikv::layout_components_v<typename P::layout>);
-    std::uint64_t per_token = 0;  // a row of each token pool (a Mamba state is per request, not per token)
-    for (const unikv::Component c : {unikv::Component::full, unikv::Component::swa})
-        if (spec[c].present) per_token += spec[c].entry_bytes;
-    const std::uint64_t states = spec[unikv::Component::mamba].present ? spec[unikv::Component::mamba].entry_bytes : 0;
-    const std::uint64_t device = rows * per_token * 3 / 2 + 256 * states;
+    const std::uint64_t device = room_for_every_row<P>(trace, 64);
     const unikv::sim::ReplaySetup setup{
         .cache = unikv::sim::replay_cache_config<P>(device, device / 2),
         .byte_scale = unikv::sim::replay_byte_scale<P>(device),
