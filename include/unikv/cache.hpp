@@ -677,19 +677,33 @@ protected:
     // `restore`'s copy of `seq`'s backup into fresh rows after its old prefix; false when that cannot be done
     // (the admission does not serve that prefix on device, a chunk, rows short, a failed copy): nothing changed.
     bool copy_back(Sequence& seq, Admission& a);
-    [[nodiscard]] static bool is_retracted_with_backup(const Sequence& seq) noexcept { return static_cast<bool>(seq.backup_); }
 
 private:
-    // The pages of `seq`'s rows `[from, length)` (`from` page aligned), into `finish_pages_`.
-    std::span<const VirtualPage> pages_from(const Sequence& seq, std::int32_t from);
+    // The FULL virtual pages of `rows` (the first at a page's start), into `finish_pages_`: one per page. O(pages).
+    std::span<const VirtualPage> page_list(std::span<const VirtualToken> rows) {
+        const PageSize page{page_size(Component::full)};
+        finish_pages_.clear();
+        for (std::size_t t = 0; t < rows.size(); t += static_cast<std::size_t>(page.tokens))
+            finish_pages_.push_back(page_of(rows[t], page));
+        return finish_pages_;
+    }
+    // `seq`'s own rows: those after the tree's prefix.
+    [[nodiscard]] static std::span<const VirtualToken> own_rows(const Sequence& seq) noexcept {
+        return std::span<const VirtualToken>(seq.rows_).subspan(static_cast<std::size_t>(seq.prefix_));
+    }
+    // Rows `[prefix, end)` of one request after a page-aligned prefix, into `decode_out_` (`alloc_extend`).
+    AllocResult alloc_own_rows(std::int32_t prefix, std::int32_t end);
     // Reads a loaded prefix's rows into `seq` (see `rows`).
     void bind_loaded_prefix(Sequence& seq);
     // Throws the misuse that makes `s` (at `at` in a batch) no handle to decode now. Cold.
     [[noreturn]] void decode_misuse(const Sequence* s, std::uint64_t mark, std::size_t at) const;
-    // Appends the pages of `seq`'s own rows that left its SWA window to `swa_slid_`, moving its cursor; and
-    // tombstones them (`free_slid`). O(pages slid).
-    void slide_window(Sequence& seq, PageSize page, std::int32_t window);
+    // The SWA window of `seq`'s own pages: `collect_slid` names in `swa_slid_` the pages whose rows all lie before
+    // the window, `free_slid` tombstones `swa_slid_`, `advance_window` moves the cursor past the pages collected;
+    // `slide_window` does the three for one handle. O(pages slid).
+    void collect_slid(const Sequence& seq, PageSize page, std::int32_t window);
     void free_slid();
+    static void advance_window(Sequence& seq, PageSize page, std::int32_t window) noexcept;
+    void slide_window(Sequence& seq);
     // The SWA rows a retraction backup keeps: the window of the first row not known computed (which a restore
     // computes again), so `window_tokens()` plus the rows from `compute_from()` on.
     [[nodiscard]] std::int32_t restore_window(const Sequence& seq, std::int32_t length) const noexcept {
@@ -891,7 +905,7 @@ public:
         Admission a = try_admit({.prompt = this->admission_key(seq, static_cast<std::int32_t>(seq.tokens().size())),
                                  .max_new_tokens = seq.max_new_tokens() - seq.decoded()});
         if (!a) return a;
-        if (core::is_retracted_with_backup(seq) && this->copy_back(seq, a)) return a;
+        if (seq.backed_up() && this->copy_back(seq, a)) return a;
         return this->start(seq, std::move(a), core::start_kind::recompute);
     }
 

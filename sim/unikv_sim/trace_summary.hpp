@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <unikv_sim/trace.hpp>
@@ -67,6 +68,17 @@ private:
     std::unordered_map<std::uint64_t, std::uint32_t> children;  // (parent << 32 | block) -> node
     std::vector<std::int32_t> held;                             // node -> most tokens held
     children.reserve(trace.distinct_blocks());
+    // Holds `len` tokens of `block` under `parent`; returns the node and the tokens it held before (-1: new).
+    const auto hold = [&](std::uint64_t parent, BlockId block, std::int32_t len) {
+        const auto [it, fresh] = children.try_emplace(parent << 32 | block, static_cast<std::uint32_t>(held.size()));
+        if (fresh) {
+            held.push_back(len);
+            return std::pair<std::uint32_t, std::int32_t>{it->second, -1};
+        }
+        const std::int32_t before = held[it->second];
+        held[it->second] = std::max(before, len);
+        return std::pair<std::uint32_t, std::int32_t>{it->second, before};
+    };
     for (std::size_t index = 0; index < reqs.size(); ++index) {
         const Request& r = reqs[index];
         s.prompt_tokens += r.prompt_tokens;
@@ -81,39 +93,24 @@ private:
         std::uint64_t parent = root;
         for (std::uint32_t i = 0; i < r.block_count; ++i) {
             const std::int32_t len = trace.block_length(r, i);
-            const auto next = static_cast<std::uint32_t>(held.size());
-            const auto [it, fresh] = children.try_emplace(parent << 32 | ids[i], next);
-            if (fresh) {
-                held.push_back(len);
-                matching = false;
-            } else {
-                std::int32_t& h = held[it->second];
-                if (matching) reused += std::min(len, h);
-                matching = matching && h >= len;
-                h = std::max(h, len);
-            }
-            parent = it->second;
+            const auto [node, before] = hold(parent, ids[i], len);
+            if (matching && before > 0) reused += std::min(len, before);
+            matching = matching && before >= len;
+            parent = node;
         }
-        s.reusable_tokens += std::min<std::int64_t>(reused, r.prompt_tokens - 1);
-        if (per_request != nullptr)
-            (*per_request)[index] = static_cast<std::int32_t>(std::min<std::int64_t>(reused, r.prompt_tokens - 1));
+        const std::int64_t served = std::min<std::int64_t>(reused, r.prompt_tokens - 1);
+        s.reusable_tokens += served;
+        if (per_request != nullptr) (*per_request)[index] = static_cast<std::int32_t>(served);
         if (continued.empty() || continued[index] < 0) continue;
         // Its output is the continuing prompt's next tokens (the last output token is never fed back).
         ++s.continued;
         const Request& later = reqs[static_cast<std::size_t>(continued[index])];
+        const std::int64_t bt = trace.block_tokens();
         const std::int64_t end = std::min<std::int64_t>(later.prompt_tokens, std::int64_t{r.prompt_tokens} + r.output_tokens - 1);
         const auto later_ids = trace.blocks(later);
         parent = root;
-        for (std::uint32_t i = 0; std::int64_t{i} * trace.block_tokens() < end; ++i) {
-            const auto len = static_cast<std::int32_t>(std::min<std::int64_t>(trace.block_tokens(), end - std::int64_t{i} * trace.block_tokens()));
-            const auto [it, fresh] = children.try_emplace(parent << 32 | later_ids[i], static_cast<std::uint32_t>(held.size()));
-            if (fresh) {
-                held.push_back(len);
-            } else {
-                held[it->second] = std::max(held[it->second], len);
-            }
-            parent = it->second;
-        }
+        for (std::uint32_t i = 0; i * bt < end; ++i)
+            parent = hold(parent, later_ids[i], static_cast<std::int32_t>(std::min(bt, end - i * bt))).first;
     }
     return s;
 }

@@ -274,14 +274,15 @@ private:
             live_request& r = requests_[static_cast<std::size_t>(i)];
             // A restore drains the load lane, so it waits until no load of this step is in flight.
             if (r.seq.backed_up() && cache_.loads_in_flight() > 0) return;
-            // A first admission's match, for the causes of what it misses (not timed: the engine needs none).
+            // A first admission's match: its device part and the causes of what it misses (not timed: an engine
+            // needs none).
             const std::optional<MatchResult> seen =
                 r.admitted_once ? std::nullopt
                                 : std::optional<MatchResult>(cache_.match({std::span<const TokenId>(r.prompt).first(r.prompt.size() - 1)}));
             const Admission a = timed([&] { return ask(r); });
             if (a) {
                 if (seen) attribute(r, a, *seen);
-                started(r, a);
+                started(r, a, seen ? seen->device_length : 0);
                 if (from_chunk) {
                     chunked_.reset();
                 } else {
@@ -330,7 +331,9 @@ private:
 
     // Bookkeeping of an admitted `r`: it computes its rows from `compute_from()` (a restore that copied its rows
     // back: the last one, not known computed when it was retracted) and decodes once its prompt is computed.
-    void started(live_request& r, const Admission& a) {
+    // `device_length`: a first admission's match just before it (the prefix the device served; a load brings the
+    // rest).
+    void started(live_request& r, const Admission& a, std::int32_t device_length) {
         const Sequence& s = r.seq;
         const bool restored = s.restored_rows() > 0;
         r.at = phase::prefill;
@@ -342,7 +345,7 @@ private:
         if (!r.admitted_once) {
             r.admitted_once = true;
             r.record.admitted_ms = clock_;
-            const std::int32_t host = a.load_id != 0 ? host_part(r, a.prefix_length) : 0;
+            const std::int32_t host = a.load_id != 0 ? a.prefix_length - std::min(device_length, a.prefix_length) : 0;
             r.record.device_hit_tokens = a.prefix_length - host;
             r.record.host_hit_tokens = host;
             rec_.admitted_prompt_tokens += r.record.prompt_tokens;
@@ -369,12 +372,6 @@ private:
         std::vector<std::int32_t> out;
         (void)summarize(trace, continued, &out);
         return out;
-    }
-
-    // Tokens of the admitted prefix that the queued load brings (not yet served from the device).
-    [[nodiscard]] std::int32_t host_part(const live_request& r, std::int32_t prefix) {
-        const MatchResult m = timed([&] { return cache_.match({r.seq.tokens().first(static_cast<std::size_t>(prefix))}); });
-        return prefix - m.device_length;
     }
 
     // ---- decode and preemption ---------------------------------------------------------------------------

@@ -159,14 +159,11 @@ CacheInsert CacheCore<P>::finish(TokenKey tokens, std::span<const VirtualToken> 
                              const FinishOptions& options) {
     UNIKV_EXPECTS(tokens.tokens.size() >= rows.size(), "finish: ", rows.size(), " rows for ", tokens.tokens.size(),
                   " tokens; give the tokens the rows hold");
-    const PageSize full_page{page_size(Component::full)};
-    const auto page = static_cast<std::size_t>(full_page.tokens);
-    finish_pages_.clear();
-    for (std::size_t t = 0; t < rows.size(); t += page) finish_pages_.push_back(page_of(rows[t], full_page));
+    const auto page = static_cast<std::size_t>(page_size(Component::full));
+    const std::span<const VirtualPage> pages = page_list(rows);
     const std::size_t whole_pages = rows.size() / page;
     const std::size_t whole = whole_pages * page;
     const bool state_to_tree = whole == rows.size() && whole > 0;
-    const std::span<const VirtualPage> pages(finish_pages_);
     const CacheInsert done =
         insert({tokens.tokens.first(whole), tokens.ns},
                    {.pages = pages.first(whole_pages),

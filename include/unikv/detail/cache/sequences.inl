@@ -26,12 +26,12 @@ void CacheCore<P>::expect_sequence(const Sequence& seq, Sequence::Status want, c
 }
 
 template <class P>
-std::span<const VirtualPage> CacheCore<P>::pages_from(const Sequence& seq, std::int32_t from) {
-    const PageSize page{page_size(Component::full)};
-    finish_pages_.clear();
-    for (std::int32_t t = from; t < seq.length(); t += page.tokens)
-        finish_pages_.push_back(page_of(seq.rows_[static_cast<std::size_t>(t)], page));
-    return finish_pages_;
+AllocResult CacheCore<P>::alloc_own_rows(std::int32_t prefix, std::int32_t end) {
+    decode_out_.resize(static_cast<std::size_t>(end - prefix));
+    const std::int32_t prefix_lens[] = {prefix};
+    const std::int32_t seq_lens[] = {end};
+    const VirtualToken last[] = {VirtualToken{}};  // the prefix ends on a page boundary: no row to continue
+    return alloc_extend({prefix_lens, seq_lens, last}, decode_out_);
 }
 
 template <class P>
@@ -56,30 +56,20 @@ Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, Tok
         out.refusal = {.cause = RefusalCause::no_room, .missing = missing};
         return out;
     };
-    // The extension's own rows: the prefix ends on a page boundary (a match is whole pages), so no last row.
-    decode_out_.resize(static_cast<std::size_t>(end - prefix));
-    const std::int32_t prefix_lens[] = {prefix};
-    const std::int32_t seq_lens[] = {end};
-    const VirtualToken last[] = {VirtualToken{}};
-    if (const AllocResult r = alloc_extend({prefix_lens, seq_lens, last}, decode_out_); !r) return refuse(r.missing);
+    if (const AllocResult r = alloc_own_rows(prefix, end); !r) return refuse(r.missing);  // a match is whole pages
+    // A handle starts without a state: a new one has none, a retraction freed it, a chunk's checkpoint gave it to
+    // the tree. It gets a fresh slot holding a copy of the prefix's checkpoint.
+    UNIKV_ASSERT(!seq.state_.is_valid());
     StateId fresh{};
     if constexpr (has_mamba) {
-        if (!seq.state_.is_valid()) {
-            StateId out[1];
-            if (const AllocResult r = alloc_state(out); !r) {
-                const PageSize page{page_size(Component::full)};
-                finish_pages_.clear();
-                for (std::size_t t = 0; t < decode_out_.size(); t += static_cast<std::size_t>(page.tokens))
-                    finish_pages_.push_back(page_of(decode_out_[t], page));
-                alloc_.free(finish_pages_);
-                return refuse(r.missing);
-            }
-            fresh = out[0];
+        StateId out[1];
+        if (const AllocResult r = alloc_state(out); !r) {
+            alloc_.free(page_list(decode_out_));
+            return refuse(r.missing);
         }
+        fresh = out[0];
     }
     // Committed from here on.
-    // The state is copied from the prefix's checkpoint unless the handle kept its own at the prefix's end.
-    const bool state_current = kind == start_kind::chunk && prefix == seq.length() && seq.state_.is_valid();
     if (kind == start_kind::fresh) {  // `Cache::admit` reserved the room (before admitting: a throw there is harmless)
         seq.tokens_.assign(prompt.tokens.begin(), prompt.tokens.end());
         seq.ns_ = prompt.ns;
@@ -104,9 +94,7 @@ Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, Tok
     seq.status_ = Sequence::Status::running;
     if (a.load_id == 0 && prefix > 0) {
         prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(prefix)));
-        if constexpr (has_mamba) {
-            if (!state_current) alloc_.copy_state(tree_.node_info(seq.node_).state, seq.state_);
-        }
+        if constexpr (has_mamba) alloc_.copy_state(tree_.node_info(seq.node_).state, seq.state_);
     }
     if (!previous.empty()) unlock(std::move(previous));
     return std::move(a);
@@ -173,10 +161,7 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
         s->batch_mark_ = mark;
         decode_lens_[i] = s->length() + 1;
         decode_last_[i] = s->rows_.back();
-        if constexpr (has_swa) {  // the pages that leave its window (its cursor moves once all are checked)
-            for (std::int32_t p = s->swa_start_; p + page.tokens <= s->length() - window; p += page.tokens)
-                swa_slid_.push_back(page_of(s->rows_[static_cast<std::size_t>(p)], page));
-        }
+        collect_slid(*s, page, window);  // its cursor moves once every handle is checked
     }
     // The windows slide before the allocation, so the rows they free serve it; a row before the window of the
     // new row's query is never read again, so a shortfall below leaves them slid.
@@ -185,10 +170,7 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
     // the cursors follow the windows at once, so an allocation that throws leaves them true.
     for (Sequence* s : batch) {
         s->compute_from_ = s->length();
-        if constexpr (has_swa) {
-            if (const std::int32_t slid = s->length() - window - s->swa_start_; slid >= page.tokens)
-                s->swa_start_ += slid / page.tokens * page.tokens;
-        }
+        advance_window(*s, page, window);
     }
     decode_out_.resize(batch.size());
     const AllocResult r = alloc_decode({decode_lens_, decode_last_}, decode_out_);
@@ -203,18 +185,31 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
 }
 
 template <class P>
-void CacheCore<P>::slide_window(Sequence& seq, PageSize page, std::int32_t window) {
+void CacheCore<P>::collect_slid(const Sequence& seq, PageSize page, std::int32_t window) {
     if constexpr (has_swa) {
         // Only its own pages (from the prefix on): the tree's keep their window for other requests.
-        while (seq.swa_start_ + page.tokens <= seq.length() - window) {
-            swa_slid_.push_back(page_of(seq.rows_[static_cast<std::size_t>(seq.swa_start_)], page));
-            seq.swa_start_ += page.tokens;
-        }
+        for (std::int32_t p = seq.swa_start_; p + page.tokens <= seq.length() - window; p += page.tokens)
+            swa_slid_.push_back(page_of(seq.rows_[static_cast<std::size_t>(p)], page));
     } else {
         (void)seq;
         (void)page;
         (void)window;
     }
+}
+
+template <class P>
+void CacheCore<P>::advance_window(Sequence& seq, PageSize page, std::int32_t window) noexcept {
+    if (const std::int32_t slid = seq.length() - window - seq.swa_start_; has_swa && slid >= page.tokens)
+        seq.swa_start_ += slid / page.tokens * page.tokens;  // past the pages `collect_slid` named
+}
+
+template <class P>
+void CacheCore<P>::slide_window(Sequence& seq) {
+    const PageSize page{page_size(Component::full)};
+    swa_slid_.clear();
+    collect_slid(seq, page, window_tokens());
+    free_slid();
+    advance_window(seq, page, window_tokens());
 }
 
 template <class P>
@@ -259,10 +254,8 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
         seq.compute_from_ = seq.length();
         return CacheInsert{.node = seq.node_, .prefix_length = seq.prefix_, .first_write = next_write_};
     }
-    swa_slid_.clear();  // the tree takes only the window's SWA rows
-    slide_window(seq, PageSize{page_size(Component::full)}, window_tokens());
-    free_slid();
-    const std::span<const VirtualPage> pages = pages_from(seq, 0).first(static_cast<std::size_t>(whole / page));
+    slide_window(seq);  // the tree takes only the window's SWA rows
+    const std::span<const VirtualPage> pages = page_list(seq.rows_).first(static_cast<std::size_t>(whole / page));
     const CacheInsert done = insert({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(whole)), seq.ns_},
                                     {.pages = pages, .swa_evicted = std::min(seq.swa_start_, whole), .state = state});
     LockReceipt previous = std::exchange(seq.lock_, lock(done.node));
@@ -279,7 +272,7 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
 template <class P>
 bool CacheCore<P>::retract(Sequence& seq) {
     expect_sequence(seq, Sequence::Status::running, "retract");
-    const std::span<const VirtualPage> own = pages_from(seq, seq.prefix_);
+    const std::span<const VirtualPage> own = page_list(own_rows(seq));
     bool backed = false;
     if constexpr (can_retract) {
         // Only rows known computed are worth a copy: a decoding handle past its prefix, its prefix read.
@@ -314,18 +307,11 @@ bool CacheCore<P>::copy_back(Sequence& seq, Admission& a) {
         const std::int32_t prefix = seq.backup_prefix_;
         const std::int32_t end = static_cast<std::int32_t>(seq.tokens_.size());
         if (a.chunked || a.load_id != 0 || a.prefix_length < prefix) return false;
-        decode_out_.resize(static_cast<std::size_t>(end - prefix));
-        const std::int32_t prefix_lens[] = {prefix};
-        const std::int32_t seq_lens[] = {end};
-        const VirtualToken last[] = {VirtualToken{}};
-        if (!alloc_extend({prefix_lens, seq_lens, last}, decode_out_)) return false;
-        const PageSize page{page_size(Component::full)};
-        finish_pages_.clear();
-        for (std::size_t t = 0; t < decode_out_.size(); t += static_cast<std::size_t>(page.tokens))
-            finish_pages_.push_back(page_of(decode_out_[t], page));
-        if (!restore(seq.backup_, {.own = finish_pages_, .prefix_tokens = prefix, .seq_len = end,
+        if (!alloc_own_rows(prefix, end)) return false;
+        const std::span<const VirtualPage> own = page_list(decode_out_);
+        if (!restore(seq.backup_, {.own = own, .prefix_tokens = prefix, .seq_len = end,
                                    .window_tokens = restore_window(seq, end)})) {
-            alloc_.free(finish_pages_);  // the copy failed: `start` recomputes (and discards the backup)
+            alloc_.free(own);  // the copy failed: `start` recomputes (and discards the backup)
             return false;
         }
         // The admission's prefix is at least the old one: its rows up to the old prefix, the copies after it.
@@ -351,9 +337,7 @@ template <class P>
 CacheInsert CacheCore<P>::finish(Sequence& seq, std::uint8_t retention) {
     expect_sequence(seq, Sequence::Status::running, "finish");
     if (seq.load_id_ != 0) bind_loaded_prefix(seq);
-    swa_slid_.clear();  // the tree takes only the window's SWA rows
-    slide_window(seq, PageSize{page_size(Component::full)}, window_tokens());
-    free_slid();
+    slide_window(seq);  // the tree takes only the window's SWA rows
     const CacheInsert done =
         finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
                std::move(seq.lock_), {.swa_evicted = seq.swa_start_, .state = seq.state_, .retention = retention});
@@ -368,7 +352,7 @@ void CacheCore<P>::release(Sequence& seq) {
         if constexpr (can_retract) discard(seq.backup_);
     } else {
         expect_sequence(seq, Sequence::Status::running, "release");
-        alloc_.free(pages_from(seq, seq.prefix_));
+        alloc_.free(page_list(own_rows(seq)));
         if constexpr (has_mamba) {
             if (seq.state_.is_valid()) alloc_.free_state(std::span<const StateId>(&seq.state_, 1));
         }
