@@ -155,7 +155,7 @@ private:
                 path.insert(path.begin(), up.begin(), up.end());
             }
             std::ostringstream s;
-            s << info.start << '+' << info.length << " ch" << info.children << " r" << int(info.retention) << " st"
+            s << info.start << '+' << info.length << " ch" << info.children << " r" << int(info.retention) << " w" << int(info.window_class) << " st"
               << info.state.value() << " p[";
             for (auto p : info.pages) {
                 s << p.value() << ',';
@@ -328,6 +328,7 @@ private:
         }
         if (Set::has_mamba && chance(60)) v.state = StateId{next_state_++};
         v.retention = static_cast<std::uint8_t>(chance(85) ? 0 : 1 + pick(2));
+        v.window_class = static_cast<std::uint8_t>(chance(50) ? 0 : 1 + pick(2));
         auto a = fast_.insert(k, v);
         auto b = ref_.insert(k, v);
         expect(a.prefix_length == b.prefix_length, "insert prefix length differs");

@@ -381,6 +381,41 @@ TEST_CASE_TEMPLATE("retention classes order SWA and Mamba eviction too", Core, R
     (void)iy2;
 }
 
+TEST_CASE_TEMPLATE("window classes order SWA eviction: chunk windows first, branch-tail windows last", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    // Three prompts' windows, oldest first: B's ends on a branch point (class 2), P's on a prompt end (class 1),
+    // C's on a chunk boundary (class 0). A window covers the nodes within W = 2 tokens before its key's end. Each
+    // prompt has a continuation (class 2: a device leaf's SWA goes whole with its FULL, not the order tested).
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 2});
+    const auto b = run(10, 4);
+    const auto p = run(20, 4);
+    const auto c = run(30, 4);
+    auto ib = tree.insert({b}, {.pages = vpages(1, 4), .window_class = 2});
+    auto ip = tree.insert({p}, {.pages = vpages(11, 4), .window_class = 1});
+    auto ic = tree.insert({c}, {.pages = vpages(21, 4)});
+    for (int i = 0; i < 3; ++i) {
+        const auto prompt = run(10 * (i + 1), 4);
+        auto leaf = tree.insert({cat(prompt, run(50 + 10 * i, 2))},
+                                {.pages = cat_pages(vpages(1 + 10 * i, 4), vpages(41 + 2 * i, 2)), .window_class = 2});
+        CHECK(tree.node_info(leaf.node).window_class == 2);
+    }
+    CHECK(tree.node_info(ib.node).window_class == 2);  // the leaves' windows (2 tokens) end below the prompts
+    CHECK(tree.node_info(ip.node).window_class == 1);
+    CHECK(tree.node_info(ic.node).window_class == 0);
+    auto first = tree.evict(S, 4);  // C: the newest prompt, but class 0
+    CHECK(executed(first.actions) == std::vector<Act>{free_swa({21, 22, 23, 24})});
+    auto second = tree.evict(S, 4);  // then P
+    CHECK(executed(second.actions) == std::vector<Act>{free_swa({11, 12, 13, 14})});
+    // A class-0 insert within B's window never lowers its class; a split keeps it on both parts.
+    auto again = tree.insert({cat(run(10, 3), run(40, 2))}, {.pages = cat_pages(vpages(1, 3), vpages(31, 2))});
+    const NodeRef upper = tree.node_info(again.node).parent;
+    CHECK(tree.node_info(upper).window_class == 2);
+    CHECK(tree.node_info(again.node).window_class == 0);
+    auto third = tree.evict(S, 2);  // the new class-0 leaf goes whole before any branch-tail window
+    CHECK(executed(third.actions) == std::vector<Act>{free_pages({31, 32})});
+    CHECK(tree.node_info(upper).device[S]);
+}
+
 TEST_CASE_TEMPLATE("set_retention never lowers a shared ancestor", Core, RadixTreeCore, ReferenceTreeCore) {
     typename Core::template impl<Full> tree({.page_size = {1}});
     const auto prompt = run(1, 4);

@@ -55,6 +55,11 @@ struct InsertValues {
     /// Retention class raised on every node of the key's path (lower classes are evicted first). Insert never
     /// lowers a class.
     std::uint8_t retention = 0;
+    /// Window class raised on the SWA of the nodes within one window before the key's end (Swa only; lower
+    /// classes are evicted first, after the retention class): what the window there serves. 0: nothing beyond a
+    /// chunk boundary; 1: a cached prefix's end (a prompt, a finished request, a sparse checkpoint); 2: a branch
+    /// point, where prompts that share the prefix part. Insert never lowers a class.
+    std::uint8_t window_class = 0;
 };
 
 /// What a load-back placed on device for one node and component (`commit_load_back`).

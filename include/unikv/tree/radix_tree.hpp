@@ -10,8 +10,9 @@
 /// compare), which spare chains of turns, hot prefixes and prompts with a few live histories the hash and the
 /// probe. Each candidate node is compared with the key by one `tokens_equal` (AVX2 lanes where the CPU has them,
 /// memcmp otherwise); only a node the key ends or diverges in is scanned for the first difference. Eviction
-/// candidates sit in one indexed heap per component and tier, ordered by (retention class, LRU stamp, depth);
-/// an LRU refresh only writes the node's stamp, and the heap repairs stale entries when it is popped.
+/// candidates sit in one indexed heap per component and tier, ordered by (retention class, window class for SWA,
+/// LRU stamp, depth); an LRU refresh only writes the node's stamp, and the heap repairs stale entries when it is
+/// popped.
 /// Sizes are kept incrementally. Hot paths (`match_prefix`, `insert`, `lock`, `unlock`) take no locks and, once
 /// the arena and scratch buffers have grown to the working set (see `reserve`), allocate only for new nodes'
 /// tokens when a reused slot's buffers are too small, and for returned action lists.
@@ -349,6 +350,7 @@ private:
 
         std::uint32_t generation = 0;
         std::uint32_t hits = 0;  // inserts over the node (saturating): what the write-through threshold counts
+        std::uint8_t window_class = 0;  // `InsertValues::window_class`: orders the SWA heaps after `retention`
         std::uint64_t key_hash = 0;         // hash of (ns, first page): the edge key under `parent`
         std::uint64_t hash_end = 0;         // page-chained prefix hash at start + length (events only)
         std::uint32_t children = 0;
@@ -425,7 +427,8 @@ private:
     [[nodiscard]] bool device_candidate(Id id, Component c) const noexcept;
     [[nodiscard]] bool host_candidate(Id id, Component c) const noexcept;
     [[nodiscard]] detail::tree::EvictionKey eviction_key(Id id, Component c) const noexcept {
-        return {nodes_[id].retention, nodes_[id].stamp[c], nodes_[id].end()};
+        const std::uint8_t window = c == Component::swa ? nodes_[id].window_class : std::uint8_t{0};
+        return {nodes_[id].retention, window, nodes_[id].stamp[c], nodes_[id].end()};
     }
 
     // ---- arena, edges, heaps, sizes ----
@@ -467,6 +470,10 @@ private:
     void free_slot(Id id) noexcept;
     void sync(Id id);
     void set_retention_of(Id id, std::uint8_t retention) noexcept;
+    // Raises the window class of the nodes of `path` (root excluded, ending at `end`) within one window before `end`.
+    void raise_window_class(std::span<const Id> path, std::int32_t end, std::uint8_t window_class) noexcept;
+    // Re-orders `id` in every heap holding it after a change of its key other than an LRU refresh.
+    void fix_heaps(Id id) noexcept;
     [[nodiscard]] std::int32_t whole_pages_of(std::int32_t tokens) const noexcept;
     [[nodiscard, gnu::always_inline]] std::int32_t common_length(const Node& n, const TokenId* key,
                                                                  std::int32_t available) const noexcept;

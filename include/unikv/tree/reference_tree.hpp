@@ -149,6 +149,7 @@ private:
         per_component<std::uint32_t> host_locks{};
         per_component<std::uint64_t> stamp{};
         std::uint8_t retention = 0;
+        std::uint8_t window_class = 0;  // orders SWA eviction after `retention`
 
         [[nodiscard]] std::int32_t length() const { return static_cast<std::int32_t>(tokens.size()); }
         [[nodiscard]] std::int32_t end() const { return start + length(); }

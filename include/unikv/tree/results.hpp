@@ -188,6 +188,8 @@ struct NodeInfo {
     std::uint32_t children = 0;
     /// Retention class.
     std::uint8_t retention = 0;
+    /// Window class of its SWA (`InsertValues::window_class`).
+    std::uint8_t window_class = 0;
     /// The node's tokens.
     std::vector<TokenId> tokens;
     /// FULL device pages (empty: no FULL device data).

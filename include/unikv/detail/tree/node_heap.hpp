@@ -18,11 +18,12 @@
 
 namespace unikv::detail::tree {
 
-// Eviction order: lower retention class first, then older LRU stamp, then the shallower of two split halves
-// (equal stamps only occur between the parts of one split node, which lie on one path and end at different
-// depths, so keys are unique).
+// Eviction order: lower retention class first, then (SWA only) lower window class, then older LRU stamp, then the
+// shallower of two split halves (equal stamps only occur between the parts of one split node, which lie on one
+// path and end at different depths, so keys are unique).
 struct EvictionKey {
     std::uint8_t retention = 0;
+    std::uint8_t window = 0;
     std::uint64_t stamp = 0;
     std::int32_t end = 0;
     friend constexpr auto operator<=>(const EvictionKey&, const EvictionKey&) = default;

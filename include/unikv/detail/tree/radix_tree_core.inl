@@ -266,6 +266,7 @@ void RadixTree<Cs...>::free_slot(Id id) noexcept {
     n.hits = 0;
     n.swa = false;
     n.retention = 0;
+    n.window_class = 0;
     n.children = 0;
     n.device_children = 0;
     n.first_child = n.next_sibling = n.prev_sibling = npos;
@@ -346,6 +347,7 @@ auto RadixTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     up.host_locks[Component::swa] = low.host_locks[Component::swa];
     up.stamp = low.stamp;
     up.retention = low.retention;
+    up.window_class = low.window_class;
     up.hits = low.hits;
     // A pending write or host copy is cut in two parts that stay one value (`set_host`, `drop_host`); the upper
     // part continues into the parent when the whole node did. Mamba's stays on the lower part.
@@ -500,6 +502,7 @@ NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
     info.length = n.length;
     info.children = n.children;
     info.retention = n.retention;
+    info.window_class = n.window_class;
     info.tokens.assign(n.tokens.begin(), n.tokens.end());
     info.pages.assign(n.pages.begin(), n.pages.end());
     for (Component c : {Component::full, Component::swa}) {

@@ -31,6 +31,22 @@ inline std::int32_t RadixTree<Cs...>::common_length(const Node& n, const TokenId
 template <class... Cs>
 void RadixTree<Cs...>::set_retention_of(Id id, std::uint8_t retention) noexcept {
     nodes_[id].retention = retention;
+    fix_heaps(id);
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::raise_window_class(std::span<const Id> path, std::int32_t end,
+                                          std::uint8_t window_class) noexcept {
+    if (!components::has_swa) return;
+    for (auto it = path.rbegin(); it != path.rend() && nodes_[*it].end() > end - config_.swa_window; ++it) {
+        if (nodes_[*it].window_class >= window_class) continue;
+        nodes_[*it].window_class = window_class;
+        fix_heaps(*it);
+    }
+}
+
+template <class... Cs>
+void RadixTree<Cs...>::fix_heaps(Id id) noexcept {
     for (std::size_t h = 0; h < heap_count; ++h) {
         if (nodes_[id].heap_pos[h] == npos) continue;
         HeapContext ctx{*this, h};
@@ -201,6 +217,7 @@ InsertResult RadixTree<Cs...>::insert(TokenKey key, const InsertValues& values) 
     path_to(at, path_);
     for (Id x : path_)
         if (nodes_[x].retention < values.retention) set_retention_of(x, values.retention);
+    raise_window_class(path_, length, values.window_class);
     count_hits(length, walk.out);
     refresh(path_);
     result.node = ref(at);

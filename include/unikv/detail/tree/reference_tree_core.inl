@@ -111,6 +111,7 @@ auto ReferenceTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     n.host_locks[Component::swa] = x.host_locks[Component::swa];
     n.stamp = x.stamp;
     n.retention = x.retention;
+    n.window_class = x.window_class;
     n.hits = x.hits;
     for (Component c : {Component::full, Component::swa}) {
         n.write_pending[c] = x.write_pending[c];
@@ -258,6 +259,7 @@ NodeInfo ReferenceTree<Cs...>::node_info(NodeRef node) const {
     info.length = n.length();
     info.children = static_cast<std::uint32_t>(n.children.size());
     info.retention = n.retention;
+    info.window_class = n.window_class;
     info.tokens = n.tokens;
     info.pages = n.pages;
     info.host = n.host;

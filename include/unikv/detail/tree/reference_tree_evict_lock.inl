@@ -10,7 +10,10 @@ namespace unikv {
 template <class... Cs>
 auto ReferenceTree<Cs...>::oldest(Tier tier, Component c) const -> std::optional<Id> {
     std::optional<Id> best;
-    auto key = [&](Id id) { return std::tuple(nodes_[id].retention, nodes_[id].stamp[c], nodes_[id].end()); };
+    auto key = [&](Id id) {
+        const Node& n = nodes_[id];
+        return std::tuple(n.retention, c == Component::swa ? n.window_class : 0, n.stamp[c], n.end());
+    };
     for (Id id = 1; id < nodes_.size(); ++id) {
         if (!(tier == Tier::host ? host_candidate(id, c) : device_candidate(id, c))) continue;
         if (!best || key(id) < key(*best)) best = id;

@@ -138,7 +138,12 @@ InsertResult ReferenceTree<Cs...>::insert(TokenKey key, const InsertValues& valu
         }
     }
     const std::vector<Id> path = path_to(cur);
-    for (Id x : path) nodes_[x].retention = std::max(nodes_[x].retention, values.retention);
+    for (Id x : path) {
+        nodes_[x].retention = std::max(nodes_[x].retention, values.retention);
+        // The window before the key's end: the nodes that hold any of its last W tokens.
+        if (components::has_swa && nodes_[x].end() > length - config_.swa_window)
+            nodes_[x].window_class = std::max(nodes_[x].window_class, values.window_class);
+    }
     count_hits(path, length, st.out);
     refresh(cur);
     result.node = ref(cur);
