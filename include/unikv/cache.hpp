@@ -98,6 +98,7 @@
 #include <unikv/cache/action_executor.hpp>
 #include <unikv/cache/admission.hpp>
 #include <unikv/cache/compatibility.hpp>
+#include <unikv/cache/retention.hpp>
 #include <unikv/cache/sequence.hpp>
 #include <unikv/component.hpp>
 #include <unikv/host/host_pool_concept.hpp>
@@ -144,6 +145,28 @@ struct CacheConfig {
     EventMode events = EventMode::off;
     /// The budget's configuration (static partitions of `PartitionedSWABudget`).
     BudgetConfig budget{};
+    /// Where SWA windows and Mamba states are kept besides chunk ends and request ends (`cache/retention.hpp`).
+    RetentionConfig retention{};
+};
+
+/// Prompt reuse of the requests `Cache::admit` started, by what served or missed it (tokens; `Cache::reuse`).
+struct ReuseCounters {
+    /// Requests admitted (first admissions of handles; chunks and restores are not counted again).
+    std::int64_t requests = 0;
+    /// Their prompt tokens.
+    std::int64_t prompt_tokens = 0;
+    /// Served from the device.
+    std::int64_t device_hit_tokens = 0;
+    /// Served by a load-back from the host.
+    std::int64_t host_hit_tokens = 0;
+    /// Not served although the tree held their FULL pages: an SWA window was missing at their end.
+    std::int64_t missing_window_tokens = 0;
+    /// Not served although the tree held their FULL pages: no Mamba state at their end.
+    std::int64_t missing_state_tokens = 0;
+    /// The rest: FULL pages not cached (never seen, evicted, or still being computed by a running request).
+    [[nodiscard]] std::int64_t not_cached_tokens() const noexcept {
+        return prompt_tokens - device_hit_tokens - host_hit_tokens - missing_window_tokens - missing_state_tokens;
+    }
 };
 
 /// A running request's own rows, for `Cache::backup` and `Cache::restore`.
@@ -169,6 +192,8 @@ struct FinishOptions {
     StateId state{};
     /// Retention class raised on the inserted path (`InsertValues::retention`).
     std::uint8_t retention = 0;
+    /// Window class of the window before the end (`InsertValues::window_class`): a finished request's end.
+    std::uint8_t window_class = window_class_end;
 };
 
 /// What `Cache::load_back` did.
@@ -652,6 +677,22 @@ public:
     [[nodiscard]] HostMode host_mode() const noexcept { return host_mode_; }
     /// The window of the SWA layers in tokens (0 without Swa).
     [[nodiscard]] std::int32_t window_tokens() const noexcept { return tree_.config().swa_window; }
+    /// The retention policies the cache runs (`CacheConfig::retention`, checked).
+    [[nodiscard]] const RetentionConfig& retention() const noexcept { return retention_; }
+    /// Prompt reuse of the requests `Cache::admit` started, by cause. O(1).
+    [[nodiscard]] const ReuseCounters& reuse() const noexcept { return reuse_; }
+    /// Where an admission's prefill chunk stops: under Mamba the first retained point (`RetainPoints`) after
+    /// `prefix` of a prompt of `input` tokens whose cached FULL pages reach `cached`, so that a state is
+    /// checkpointed there; `input` otherwise. O(1).
+    [[nodiscard]] std::int32_t checkpoint_stop(std::int32_t prefix, std::int32_t input, std::int32_t cached) const noexcept {
+        if constexpr (has_mamba) {
+            return RetainPoints::of(retention_, input, cached, page_size(Component::full)).next_after(prefix, input);
+        } else {
+            (void)prefix;
+            (void)cached;
+            return input;
+        }
+    }
 
 protected:
     // What `Cache::admit`, `extend` and `restore` share: the checks of a handle, and an admission made the
@@ -674,6 +715,15 @@ protected:
     // state the admission's lock is released and a refusal returned, `seq` unchanged. `prompt`: a fresh
     // handle's tokens.
     Admission start(Sequence& seq, Admission&& a, start_kind kind, TokenKey prompt = {}, std::int32_t max_new = 0);
+    // Adds a request's first admission `a` of a prompt of `prompt` tokens to `reuse()`.
+    void count_reuse(const Admission& a, std::int32_t prompt) noexcept {
+        ++reuse_.requests;
+        reuse_.prompt_tokens += prompt;
+        reuse_.device_hit_tokens += a.prefix_length - a.host_length;
+        reuse_.host_hit_tokens += a.host_length;
+        reuse_.missing_window_tokens += a.missing_window;
+        reuse_.missing_state_tokens += a.missing_state;
+    }
     // `restore`'s copy of `seq`'s backup into fresh rows after its old prefix; false when that cannot be done
     // (the admission does not serve that prefix on device, a chunk, rows short, a failed copy): nothing changed.
     bool copy_back(Sequence& seq, Admission& a);
@@ -700,10 +750,21 @@ private:
     // The SWA window of `seq`'s own pages: `collect_slid` names in `swa_slid_` the pages whose rows all lie before
     // the window, `free_slid` tombstones `swa_slid_`, `advance_window` moves the cursor past the pages collected;
     // `slide_window` does the three for one handle. O(pages slid).
-    void collect_slid(const Sequence& seq, PageSize page, std::int32_t window);
+    void collect_slid(const Sequence& seq, std::int32_t upto, PageSize page, std::int32_t window);
     void free_slid();
-    static void advance_window(Sequence& seq, PageSize page, std::int32_t window) noexcept;
-    void slide_window(Sequence& seq);
+    static void advance_window(Sequence& seq, std::int32_t upto, PageSize page, std::int32_t window) noexcept;
+    void slide_window(Sequence& seq, std::int32_t upto);
+    // `checkpoint` of a handle already checked. O(length / page + key) plus the inserts'.
+    CacheInsert checkpoint_rows(Sequence& seq, StateId state_at_pages);
+    // Caches `seq`'s rows `[0, at)` (whole pages, `at` past its prefix) with `state` at `at`: its own SWA rows
+    // before the window of `at` are tombstoned, the tree takes the rest with `window_class`, and the handle's
+    // lock, node and prefix move to `at` (its prefix rows read again). O(at / page + key) plus the insert's.
+    CacheInsert cache_prefix(Sequence& seq, std::int32_t at, StateId state, std::uint8_t window_class);
+    // Caches `seq`'s prefix at each retained point before `whole` whose window it still holds (SWA layouts), so
+    // the window there survives the slide past it. Cold: a few points per request.
+    void keep_windows(Sequence& seq, std::int32_t whole);
+    // What a handle's first decode keeps: its prompt's end and the points before it (`RetentionConfig`).
+    void keep_prompt_end(Sequence& seq);
     // The SWA rows a retraction backup keeps: the window of the first row not known computed (which a restore
     // computes again), so `window_tokens()` plus the rows from `compute_from()` on.
     [[nodiscard]] std::int32_t restore_window(const Sequence& seq, std::int32_t length) const noexcept {
@@ -734,6 +795,8 @@ private:
     // `host` with its write policy and host mode checked against each other and the policies (see the
     // constructor); throws `logic_error`.
     static const HostConfig& checked(const HostConfig& host);
+    // `retention` checked against the arena's page size; throws `logic_error`.
+    static const RetentionConfig& checked(const RetentionConfig& retention, const ArenaConfig& arena);
     // The tree of `config`: FULL's page size, the arena's window where the layout has Swa, the write policy's
     // write-through threshold.
     static TreeConfig tree_config(const CacheConfig& config, const HostWrites& writes);
@@ -787,6 +850,8 @@ private:
     HostWrites host_writes_;  // first: checked before any part is built
     HostMode host_mode_ = HostMode::cache;
     HostHits host_hits_ = HostHits::include;  // `match`'s: host copies are matched under `HostMode::cache` only
+    RetentionConfig retention_{};
+    ReuseCounters reuse_{};
     allocator_type alloc_;
     host_pools_type host_;
     tree_type tree_;
@@ -875,7 +940,9 @@ public:
         core::reserve(seq, request);  // before admitting: a throw here holds nothing
         Admission a = try_admit(request);
         if (!a) return a;
-        return this->start(seq, std::move(a), core::start_kind::fresh, request.prompt, request.max_new_tokens);
+        a = this->start(seq, std::move(a), core::start_kind::fresh, request.prompt, request.max_new_tokens);
+        if (a) this->count_reuse(a, static_cast<std::int32_t>(request.prompt.tokens.size()));
+        return a;
     }
     /// Admits the next chunk of `seq`'s prompt (after `checkpoint` cached the last one; the budget may cut it
     /// again): the match finds the chunks cached so far. Refused as `admit`, the handle unchanged (it keeps its

@@ -63,6 +63,7 @@ struct ReplayFigures {
     std::int64_t lost_to_full = 0;
     std::int64_t lost_to_swa = 0;
     std::int64_t lost_to_mamba = 0;
+    std::int64_t lost_to_concurrency = 0;
     double device_hit_rate = 0;         ///< `device_hit_tokens / prompt_tokens`
     double host_hit_rate = 0;           ///< `host_hit_tokens / prompt_tokens`
     double admitted_tokens_per_step = 0;  ///< prompt tokens admitted per step, mean
@@ -133,6 +134,7 @@ struct ReplayFigures {
         f.lost_to_full += q.lost_to_full;
         f.lost_to_swa += q.lost_to_swa;
         f.lost_to_mamba += q.lost_to_mamba;
+        f.lost_to_concurrency += q.lost_to_concurrency;
         ttft.push_back(q.first_token_ms - q.arrival_ms);
         if (q.output_tokens > 1) itl.push_back((q.finish_ms - q.first_token_ms) / (q.output_tokens - 1));
     }

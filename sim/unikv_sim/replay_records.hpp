@@ -68,11 +68,13 @@ struct RequestRecord {
     std::int32_t host_hit_tokens = 0;    ///< prompt tokens loaded back from the host tier at admission
     /// What an infinite cache would have served it (`summarize`), and why the admission served less (they add
     /// up to `limit_tokens - device_hit_tokens - host_hit_tokens` when that is positive): the prefix's SWA
-    /// window or Mamba state missing at a boundary the FULL pages reached, else its FULL pages missing (evicted,
-    /// never cached, or cached by a request that had not finished yet).
+    /// window or Mamba state missing at a boundary the FULL pages reached, the request that would have cached
+    /// the tokens still running when it came (not finished: an infinite cache fed in finishing order lacks them),
+    /// else its FULL pages missing (evicted).
     std::int32_t limit_tokens = 0;
     std::int32_t lost_to_swa = 0;
     std::int32_t lost_to_mamba = 0;
+    std::int32_t lost_to_concurrency = 0;
     std::int32_t lost_to_full = 0;
     std::int32_t preemptions = 0;        ///< times it was retracted
     double admitted_ms = 0;  ///< start of the step that first admitted it (its first chunk, if chunked)

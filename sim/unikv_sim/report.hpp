@@ -152,8 +152,9 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
                  100 * s.max_prefix_hit_rate());
     const auto share = [&](std::int64_t v) { return f.prompt_tokens > 0 ? 100.0 * static_cast<double>(v) / static_cast<double>(f.prompt_tokens) : 0.0; };
     std::fprintf(out, "  %-22s %.1f%% of prompt tokens: FULL pages missing %.1f%%, SWA window %.1f%%, Mamba state "
-                 "%.1f%%\n", "missed of the limit", share(f.limit_tokens - f.device_hit_tokens - f.host_hit_tokens),
-                 share(f.lost_to_full), share(f.lost_to_swa), share(f.lost_to_mamba));
+                 "%.1f%%, still being computed %.1f%%\n", "missed of the limit",
+                 share(f.limit_tokens - f.device_hit_tokens - f.host_hit_tokens), share(f.lost_to_full),
+                 share(f.lost_to_swa), share(f.lost_to_mamba), share(f.lost_to_concurrency));
     std::fprintf(out, "  %-22s %s prompt tokens per step (max %s); %s refusals, %s chunked\n", "admitted",
                  round_commas(f.admitted_tokens_per_step).c_str(), with_commas(f.admitted_tokens_max).c_str(),
                  with_commas(f.refusals).c_str(), with_commas(f.chunked).c_str());
@@ -217,7 +218,7 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
         "\"total_tokens_per_s\": %.3f, \"ttft_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
         "\"itl_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f}, \"mean_running\": %.3f, \"max_running\": %d, "
         "\"requests_per_wall_s\": %.3f, \"tokens_per_wall_s\": %.3f, \"limit_tokens\": %lld, "
-        "\"lost_to_full\": %lld, \"lost_to_swa\": %lld, \"lost_to_mamba\": %lld}",
+        "\"lost_to_full\": %lld, \"lost_to_swa\": %lld, \"lost_to_mamba\": %lld, \"lost_to_concurrency\": %lld}",
         f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps),
         f.simulated_seconds, f.wall_seconds, static_cast<long long>(f.prompt_tokens),
         static_cast<long long>(f.output_tokens), static_cast<long long>(f.device_hit_tokens),
@@ -229,7 +230,8 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
         f.total_tokens_per_s, f.ttft_ms.p50, f.ttft_ms.p90, f.ttft_ms.p99, f.itl_ms.p50, f.itl_ms.p90, f.itl_ms.p99,
         f.mean_running, f.max_running, f.requests_per_wall_s, f.tokens_per_wall_s,
         static_cast<long long>(f.limit_tokens), static_cast<long long>(f.lost_to_full),
-        static_cast<long long>(f.lost_to_swa), static_cast<long long>(f.lost_to_mamba));
+        static_cast<long long>(f.lost_to_swa), static_cast<long long>(f.lost_to_mamba),
+        static_cast<long long>(f.lost_to_concurrency));
     return buf;
 }
 

@@ -20,6 +20,7 @@
 
 #include "broken.hpp"
 #include "cache/cache_support.hpp"
+#include "cache/handle_engine.hpp"
 #include "fuzz_env.hpp"
 #include "row_words.hpp"
 
@@ -48,122 +49,12 @@ using cache_test::marker;
 using cache_test::page_size;
 using cache_test::window;
 
-struct SwaPolicies : DefaultCachePolicies {
-    using backend = HostBackend;
-    using layout = SwaFullLayout;
-};
-struct TriPolicies : DefaultCachePolicies {
-    using backend = HostBackend;
-    using layout = TriPoolLayout;
-};
-
-CacheConfig config(std::size_t pages) {
-    const AttentionShape shape{.layers = 2, .kv_heads = 1, .head_dim = 8, .dtype_bytes = 2};
-    return CacheConfig{.arena = {.model = {.full = shape, .swa = shape, .swa_window_tokens = window,
-                                           .mamba = {.layers = 1, .conv_state_bytes = 32, .temporal_state_bytes = 32}},
-                                 .page_sizes = {.full = {page_size}, .swa = {page_size}, .mamba = {1}},
-                                 .arena_bytes = pages * page_size * 64},
-                       .host = {.total_bytes = std::size_t{64} << 10}};
-}
-
-std::vector<TokenId> tokens(TokenId first, std::int32_t n) {
-    std::vector<TokenId> out;
-    for (std::int32_t i = 0; i < n; ++i) out.push_back(first + i);
-    return out;
-}
-std::vector<TokenId> join(std::vector<TokenId> a, const std::vector<TokenId>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
-// An engine over `Cache<P>` that computes through handles: the forward writes a marker into every row (and the
-// state) it computes and reads back every row a handle attends to.
-template <class P>
-struct HandleEngine {
-    using TestCache = Cache<P>;
-    HostBackend backend{{.mode = ExecutionMode::manual}};
-    HostBackend::Stream stream = backend.make_stream();
-    TestCache cache;
-
-    explicit HandleEngine(std::size_t pages = 64) : cache(backend, config(pages), stream) {}
-
-    [[nodiscard]] std::byte* at(Component c, std::int32_t physical) const {
-        return cache.allocator().region().data +
-               static_cast<std::size_t>(physical) * cache.allocator().spec()[c].entry_bytes;
-    }
-    [[nodiscard]] std::byte* row(Component c, VirtualToken v) const {
-        PhysicalToken p;
-        if (c == Component::full) cache.translate_full(std::span(&v, 1), std::span(&p, 1));
-        if constexpr (TestCache::has_swa) {
-            if (c == Component::swa) cache.translate_swa(std::span(&v, 1), std::span(&p, 1));
-        }
-        return p.value() <= 0 ? nullptr : at(c, p.value());
-    }
-    [[nodiscard]] std::byte* state_row(StateId s) const {
-        PhysicalPage p;
-        if constexpr (TestCache::has_mamba) cache.translate_state(std::span(&s, 1), std::span(&p, 1));
-        return p.value() <= 0 ? nullptr : at(Component::mamba, p.value());
-    }
-    [[nodiscard]] std::size_t entry(Component c) const { return cache.allocator().spec()[c].entry_bytes; }
-    static std::uint32_t state_marker(const Sequence& s, std::int32_t len) {
-        return marker(Component::mamba, s.tokens()[static_cast<std::size_t>(len) - 1], len);
-    }
-
-    // The forward of `s`: reads what it attends to (FULL rows before `compute_from`, SWA rows of the window,
-    // the state it starts from), writes rows `[compute_from, length)` and the state after them. Returns the
-    // rows read back wrong.
-    int forward(Sequence& s) {
-        const std::span<const VirtualToken> rows = cache.rows(s);
-        cache.sync_for_host();  // the moves queued by allocations and the state copies run first
-        int wrong = 0;
-        const std::int32_t from = s.compute_from();
-        for (std::int32_t pos = 0; pos < s.length(); ++pos) {
-            const TokenId t = s.tokens()[static_cast<std::size_t>(pos)];
-            std::vector<Component> components{Component::full};
-            // Every computed row in both pools (as a kernel writes them); before it, the SWA rows of the window.
-            if (TestCache::has_swa && pos >= from - window) components.push_back(Component::swa);
-            for (Component c : components) {
-                std::byte* r = row(c, rows[static_cast<std::size_t>(pos)]);
-                if (pos >= from) {
-                    REQUIRE(r != nullptr);
-                    test_rows::fill_row(r, entry(c), marker(c, t, pos));
-                } else {
-                    wrong += r == nullptr || test_rows::uniform_word(r, entry(c)) != marker(c, t, pos);
-                }
-            }
-        }
-        if constexpr (TestCache::has_mamba) {
-            std::byte* st = state_row(s.state());
-            REQUIRE(st != nullptr);
-            if (from > 0 && from < s.length()) wrong += test_rows::uniform_word(st, entry(Component::mamba)) != state_marker(s, from);
-            test_rows::fill_row(st, entry(Component::mamba), state_marker(s, s.length()));
-        }
-        return wrong;
-    }
-    // Admits, prefills (in chunks when the budget cuts) and decodes `decodes` tokens, reading every row back at
-    // each step; finishes. Returns the rows read back wrong, or -1 when it was refused.
-    int serve(const std::vector<TokenId>& prompt, std::int32_t decodes, std::int32_t chunk = 1 << 20) {
-        Sequence s;
-        cache.begin_step({.chunk_tokens = chunk});
-        if (!cache.admit(s, {.prompt = {prompt}, .max_new_tokens = decodes + 1})) return -1;
-        int wrong = forward(s);
-        while (s.prefilling()) {
-            (void)cache.checkpoint(s);
-            cache.begin_step({.chunk_tokens = chunk});
-            REQUIRE(cache.extend(s));
-            wrong += forward(s);
-        }
-        for (std::int32_t i = 0; i < decodes; ++i) {
-            Sequence* batch[] = {&s};
-            const TokenId next[] = {static_cast<TokenId>(9000 + i)};
-            REQUIRE(cache.decode(batch, next));
-            wrong += forward(s);
-        }
-        (void)cache.finish(s);
-        return wrong;
-    }
-    [[nodiscard]] std::string broken() const { return test_verify::broken(cache); }
-};
+using handle_test::config;
+using handle_test::HandleEngine;
+using handle_test::join;
+using handle_test::SwaPolicies;
+using handle_test::tokens;
+using handle_test::TriPolicies;
 
 
 TEST_CASE("a sequence's decode slides its SWA window over its own pages; the shared prompt's window stays cached") {
@@ -200,13 +91,18 @@ TEST_CASE("a sequence's decode slides its SWA window over its own pages; the sha
         }
         for (std::size_t k = 0; k < prefix_pages.size(); ++k)
             CHECK(cache.allocator().status(prefix_pages[k]).swa_bound == prefix_swa[k]);
-        CHECK(b.swa_start() == std::max(24, (b.compute_from() - window) / page_size * page_size));
+        // Its first decode cached its prompt's 28 whole tokens (the prompt's end keeps its window): its own
+        // rows start there.
+        CHECK(b.prefix_length() == 28);
+        CHECK(b.swa_start() == std::max(28, (b.compute_from() - window) / page_size * page_size));
     }
     CHECK(e.broken() == "");
     // A request on the same system prompt reads its window back while B still runs, and after B finished.
     CHECK(e.serve(join(system, tokens(800, 3)), 2) == 0);
     const CacheInsert done = cache.finish(b);
-    CHECK(done.prefix_length == 24);
+    CHECK(done.prefix_length == 28);
+    // B's prompt end kept its window although B decoded 40 tokens past it.
+    CHECK(cache.match({join(system, tokens(500, 6))}).device_length == 28);
     CHECK(e.serve(join(system, tokens(900, 5)), 3) == 0);
     CHECK(e.broken() == "");
 }
@@ -235,9 +131,15 @@ TEST_CASE("sequences decode in one batch; one is retracted, another request take
     CHECK(e.broken() == "");
     // Another request takes memory meanwhile (its rows land where the retracted ones were).
     CHECK(e.serve(tokens(7000, 30), 4) == 0);
-    // While a load-back is in flight the backup cannot be copied back: refused `loading`, nothing changed.
+    // While a load-back is in flight the backup cannot be copied back: refused `loading`, nothing changed. The
+    // retracted prompt's cached pages (its first decode cached them) stay on device: a restore copies its backup
+    // after a device prefix only.
     REQUIRE(e.serve(tokens(8000, 21), 0) == 0);
+    const MatchResult retracted_prompt = cache.match({tokens(3000, 10)});
+    REQUIRE(retracted_prompt.device_length == 8);
+    LockReceipt keep = cache.lock(retracted_prompt.device_node);
     (void)cache.evict({Component::full, 1 << 20});  // to host (write-back)
+    cache.unlock(std::move(keep));
     Sequence loaded;
     cache.begin_step({});
     REQUIRE(cache.admit(loaded, {.prompt = {tokens(8000, 23)}, .max_new_tokens = 1}));
@@ -299,6 +201,15 @@ TEST_CASE("tri-pool: chunked prefill checkpoints its chunks with a copy of the r
     CHECK(a.length() == 16);
     CHECK(e.forward(a) == 0);  // reads its state at 8: the cache's copy of the checkpoint
     (void)cache.checkpoint(a);
+    // The third chunk stops at the prompt's last whole page, so that a state is cached at its end.
+    cache.begin_step({.chunk_tokens = 8});
+    REQUIRE(cache.extend(a));
+    CHECK(a.prefilling());
+    CHECK(a.length() == 20);
+    CHECK(e.forward(a) == 0);
+    const CacheInsert prompt_end = cache.checkpoint(a);
+    CHECK(cache.tree().node_info(prompt_end.node).state.is_valid());
+    CHECK(prompt_end.node == cache.match({prompt}).device_node);
     cache.begin_step({.chunk_tokens = 8});
     REQUIRE(cache.extend(a));
     CHECK_FALSE(a.prefilling());

@@ -115,7 +115,11 @@ totals replay_slice(const slice& s, const unikv::HostWrites& writes = {.policy =
     CHECK(t.host_hits > 0);
     CHECK(t.chunked > 0);
     CHECK(t.preempted > 0);
-    if constexpr (unikv::Cache<policies<P>>::can_retract) CHECK(t.restored > 0);
+    // With host memory only the device's size, a retracted request's cached prompt (its first decode cached it)
+    // is often written back before its restore, which then recomputes: copies back are asked of roomier hosts.
+    if constexpr (unikv::Cache<policies<P>>::can_retract) {
+        if (s.host_ratio >= 2.0) CHECK(t.restored > 0);
+    }
     return t;
 }
 
@@ -398,21 +402,22 @@ namespace engine_test {
 
 // A chat replay of preset `P` with room for every row (as the golden replay), outputs continued or fresh.
 template <class P>
-ReplayResult roomy_chat(bool continue_outputs) {
+ReplayResult roomy_chat(bool continue_outputs, unikv::RetentionConfig retention = {}) {
     const unikv::sim::Trace trace =
         unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 5, .requests = 60});
     const std::uint64_t device = room_for_every_row<P>(trace, 64);
-    const unikv::sim::ReplaySetup setup{
+    unikv::sim::ReplaySetup setup{
         .cache = unikv::sim::replay_cache_config<P>(device, device / 2),
         .byte_scale = unikv::sim::replay_byte_scale<P>(device),
         .engine = {.max_running = 8, .check_rows = true, .continue_outputs = continue_outputs, .verify_every = 16}};
+    setup.cache.retention = retention;
     ReplayResult r = unikv::sim::replay<policies<P>>(trace, setup, cost);
     REQUIRE(r.requests.size() == trace.requests().size());
     // The causes add up to what each first admission missed of its limit.
     for (const unikv::sim::RequestRecord& q : r.requests) {
         INFO("request ", q.index);
         const std::int32_t gap = std::max(0, q.limit_tokens - q.device_hit_tokens - q.host_hit_tokens);
-        CHECK(q.lost_to_full + q.lost_to_swa + q.lost_to_mamba == gap);
+        CHECK(q.lost_to_full + q.lost_to_swa + q.lost_to_mamba + q.lost_to_concurrency == gap);
         CHECK(q.limit_tokens <= q.prompt_tokens - 1);
     }
     return r;
@@ -444,19 +449,29 @@ TEST_CASE("engine: missed reuse by cause, and outputs that feed the next turn (g
     CHECK(llama.swa + llama.mamba + llama_fresh.swa + llama_fresh.mamba == 0);
     CHECK(llama.limit > llama_fresh.limit);
     CHECK(llama.hits > llama_fresh.hits);
-    // GPT-OSS (a 128-token window): with fresh outputs the next turn loses its prompt's window (decode slid past
-    // it), with continued ones it matches through the output; what is still missed is a window, not FULL pages.
+    // GPT-OSS (a 128-token window): without retention, fresh outputs lose the prompt's window (decode slid past
+    // it) and the misses are windows, not FULL pages; continued outputs match through the output. With the
+    // default retention (prompt ends, branch points) both reach 0.95x the FULL-only model.
+    const unikv::RetentionConfig off{.prompt_ends = false, .branch_points = false};
+    const lost_totals oss_off = lost_of(roomy_chat<up::GptOss20B>(false, off));
+    CHECK(oss_off.swa > oss_off.full);
     const lost_totals oss_fresh = lost_of(roomy_chat<up::GptOss20B>(false));
     const lost_totals oss = lost_of(roomy_chat<up::GptOss20B>(true));
-    CHECK(oss_fresh.swa > oss_fresh.full);
-    CHECK(oss.hits > 2 * oss_fresh.hits);
+    CHECK(oss_fresh.hits > 2 * oss_off.hits);
+    CHECK(oss_fresh.hits * 100 >= 95 * llama_fresh.hits);
+    CHECK(oss.hits * 100 >= 95 * llama.hits);
     CHECK(oss.mamba == 0);
-    // Qwen3-Next: the misses are Mamba states (no checkpoint at the shared prompts' branch points).
+    // Qwen3-Next: without retention the misses are Mamba states (no checkpoint at the shared prompts' branch
+    // points); with it, 0.95x the FULL-only model.
+    const lost_totals qwen_off = lost_of(roomy_chat<up::Qwen3Next80B>(true, off));
+    CHECK(qwen_off.swa == 0);
+    CHECK(qwen_off.mamba > qwen_off.full);
     const lost_totals qwen = lost_of(roomy_chat<up::Qwen3Next80B>(true));
-    CHECK(qwen.swa == 0);
-    CHECK(qwen.mamba > qwen.full);
+    CHECK(qwen.hits * 100 >= 95 * llama.hits);
     MESSAGE("hits / limit, lost to FULL, SWA, Mamba: llama ", llama.hits, "/", llama.limit, " (fresh outputs ",
             llama_fresh.hits, "/", llama_fresh.limit, "); gpt-oss ", oss.hits, "/", oss.limit, ", ", oss.full, ", ",
             oss.swa, " (fresh ", oss_fresh.hits, "/", oss_fresh.limit, ", ", oss_fresh.full, ", ", oss_fresh.swa,
-            "); qwen ", qwen.hits, "/", qwen.limit, ", ", qwen.full, ", ", qwen.mamba);
+            "; no retention ", oss_off.hits, ", ", oss_off.full, ", ", oss_off.swa, "); qwen ", qwen.hits, "/",
+            qwen.limit, ", ", qwen.full, ", ", qwen.mamba, " (no retention ", qwen_off.hits, ", ", qwen_off.full,
+            ", ", qwen_off.mamba, ")");
 }

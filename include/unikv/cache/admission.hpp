@@ -23,6 +23,7 @@
 /// before a load-back is queued); `Cache` has them all. Neither the budget nor the admission keeps a
 /// reference to it.
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -69,6 +70,17 @@ struct [[nodiscard]] Admission {
     bool chunked = false;
     /// The queued load-back (`Cache::loading_check` reports it), 0 when nothing is loaded.
     std::uint64_t load_id = 0;
+    /// Tokens of `prefix_length` the load-back brings from the host (0 for a device hit).
+    std::int32_t host_length = 0;
+    /// Prompt tokens whose FULL pages the tree holds on device along the matched path, whether or not the other
+    /// components serve them (whole pages): where the prompt leaves the cached path.
+    std::int32_t cached_length = 0;
+    /// Tokens after `prefix_length` whose FULL pages the device holds (up to `cached_length`) but the prefix does
+    /// not serve, for want of an SWA window at a boundary beyond the prefix (the state was there or the layout
+    /// has none) ...
+    std::int32_t missing_window = 0;
+    /// ... or of a Mamba state (a window too, where both were missing).
+    std::int32_t missing_state = 0;
     /// The request's device lock on `node` (empty when refused): unlock it when the request is done with it.
     LockReceipt lock;
 
@@ -133,9 +145,13 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
     const MatchResult m = cache.match({request.prompt.tokens.first(static_cast<std::size_t>(input - 1)),
                                        request.prompt.ns});
     const bool host_hit = m.host_hit_length > 0;
-    const PrefillAsk wanted{.prefix_length = host_hit ? m.best_length : m.device_length,
-                            .extend = input - (host_hit ? m.best_length : m.device_length),
-                            .max_new = request.max_new_tokens};
+    const std::int32_t prefix = host_hit ? m.best_length : m.device_length;
+    // A Mamba state exists only at a forward's end: the chunk stops where the cache keeps one (`RetainPoints`).
+    const std::int32_t stop = cache.checkpoint_stop(prefix, input, m.full_length);
+    const PrefillAsk wanted{.prefix_length = prefix,
+                            .extend = stop - prefix,
+                            .max_new = stop < input ? 0 : request.max_new_tokens,
+                            .chunked = stop < input};
     // A device hit's selection pin is kept as the request's lock; a host hit's goes before the host pins.
     detail::held_lock<Cache> kept(cache, detail::pin_receipt(cache, m.device_node, Tier::device));
     const CapacityView view = cache.capacity();  // with the pin: the reused prefix is not counted as evictable
@@ -172,6 +188,13 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
         load_id = start.id;
     }
     budget.reserve(view, ask);  // reads the view's geometry only, which no call above changes
+    const std::int32_t unusable = std::max(0, m.full_length - ask.prefix_length);
+    std::int32_t no_window = 0;
+    if constexpr (!Cache::has_mamba) {
+        no_window = unusable;
+    } else if constexpr (Cache::has_swa) {
+        no_window = std::clamp(m.swa_branching_length - ask.prefix_length, 0, unusable);
+    }
     const NodeRef node = host_hit ? m.best_node : m.device_node;
     LockReceipt lock = kept.receipt().empty() ? cache.lock(node, {.tier = Tier::device}) : kept.release();
     return Admission{.admitted = true,
@@ -182,6 +205,10 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
                      .max_new_tokens = ask.max_new,
                      .chunked = ask.chunked,
                      .load_id = load_id,
+                     .host_length = host_hit ? ask.prefix_length - m.device_length : 0,
+                     .cached_length = m.full_length,
+                     .missing_window = no_window,
+                     .missing_state = unusable - no_window,
                      .lock = std::move(lock)};
 }
 

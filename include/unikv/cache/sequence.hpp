@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include <unikv/cache/retention.hpp>
 #include <unikv/ids.hpp>
 #include <unikv/transfer/retraction.hpp>
 #include <unikv/tree/handles.hpp>
@@ -96,6 +97,8 @@ public:
     [[nodiscard]] bool backed_up() const noexcept { return static_cast<bool>(backup_); }
     /// Rows the last admission copied back from a retraction backup (0: none, it computes them).
     [[nodiscard]] std::int32_t restored_rows() const noexcept { return restored_; }
+    /// Where the cache keeps its SWA window and Mamba state besides its chunk ends (`cache/retention.hpp`).
+    [[nodiscard]] const RetainPoints& retain_points() const noexcept { return retain_; }
 
 private:
     template <class P>
@@ -116,6 +119,7 @@ private:
     std::int32_t prefix_ = 0;
     std::int32_t backup_prefix_ = 0;  // `prefix_` when it was retracted with a backup
     std::int32_t restored_ = 0;       // `restored_rows()`
+    RetainPoints retain_{};
     KeyNamespace ns_{};
     LockReceipt lock_;
     NodeRef node_{};
@@ -139,6 +143,7 @@ private:
         prefix_ = std::exchange(o.prefix_, 0);
         backup_prefix_ = std::exchange(o.backup_prefix_, 0);
         restored_ = std::exchange(o.restored_, 0);
+        retain_ = std::exchange(o.retain_, RetainPoints{});
         ns_ = o.ns_;
         lock_ = std::move(o.lock_);
         node_ = std::exchange(o.node_, NodeRef{});

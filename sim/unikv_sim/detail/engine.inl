@@ -60,6 +60,7 @@ public:
           window_(cache_.window_tokens()),
           continued_(config_.continue_outputs ? continuations(trace) : std::vector<std::int32_t>{}),
           limits_(limits_of(trace, continued_)),
+          finished_blocks_(trace),
           requests_(trace.requests().size()) {
         UNIKV_EXPECTS(config_.max_running >= 1 && config_.chunk_tokens >= page_, "the engine needs max_running >= 1 "
                       "and chunk_tokens >= one page (", page_, " tokens); got ", config_.max_running, " and ",
@@ -86,7 +87,7 @@ public:
         const auto trace_requests = trace_.requests();
         while (config_.max_steps == 0 || step_ < config_.max_steps) {
             arrive();
-            if (running_.empty() && waiting_.empty() && !chunked_) {
+            if (running_.empty() && waiting_.empty() && chunked_.empty()) {
                 if (next_arrival_ == trace_requests.size()) break;
                 clock_ = std::max(clock_, trace_requests[next_arrival_].arrival_ms);  // idle: jump to the arrival
                 continue;
@@ -219,7 +220,7 @@ private:
         rec_.bytes_compacted = (cache_.allocator().bytes_moved() - moved0) * k;
         rec_.work = work_;
         rec_.duration_ms = std::max(0.0, static_cast<double>(cost_(work_)));
-        rec_.running = static_cast<std::int32_t>(running_.size()) + (chunked_ ? 1 : 0);
+        rec_.running = static_cast<std::int32_t>(running_.size() + chunked_.size());
         rec_.waiting = static_cast<std::int32_t>(waiting_.size());
         occupancy();
         clock_ += rec_.duration_ms;
@@ -261,30 +262,25 @@ private:
     // ---- admission ---------------------------------------------------------------------------------------------
 
     [[nodiscard]] std::size_t occupied() const noexcept {
-        return running_.size() + admitted_.size() + (chunked_ ? 1 : 0);
+        return running_.size() + admitted_.size() + chunked_.size();
     }
 
     void admit() {
         for (;;) {
-            const bool from_chunk = chunked_.has_value();  // the chunked request is already counted as running
+            const bool from_chunk = !chunked_.empty();  // chunked requests are already counted as running
             if (!from_chunk && (waiting_.empty() || occupied() >= static_cast<std::size_t>(config_.max_running))) {
                 return;
             }
-            const std::int32_t i = from_chunk ? *chunked_ : waiting_.front();
+            const std::int32_t i = from_chunk ? chunked_.front() : waiting_.front();
             live_request& r = requests_[static_cast<std::size_t>(i)];
             // A restore drains the load lane, so it waits until no load of this step is in flight.
             if (r.seq.backed_up() && cache_.loads_in_flight() > 0) return;
-            // A first admission's match: its device part and the causes of what it misses (not timed: an engine
-            // needs none).
-            const std::optional<MatchResult> seen =
-                r.admitted_once ? std::nullopt
-                                : std::optional<MatchResult>(cache_.match({std::span<const TokenId>(r.prompt).first(r.prompt.size() - 1)}));
             const Admission a = timed([&] { return ask(r); });
             if (a) {
-                if (seen) attribute(r, a, *seen);
-                started(r, a, seen ? seen->device_length : 0);
+                if (!r.admitted_once) attribute(r, a);
+                started(r, a);
                 if (from_chunk) {
-                    chunked_.reset();
+                    chunked_.pop_front();
                 } else {
                     waiting_.pop_front();
                 }
@@ -296,7 +292,7 @@ private:
             if (!cannot_ever_fit(from_chunk)) return;
             drop(r);
             if (from_chunk) {
-                chunked_.reset();
+                chunked_.pop_front();
             } else {
                 waiting_.pop_front();
             }
@@ -307,7 +303,7 @@ private:
     // or writes (a write-through holds its node until its ack), and no other request holds device memory.
     [[nodiscard]] bool cannot_ever_fit(bool from_chunk) const {
         return running_.empty() && admitted_.empty() && cache_.loads_in_flight() == 0 &&
-               cache_.writes_in_flight() == 0 && (from_chunk || !chunked_);
+               cache_.writes_in_flight() == 0 && chunked_.size() == (from_chunk ? 1U : 0U);
     }
 
     void drop(live_request& r) {
@@ -331,9 +327,7 @@ private:
 
     // Bookkeeping of an admitted `r`: it computes its rows from `compute_from()` (a restore that copied its rows
     // back: the last one, not known computed when it was retracted) and decodes once its prompt is computed.
-    // `device_length`: a first admission's match just before it (the prefix the device served; a load brings the
-    // rest).
-    void started(live_request& r, const Admission& a, std::int32_t device_length) {
+    void started(live_request& r, const Admission& a) {
         const Sequence& s = r.seq;
         const bool restored = s.restored_rows() > 0;
         r.at = phase::prefill;
@@ -345,26 +339,28 @@ private:
         if (!r.admitted_once) {
             r.admitted_once = true;
             r.record.admitted_ms = clock_;
-            const std::int32_t host = a.load_id != 0 ? a.prefix_length - std::min(device_length, a.prefix_length) : 0;
-            r.record.device_hit_tokens = a.prefix_length - host;
-            r.record.host_hit_tokens = host;
+            r.record.device_hit_tokens = a.prefix_length - a.host_length;
+            r.record.host_hit_tokens = a.host_length;
             rec_.admitted_prompt_tokens += r.record.prompt_tokens;
-            rec_.device_hit_tokens += a.prefix_length - host;
-            rec_.host_hit_tokens += host;
+            rec_.device_hit_tokens += a.prefix_length - a.host_length;
+            rec_.host_hit_tokens += a.host_length;
             std::vector<TokenId>().swap(r.prompt);  // the handle has them
         }
     }
 
-    // What `r`'s first admission `a` missed of its limit, by cause, from the match `m` made just before it: the
-    // validators' branching lengths say how far the FULL pages reached where an SWA window or a Mamba state was
-    // missing; the rest of the gap is FULL pages missing.
-    void attribute(live_request& r, const Admission& a, const MatchResult& m) {
+    // What `r`'s first admission `a` missed of its limit, by cause: the cache says which tokens its FULL pages
+    // held where an SWA window or a Mamba state was missing; of the rest, what no request had finished caching
+    // when it came (an infinite cache fed in finishing order) ran concurrently; the remainder is FULL pages missing.
+    void attribute(live_request& r, const Admission& a) {
         RequestRecord& q = r.record;
         q.limit_tokens = limits_[static_cast<std::size_t>(r.index)];
         const std::int32_t gap = std::max(0, q.limit_tokens - a.prefix_length);
-        q.lost_to_swa = std::clamp(m.swa_branching_length - a.prefix_length, 0, gap);
-        q.lost_to_mamba = std::clamp(m.mamba_branching_length - a.prefix_length - q.lost_to_swa, 0, gap - q.lost_to_swa);
-        q.lost_to_full = gap - q.lost_to_swa - q.lost_to_mamba;
+        q.lost_to_swa = std::min(a.missing_window, gap);
+        q.lost_to_mamba = std::min(a.missing_state, gap - q.lost_to_swa);
+        const std::int32_t rest = gap - q.lost_to_swa - q.lost_to_mamba;
+        const std::int32_t available = finished_blocks_.served(static_cast<std::size_t>(r.index));
+        q.lost_to_concurrency = std::clamp(q.limit_tokens - std::max(available, a.prefix_length), 0, rest);
+        q.lost_to_full = rest - q.lost_to_concurrency;
     }
 
     // Per request, what an infinite cache serves it: the summary's replay, with the outputs this replay decodes.
@@ -557,15 +553,15 @@ private:
             const std::int32_t i = running_[k];
             live_request& r = requests_[static_cast<std::size_t>(i)];
             if (r.at == phase::prefill) {  // a chunk: into the tree, still locked, and wait for the next one
-                if (chunked_) throw std::logic_error("unikv-sim: two chunked requests in one step");
                 (void)timed([&] { return cache_.checkpoint(r.seq); });
                 r.at = phase::chunked;
-                chunked_ = i;
+                chunked_.push_back(i);
             } else if (r.seq.decoded() == r.seq.max_new_tokens()) {
                 if constexpr (has_mamba) {
                     if (r.seq.length() % page_ != 0) checkpoint(r);  // the state at its last whole page too
                 }
                 (void)timed([&] { return cache_.finish(r.seq); });
+                (void)finished_blocks_.hold(static_cast<std::size_t>(r.index), continued_);
                 finished_.push_back(i);
                 ++rec_.finished;
             } else {
@@ -611,11 +607,12 @@ private:
     const std::int32_t window_;
     const std::vector<std::int32_t> continued_;  // per request, the later one that continues it (or none)
     const std::vector<std::int32_t> limits_;     // per request, what an infinite cache serves it
+    BlockTree finished_blocks_;                  // an infinite cache of the requests finished so far
 
     std::vector<live_request> requests_;  // by trace index; reset when finished or dropped
     std::size_t next_arrival_ = 0;
     std::deque<std::int32_t> waiting_;     // FIFO; preempted requests go to the front
-    std::optional<std::int32_t> chunked_;  // the request between two chunks (admitted first)
+    std::deque<std::int32_t> chunked_;  // requests between two chunks, in order (admitted first)
     std::vector<std::int32_t> running_;    // prefilled or decoding
     std::vector<std::int32_t> admitted_;   // admitted this step
     std::vector<std::int32_t> decoding_;   // decoding this step

@@ -17,6 +17,7 @@ CacheCore<P>::CacheCore(backend_type& backend, const CacheConfig& config, stream
     : host_writes_(checked(config.host).write),
       host_mode_(config.host.mode),
       host_hits_(config.host.mode == HostMode::cache ? HostHits::include : HostHits::exclude),
+      retention_(checked(config.retention, config.arena)),
       alloc_(backend, config.arena, stream),
       host_(backend, alloc_.spec(), config.host, stream),
       tree_(tree_config(config, host_writes_)),
@@ -52,6 +53,15 @@ const HostConfig& CacheCore<P>::checked(const HostConfig& host) {
                       "HostMode::cache, or name a storage policy");
     }
     return host;
+}
+
+template <class P>
+const RetentionConfig& CacheCore<P>::checked(const RetentionConfig& retention, const ArenaConfig& arena) {
+    const std::int32_t page = arena.page_sizes.full.tokens;
+    UNIKV_EXPECTS(retention.every_tokens >= 0 && (page <= 0 || retention.every_tokens % page == 0),
+                  "Cache: RetentionConfig::every_tokens is ", retention.every_tokens, "; give 0 (no sparse "
+                  "checkpoints) or a multiple of the ", page, "-token page");
+    return retention;
 }
 
 template <class P>
@@ -169,7 +179,8 @@ CacheInsert CacheCore<P>::finish(TokenKey tokens, std::span<const VirtualToken> 
                    {.pages = pages.first(whole_pages),
                     .swa_evicted = std::min(options.swa_evicted, static_cast<std::int32_t>(whole)),
                     .state = state_to_tree ? options.state : StateId{},
-                    .retention = options.retention});
+                    .retention = options.retention,
+                    .window_class = options.window_class});
     if (whole_pages < pages.size()) alloc_.free(pages.subspan(whole_pages));
     if constexpr (has_mamba) {
         if (!state_to_tree && options.state.is_valid()) alloc_.free_state(std::span(&options.state, 1));

@@ -41,6 +41,7 @@ void CacheCore<P>::reset(Sequence& seq) noexcept {
     seq.rows_.clear();
     seq.fill_ = seq.prefix_ = seq.compute_from_ = seq.swa_start_ = seq.decoded_ = seq.max_new_ = 0;
     seq.backup_prefix_ = seq.restored_ = 0;
+    seq.retain_ = RetainPoints{};
     seq.load_id_ = seq.batch_mark_ = 0;
     seq.node_ = NodeRef{};
     seq.state_ = StateId{};
@@ -92,6 +93,11 @@ Admission CacheCore<P>::start(Sequence& seq, Admission&& a, start_kind kind, Tok
     seq.load_id_ = a.load_id;
     seq.restored_ = 0;
     seq.status_ = Sequence::Status::running;
+    if (kind == start_kind::fresh) {
+        seq.retain_ = RetainPoints::of(retention_, seq.fill_, a.cached_length, page_size(Component::full));
+    } else if (retention_.branch_points && a.cached_length > prefix) {
+        seq.retain_.branch = a.cached_length;  // the path grew meanwhile: it leaves it further on
+    }
     if (a.load_id == 0 && prefix > 0) {
         prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(prefix)));
         if constexpr (has_mamba) alloc_.copy_state(tree_.node_info(seq.node_).state, seq.state_);
@@ -151,7 +157,6 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
     const std::int32_t window = has_swa ? window_tokens() : 0;
     decode_lens_.resize(batch.size());
     decode_last_.resize(batch.size());
-    swa_slid_.clear();
     for (std::size_t i = 0; i < batch.size(); ++i) {
         Sequence* s = batch[i];
         if (s == nullptr || s->status_ != Sequence::Status::running || s->cache_ != id_ || s->batch_mark_ == mark ||
@@ -159,9 +164,20 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
             decode_misuse(s, mark, i);
         }
         s->batch_mark_ = mark;
+    }
+    // Every handle checked: a handle's first decode caches what the retention keeps of its prompt before its
+    // window slides past it (once per request; may re-read its last row's page).
+    if constexpr (has_swa || has_mamba) {
+        for (Sequence* s : batch)
+            if (s->decoded_ == 0) [[unlikely]] keep_prompt_end(*s);
+    }
+    swa_slid_.clear();
+    swa_slid_.reserve(batch.size());  // a step slides a page per handle: grows with the batch only
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+        const Sequence* s = batch[i];
         decode_lens_[i] = s->length() + 1;
         decode_last_[i] = s->rows_.back();
-        collect_slid(*s, page, window);  // its cursor moves once every handle is checked
+        collect_slid(*s, s->length(), page, window);  // its cursor moves once the batch's pages are freed
     }
     // The windows slide before the allocation, so the rows they free serve it; a row before the window of the
     // new row's query is never read again, so a shortfall below leaves them slid.
@@ -170,7 +186,7 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
     // the cursors follow the windows at once, so an allocation that throws leaves them true.
     for (Sequence* s : batch) {
         s->compute_from_ = s->length();
-        advance_window(*s, page, window);
+        advance_window(*s, s->length(), page, window);
     }
     decode_out_.resize(batch.size());
     const AllocResult r = alloc_decode({decode_lens_, decode_last_}, decode_out_);
@@ -185,31 +201,32 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
 }
 
 template <class P>
-void CacheCore<P>::collect_slid(const Sequence& seq, PageSize page, std::int32_t window) {
+void CacheCore<P>::collect_slid(const Sequence& seq, std::int32_t upto, PageSize page, std::int32_t window) {
     if constexpr (has_swa) {
         // Only its own pages (from the prefix on): the tree's keep their window for other requests.
-        for (std::int32_t p = seq.swa_start_; p + page.tokens <= seq.length() - window; p += page.tokens)
+        for (std::int32_t p = seq.swa_start_; p + page.tokens <= upto - window; p += page.tokens)
             swa_slid_.push_back(page_of(seq.rows_[static_cast<std::size_t>(p)], page));
     } else {
         (void)seq;
+        (void)upto;
         (void)page;
         (void)window;
     }
 }
 
 template <class P>
-void CacheCore<P>::advance_window(Sequence& seq, PageSize page, std::int32_t window) noexcept {
-    if (const std::int32_t slid = seq.length() - window - seq.swa_start_; has_swa && slid >= page.tokens)
+void CacheCore<P>::advance_window(Sequence& seq, std::int32_t upto, PageSize page, std::int32_t window) noexcept {
+    if (const std::int32_t slid = upto - window - seq.swa_start_; has_swa && slid >= page.tokens)
         seq.swa_start_ += slid / page.tokens * page.tokens;  // past the pages `collect_slid` named
 }
 
 template <class P>
-void CacheCore<P>::slide_window(Sequence& seq) {
+void CacheCore<P>::slide_window(Sequence& seq, std::int32_t upto) {
     const PageSize page{page_size(Component::full)};
     swa_slid_.clear();
-    collect_slid(seq, page, window_tokens());
+    collect_slid(seq, upto, page, window_tokens());
     free_slid();
-    advance_window(seq, page, window_tokens());
+    advance_window(seq, upto, page, window_tokens());
 }
 
 template <class P>
@@ -223,6 +240,11 @@ template <class P>
 CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
     expect_sequence(seq, Sequence::Status::running, "checkpoint");
     if (seq.load_id_ != 0) bind_loaded_prefix(seq);
+    return checkpoint_rows(seq, state_at_pages);
+}
+
+template <class P>
+CacheInsert CacheCore<P>::checkpoint_rows(Sequence& seq, StateId state_at_pages) {
     const std::int32_t page = page_size(Component::full);
     const std::int32_t whole = seq.length() / page * page;
     StateId state{};
@@ -254,19 +276,51 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
         seq.compute_from_ = seq.length();
         return CacheInsert{.node = seq.node_, .prefix_length = seq.prefix_, .first_write = next_write_};
     }
-    slide_window(seq);  // the tree takes only the window's SWA rows
-    const std::span<const VirtualPage> pages = page_list(seq.rows_).first(static_cast<std::size_t>(whole / page));
-    const CacheInsert done = insert({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(whole)), seq.ns_},
-                                    {.pages = pages, .swa_evicted = std::min(seq.swa_start_, whole), .state = state});
+    keep_windows(seq, whole);
+    const CacheInsert done = cache_prefix(seq, whole, state, seq.retain_.class_at(whole));
+    seq.compute_from_ = seq.length();
+    return done;
+}
+
+template <class P>
+CacheInsert CacheCore<P>::cache_prefix(Sequence& seq, std::int32_t at, StateId state, std::uint8_t window_class) {
+    slide_window(seq, at);  // the tree takes only the window's SWA rows
+    const auto rows = std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(at));
+    const CacheInsert done = insert({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(at)), seq.ns_},
+                                    {.pages = page_list(rows), .swa_evicted = std::min(seq.swa_start_, at),
+                                     .state = state, .window_class = window_class});
     LockReceipt previous = std::exchange(seq.lock_, lock(done.node));
     unlock(std::move(previous));
     seq.node_ = done.node;
-    seq.prefix_ = whole;
-    seq.compute_from_ = seq.length();
-    seq.swa_start_ = std::max(seq.swa_start_, whole);
+    seq.prefix_ = at;
+    seq.swa_start_ = std::max(seq.swa_start_, at);
     // The tree kept its own page where it had the tokens already (and freed the request's): read them again.
-    prefix_rows(seq.node_, std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(whole)));
+    prefix_rows(seq.node_, rows);
     return done;
+}
+
+template <class P>
+void CacheCore<P>::keep_windows(Sequence& seq, std::int32_t whole) {
+    if constexpr (has_swa) {
+        for (std::int32_t at = seq.retain_.next_after(seq.prefix_, whole); at < whole;
+             at = seq.retain_.next_after(at, whole)) {
+            // A window it already slid past is not whole any more: nothing to keep there.
+            if (seq.swa_start_ <= std::max(seq.prefix_, at - window_tokens()))
+                static_cast<void>(cache_prefix(seq, at, StateId{}, seq.retain_.class_at(at)));
+        }
+    } else {
+        (void)seq;
+        (void)whole;
+    }
+}
+
+template <class P>
+void CacheCore<P>::keep_prompt_end(Sequence& seq) {
+    if (retention_.prompt_ends) {
+        static_cast<void>(checkpoint_rows(seq, StateId{}));  // its prompt's whole pages, with a state where it can
+    } else {
+        keep_windows(seq, seq.length() / page_size(Component::full) * page_size(Component::full));
+    }
 }
 
 template <class P>
@@ -337,7 +391,8 @@ template <class P>
 CacheInsert CacheCore<P>::finish(Sequence& seq, std::uint8_t retention) {
     expect_sequence(seq, Sequence::Status::running, "finish");
     if (seq.load_id_ != 0) bind_loaded_prefix(seq);
-    slide_window(seq);  // the tree takes only the window's SWA rows
+    keep_windows(seq, seq.length() / page_size(Component::full) * page_size(Component::full));
+    slide_window(seq, seq.length());  // the tree takes only the window's SWA rows
     const CacheInsert done =
         finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
                std::move(seq.lock_), {.swa_evicted = seq.swa_start_, .state = seq.state_, .retention = retention});

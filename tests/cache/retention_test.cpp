@@ -1,0 +1,131 @@
+// The retention policies (`RetentionConfig`): what a cache keeps of a request's SWA window and Mamba state at
+// its prompt's end and at branch points, the eviction order of windows, and states demoted to host and loaded
+// back. Every row a forward computes gets a marker; every prefix row and state a later request reuses is read
+// back through its handle (`HandleEngine::forward`).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <unikv/cache.hpp>
+
+#include "cache/handle_engine.hpp"
+
+namespace retention_test {
+
+using namespace unikv;
+using handle_test::HandleEngine;
+using handle_test::join;
+using handle_test::SwaPolicies;
+using handle_test::tokens;
+using handle_test::TriPolicies;
+
+// The tokens `HandleEngine::serve` decodes.
+std::vector<TokenId> outputs(std::int32_t n) {
+    std::vector<TokenId> out;
+    for (std::int32_t i = 0; i < n; ++i) out.push_back(static_cast<TokenId>(9000 + i));
+    return out;
+}
+
+TEST_CASE("a two-turn chat on an SWA model: turn 2 reuses turn 1's prompt and output, a regenerated turn its prompt") {
+    for (const bool keep : {true, false}) {
+        CAPTURE(keep);
+        HandleEngine<SwaPolicies> e(64, {.prompt_ends = keep, .branch_points = keep});
+        const std::vector<TokenId> turn1 = tokens(100, 22);
+        REQUIRE(e.serve(turn1, 20) == 0);  // 42 rows: its window slid 34 tokens past the prompt's end
+        // The next turn's prompt holds turn 1's prompt and output: the window at turn 1's end serves 40 tokens.
+        const std::vector<TokenId> turn2 = join(join(turn1, outputs(20)), tokens(700, 5));
+        CHECK(e.cache.match({turn2}).device_length == 40);
+        // A regenerated answer shares only the prompt: the window at its end (20) was kept, or slid away.
+        const std::vector<TokenId> regenerated = join(turn1, tokens(800, 6));
+        CHECK(e.cache.match({regenerated}).device_length == (keep ? 20 : 0));
+        CHECK(e.serve(turn2, 3) == 0);  // every prefix row and window row read back
+        CHECK(e.serve(regenerated, 3) == 0);
+        const ReuseCounters& reuse = e.cache.reuse();
+        CHECK(reuse.requests == 3);
+        CHECK(reuse.device_hit_tokens == 40 + (keep ? 20 : 0));
+        CHECK(reuse.missing_window_tokens == (keep ? 0 : 20));  // the FULL pages were there, the window not
+        CHECK(e.broken() == "");
+    }
+}
+
+TEST_CASE("branches of one prefix hit after their windows slid; eviction takes branch-tail windows last") {
+    HandleEngine<SwaPolicies> e(128);
+    auto& cache = e.cache;
+    const std::vector<TokenId> shared = tokens(100, 16);
+    const std::vector<TokenId> a = join(shared, tokens(300, 10));
+    const std::vector<TokenId> b = join(shared, tokens(400, 10));
+    REQUIRE(e.serve(a, 12) == 0);  // caches its prompt's end (24) and its end; its window at 16 slid
+    const std::vector<TokenId> c = join(shared, tokens(500, 3));
+    CHECK(cache.match({c}).device_length == 0);  // the FULL pages of `shared` are there, no window at their end
+    // B leaves A's path at 16: before its window slides past, the cache keeps the window there.
+    REQUIRE(e.serve(b, 12) == 0);
+    CHECK(cache.reuse().missing_window_tokens == 16);
+    CHECK(cache.match({c}).device_length == 16);
+    CHECK(cache.match({join(a, tokens(600, 2))}).device_length == 24);  // both branches' prompt ends
+    CHECK(cache.match({join(b, tokens(600, 2))}).device_length == 24);
+    CHECK(e.serve(c, 2) == 0);  // reads the shared rows and the branch window back
+    CHECK(cache.reuse().device_hit_tokens == 16);
+    CHECK(cache.tree().node_info(cache.match({c}).device_node).window_class == window_class_branch);
+
+    // Under pressure on SWA, every other window (prompt ends, request ends) goes before the branch-tail window.
+    const std::vector<std::pair<std::vector<TokenId>, std::int32_t>> others = {
+        {join(a, tokens(600, 2)), 24}, {join(b, tokens(600, 2)), 24},
+        {join(join(a, outputs(12)), tokens(600, 2)), 36}, {join(join(b, outputs(12)), tokens(600, 2)), 36},
+        {join(join(c, outputs(2)), tokens(600, 2)), 20}};
+    const auto held = [&](const std::vector<TokenId>& key, std::int32_t length) {
+        return cache.match({key}).device_length == length;
+    };
+    int evictions = 0;
+    while (std::any_of(others.begin(), others.end(), [&](const auto& o) { return held(o.first, o.second); })) {
+        REQUIRE(held(c, 16));
+        REQUIRE(evictions++ < 64);
+        (void)cache.evict({Component::swa, 1});
+    }
+    CHECK(evictions > 0);
+    CHECK(held(c, 16));
+    CHECK(e.serve(join(shared, tokens(900, 5)), 1) == 0);  // the branch window still reads back
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a Mamba state at a branch point serves both branches; demoted to host, it comes back with its prefix") {
+    CacheConfig config = handle_test::config(128);
+    config.host.tokens_per_state = handle_test::page_size;  // host room for a state per cached page
+    HandleEngine<TriPolicies> e(config);
+    auto& cache = e.cache;
+    const std::vector<TokenId> shared = tokens(100, 16);
+    REQUIRE(e.serve(join(shared, tokens(300, 10)), 4) == 0);  // A: a state at its prompt's last whole page (24)
+    CHECK(cache.match({join(shared, tokens(500, 3))}).device_length == 0);  // FULL pages, no state at 16
+
+    // B leaves A's path at 16: its first chunk stops there so that its checkpoint caches the state at 16.
+    Sequence b;
+    cache.begin_step({});
+    REQUIRE(cache.admit(b, {.prompt = {join(shared, tokens(400, 10))}, .max_new_tokens = 2}));
+    CHECK(b.prefilling());
+    CHECK(b.prefix_length() == 0);
+    CHECK(b.length() == 16);
+    CHECK(e.forward(b) == 0);
+    const CacheInsert branch = cache.checkpoint(b);
+    const StateId at_branch = cache.tree().node_info(branch.node).state;
+    REQUIRE(at_branch.is_valid());
+    cache.begin_step({});
+    REQUIRE(cache.extend(b));
+    CHECK(e.forward(b) == 0);  // starts from the cache's copy of the state at 16
+    (void)cache.finish(b);
+    CHECK(cache.reuse().missing_state_tokens == 16);
+
+    // Two more branches start from the state at 16 (the forward reads its marker back).
+    for (TokenId first : {500, 600}) CHECK(e.serve(join(shared, tokens(first, 3)), 2) == 0);
+    CHECK(cache.reuse().device_hit_tokens == 32);
+
+    // Everything goes to host (write-back), the state at 16 with its prefix; a request loads both back.
+    (void)cache.evict({Component::full, 1 << 20});
+    REQUIRE(cache.match({join(shared, tokens(700, 3))}).device_length == 0);
+    CHECK(e.serve(join(shared, tokens(700, 3)), 2) == 0);  // the loaded state reads back byte-exact
+    CHECK(cache.reuse().host_hit_tokens >= 16);
+    CHECK(e.broken() == "");
+}
+
+}  // namespace retention_test
