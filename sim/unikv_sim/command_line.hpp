@@ -88,6 +88,16 @@ struct CommandLine {
     app.add_flag("--fresh-outputs", o.fresh_outputs,
                  "Decode ids no later prompt contains, instead of the tokens that follow each prompt in its content "
                  "stream (the replays before issue 22: a later turn then reuses only the earlier prompts)");
+    std::string retain = "all";
+    app.add_option("--retain", retain,
+                   "Where the cache keeps SWA windows and Mamba states besides chunk and request ends: all (prompt "
+                   "ends and branch points), prompt-ends, branch-points or none (docs/cache.md)")
+        ->check(CLI::IsMember({"all", "prompt-ends", "branch-points", "none"}))
+        ->capture_default_str();
+    app.add_option("--retain-every", o.retention.every_tokens,
+                   "Also keep them every N prompt tokens (a multiple of the page size; 0: never)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     app.add_option("--csv", o.csv_path, "Write per-step occupancy and hit rate to this CSV file");
     app.add_option("--plot", o.plot_path, "Draw occupancy and hit rate over time into this PNG file");
     app.add_option("--max-requests", o.max_requests, "Replay at most this many requests of the trace")
@@ -117,6 +127,8 @@ struct CommandLine {
         o.device_memory_bytes = parse_bytes(device, "--device-memory");
         o.host_memory_bytes = parse_bytes(host, "--host-memory");
         o.write_policy = *write_policy_from_name(policy);  // IsMember checked it
+        o.retention.prompt_ends = retain == "all" || retain == "prompt-ends";
+        o.retention.branch_points = retain == "all" || retain == "branch-points";
     } catch (const InputError& e) {
         std::fprintf(stderr, "unikv-sim: %s\n", e.what());
         return {.options = std::nullopt, .exit_code = exit_bad_command_line};

@@ -80,6 +80,9 @@ struct ReplayFigures {
     double total_tokens_per_s = 0;        ///< simulated throughput, prompt + output tokens
     Percentiles ttft_ms;                  ///< time to first token
     Percentiles itl_ms;                   ///< inter-token latency (per-request mean gap)
+    /// Bytes of SWA rows and Mamba states the tree held per FULL token it held on device, over all steps (what
+    /// the retention policies keep; 0 without SWA and Mamba).
+    double window_state_bytes_per_token = 0;
     double mean_running = 0;              ///< running requests after a step, mean
     std::int32_t max_running = 0;         ///< the most running requests after a step
     double requests_per_wall_s = 0;       ///< replay speed: finished requests per wall second
@@ -101,8 +104,11 @@ struct ReplayFigures {
 
     std::vector<double> cache_us, ttft, itl;
     cache_us.reserve(r.steps.size());
-    std::int64_t admitted = 0, running = 0;
+    std::int64_t admitted = 0, running = 0, cached = 0;
+    double kept = 0;
     for (const StepRecord& s : r.steps) {
+        cached += s.cached_tokens;
+        kept += static_cast<double>(s.window_state_bytes);
         admitted += s.admitted_prompt_tokens;
         f.admitted_tokens_max = std::max(f.admitted_tokens_max, s.admitted_prompt_tokens);
         f.refusals += s.refused;
@@ -119,6 +125,7 @@ struct ReplayFigures {
     const double steps = static_cast<double>(r.steps.size());
     f.admitted_tokens_per_step = ratio(static_cast<double>(admitted), steps);
     f.mean_running = ratio(static_cast<double>(running), steps);
+    f.window_state_bytes_per_token = ratio(kept, static_cast<double>(cached));
     for (const double c : cache_us) f.cache_us_mean += c;
     f.cache_us_mean = ratio(f.cache_us_mean, steps);
     f.cache_us_p99 = percentiles(cache_us).p99;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <variant>
 
+#include <unikv/cache/retention.hpp>
 #include <unikv/presets.hpp>
 
 #include <unikv_sim/generators.hpp>
@@ -90,6 +91,7 @@ struct SimOptions {
     bool compare_static = false;  ///< also replay a static split of the same memory
     bool json = false;            ///< print one JSON object instead of the table
     bool fresh_outputs = false;   ///< decode ids no prompt contains instead of the content stream's
+    RetentionConfig retention{};  ///< where the cache keeps windows and states (`--retain`, `--retain-every`)
     std::string csv_path;         ///< per-step CSV; empty for none
     std::string plot_path;        ///< PNG plot; empty for none
     std::size_t max_requests = std::numeric_limits<std::size_t>::max();  ///< replay at most this many

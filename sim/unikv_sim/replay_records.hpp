@@ -51,6 +51,10 @@ struct StepRecord {
     std::array<double, pool_count> device_occupancy{-1, -1, -1};
     /// Host pages in use per pool, as a fraction of the host pool; -1 for a pool without host pages.
     std::array<double, pool_count> host_occupancy{-1, -1, -1};
+    /// FULL tokens the tree holds on device after the step, and the bytes (at the model's scale) of the SWA rows
+    /// and Mamba states it holds beside them: what the retention policies keep per cached token.
+    std::int64_t cached_tokens = 0;
+    std::uint64_t window_state_bytes = 0;
     std::int64_t cache_ns = 0;  ///< wall time spent in cache calls this step
     /// Field by field, `cache_ns` included (a repeatability check zeroes it first).
     friend bool operator==(const StepRecord&, const StepRecord&) = default;

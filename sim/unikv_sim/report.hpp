@@ -94,6 +94,12 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
     } else {
         std::fprintf(out, "  %-22s fresh ids no prompt holds (--fresh-outputs)\n", "outputs decoded");
     }
+    std::string kept;
+    if (o.retention.prompt_ends) kept += "prompt ends";
+    if (o.retention.branch_points) kept += kept.empty() ? "branch points" : ", branch points";
+    if (o.retention.every_tokens > 0) kept += (kept.empty() ? "every " : ", every ") + with_commas(o.retention.every_tokens) + " tokens";
+    std::fprintf(out, "  %-22s %s (--retain, --retain-every)\n", "windows, states kept at",
+                 kept.empty() ? "chunk and request ends only" : kept.c_str());
     std::fprintf(out, "  %-22s %s\n", "model", describe_model(o.model).c_str());
     std::fprintf(out, "  %-22s device %s, host %s, write policy %s\n", "memory",
                  format_bytes(o.device_memory_bytes).c_str(), format_bytes(o.host_memory_bytes).c_str(),
@@ -155,6 +161,8 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
                  "%.1f%%, still being computed %.1f%%\n", "missed of the limit",
                  share(f.limit_tokens - f.device_hit_tokens - f.host_hit_tokens), share(f.lost_to_full),
                  share(f.lost_to_swa), share(f.lost_to_mamba), share(f.lost_to_concurrency));
+    std::fprintf(out, "  %-22s %s bytes of SWA rows and Mamba states per cached token\n", "windows, states kept",
+                 round_commas(f.window_state_bytes_per_token).c_str());
     std::fprintf(out, "  %-22s %s prompt tokens per step (max %s); %s refusals, %s chunked\n", "admitted",
                  round_commas(f.admitted_tokens_per_step).c_str(), with_commas(f.admitted_tokens_max).c_str(),
                  with_commas(f.refusals).c_str(), with_commas(f.chunked).c_str());
@@ -218,7 +226,8 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
         "\"total_tokens_per_s\": %.3f, \"ttft_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
         "\"itl_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f}, \"mean_running\": %.3f, \"max_running\": %d, "
         "\"requests_per_wall_s\": %.3f, \"tokens_per_wall_s\": %.3f, \"limit_tokens\": %lld, "
-        "\"lost_to_full\": %lld, \"lost_to_swa\": %lld, \"lost_to_mamba\": %lld, \"lost_to_concurrency\": %lld}",
+        "\"lost_to_full\": %lld, \"lost_to_swa\": %lld, \"lost_to_mamba\": %lld, \"lost_to_concurrency\": %lld, "
+        "\"window_state_bytes_per_token\": %.1f}",
         f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps),
         f.simulated_seconds, f.wall_seconds, static_cast<long long>(f.prompt_tokens),
         static_cast<long long>(f.output_tokens), static_cast<long long>(f.device_hit_tokens),
@@ -231,7 +240,7 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
         f.mean_running, f.max_running, f.requests_per_wall_s, f.tokens_per_wall_s,
         static_cast<long long>(f.limit_tokens), static_cast<long long>(f.lost_to_full),
         static_cast<long long>(f.lost_to_swa), static_cast<long long>(f.lost_to_mamba),
-        static_cast<long long>(f.lost_to_concurrency));
+        static_cast<long long>(f.lost_to_concurrency), f.window_state_bytes_per_token);
     return buf;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <unikv/cache.hpp>
+#include <unikv/tree/reference_tree.hpp>
 
 #include "cache/handle_engine.hpp"
 
@@ -22,6 +23,16 @@ using handle_test::SwaPolicies;
 using handle_test::tokens;
 using handle_test::TriPolicies;
 
+// Each case runs over both tree cores: the reference tree keeps the same windows and orders their eviction alike.
+template <class Core>
+struct SwaOver : SwaPolicies {
+    using tree_core = Core;
+};
+template <class Core>
+struct TriOver : TriPolicies {
+    using tree_core = Core;
+};
+
 // The tokens `HandleEngine::serve` decodes.
 std::vector<TokenId> outputs(std::int32_t n) {
     std::vector<TokenId> out;
@@ -29,10 +40,11 @@ std::vector<TokenId> outputs(std::int32_t n) {
     return out;
 }
 
-TEST_CASE("a two-turn chat on an SWA model: turn 2 reuses turn 1's prompt and output, a regenerated turn its prompt") {
+TEST_CASE_TEMPLATE("a two-turn chat on an SWA model: turn 2 reuses turn 1's prompt and output, a regenerated turn its "
+                   "prompt", Core, RadixTreeCore, ReferenceTreeCore) {
     for (const bool keep : {true, false}) {
         CAPTURE(keep);
-        HandleEngine<SwaPolicies> e(64, {.prompt_ends = keep, .branch_points = keep});
+        HandleEngine<SwaOver<Core>> e(64, {.prompt_ends = keep, .branch_points = keep});
         const std::vector<TokenId> turn1 = tokens(100, 22);
         REQUIRE(e.serve(turn1, 20) == 0);  // 42 rows: its window slid 34 tokens past the prompt's end
         // The next turn's prompt holds turn 1's prompt and output: the window at turn 1's end serves 40 tokens.
@@ -51,8 +63,9 @@ TEST_CASE("a two-turn chat on an SWA model: turn 2 reuses turn 1's prompt and ou
     }
 }
 
-TEST_CASE("branches of one prefix hit after their windows slid; eviction takes branch-tail windows last") {
-    HandleEngine<SwaPolicies> e(128);
+TEST_CASE_TEMPLATE("branches of one prefix hit after their windows slid; eviction takes branch-tail windows last", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    HandleEngine<SwaOver<Core>> e(128);
     auto& cache = e.cache;
     const std::vector<TokenId> shared = tokens(100, 16);
     const std::vector<TokenId> a = join(shared, tokens(300, 10));
@@ -90,10 +103,11 @@ TEST_CASE("branches of one prefix hit after their windows slid; eviction takes b
     CHECK(e.broken() == "");
 }
 
-TEST_CASE("a Mamba state at a branch point serves both branches; demoted to host, it comes back with its prefix") {
+TEST_CASE_TEMPLATE("a Mamba state at a branch point serves both branches; demoted to host, it comes back with its "
+                   "prefix", Core, RadixTreeCore, ReferenceTreeCore) {
     CacheConfig config = handle_test::config(128);
     config.host.tokens_per_state = handle_test::page_size;  // host room for a state per cached page
-    HandleEngine<TriPolicies> e(config);
+    HandleEngine<TriOver<Core>> e(config);
     auto& cache = e.cache;
     const std::vector<TokenId> shared = tokens(100, 16);
     REQUIRE(e.serve(join(shared, tokens(300, 10)), 4) == 0);  // A: a state at its prompt's last whole page (24)

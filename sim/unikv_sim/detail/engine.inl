@@ -250,6 +250,14 @@ private:
             if (host.capacity(c) > 0)
                 rec_.host_occupancy[index_of(c)] = static_cast<double>(host.used(c)) / host.capacity(c);
         }
+        const auto& tree = cache_.tree();
+        const auto held = [&](Component c) { return tree.evictable_size(c) + tree.protected_size(c); };
+        rec_.cached_tokens = held(Component::full);
+        rec_.window_state_bytes = 0;
+        for (const Component c : {Component::swa, Component::mamba}) {  // tree units: tokens, states for Mamba
+            if (alloc.spec()[c].present)
+                rec_.window_state_bytes += static_cast<std::uint64_t>(held(c)) * alloc.spec()[c].entry_bytes * setup_.byte_scale;
+        }
     }
 
     void verify() {

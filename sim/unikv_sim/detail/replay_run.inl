@@ -85,6 +85,7 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
         setup.cache.host.write = detail::host_writes(o.write_policy);
         setup.byte_scale = replay_byte_scale<P>(o.device_memory_bytes);
         setup.engine.continue_outputs = !o.fresh_outputs;
+        setup.cache.retention = o.retention;
     } catch (const logic_error& e) {
         throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes),
                                  " cannot hold one request of ", P::name, ": ", e.what()));
