@@ -309,6 +309,131 @@ golden_totals golden_replay(std::int32_t chunk_tokens) {
     return t;
 }
 
+// The golden test of the retention policies on an SWA model (gpt-oss-20b, window W), without chunking and with
+// room for every row: a `ReferenceTree<Full, Swa>` replay of the rule the cache follows (docs/cache.md,
+// "Retention"), from each request's steps in the records:
+// * admission matches the prompt but its last token and serves the device length; where the FULL pages reach
+//   further (`full_length`), that is its branch point;
+// * its first decode (the step after its first token, after that step's admissions) caches its prefix at the
+//   branch point, then at its prompt's last whole page, each with the window before it: a handle tombstones its
+//   own SWA rows only, a whole page at a time, those before `point - W`;
+// * its finish (after the step's decodes) caches its prompt and continued output the same way.
+std::vector<std::int32_t> reference_swa_hits(const unikv::sim::Trace& trace, const ReplayResult& r, std::int32_t page,
+                                             std::int32_t window) {
+    const auto step_of = [&](double ms, bool start) {
+        const auto s = std::find_if(r.steps.begin(), r.steps.end(), [&](const StepRecord& st) {
+            return (start ? st.start_ms : st.start_ms + st.duration_ms) == ms;
+        });
+        REQUIRE(s != r.steps.end());
+        return static_cast<std::size_t>(s - r.steps.begin());
+    };
+    struct request_state {
+        std::size_t admitted = 0, first_decode = 0, finish = 0;
+        std::int32_t prompt = 0, rows = 0, prefix = 0, swa_start = 0, branch = 0;
+        std::vector<unikv::TokenId> cached;  // its prompt and continued output
+    };
+    const std::size_t n = trace.requests().size();
+    std::vector<request_state> q(n);
+    std::vector<std::int32_t> order;  // by first admission, then index: the engine's running order
+    const std::vector<std::int32_t> continued = unikv::sim::continuations(trace);
+    for (const unikv::sim::RequestRecord& rec : r.requests) {
+        request_state& x = q[static_cast<std::size_t>(rec.index)];
+        x.admitted = step_of(rec.admitted_ms, true);
+        x.first_decode = rec.output_tokens > 1 ? step_of(rec.first_token_ms, false) + 1 : r.steps.size();
+        x.finish = step_of(rec.finish_ms, false);
+        x.prompt = rec.prompt_tokens;
+        x.rows = rec.prompt_tokens + rec.output_tokens - 1;
+        x.cached.resize(static_cast<std::size_t>(rec.prompt_tokens));
+        trace.prompt_tokens(trace.requests()[static_cast<std::size_t>(rec.index)], x.cached);
+        if (continued[static_cast<std::size_t>(rec.index)] != unikv::sim::no_continuation) {
+            const unikv::sim::Request& later = trace.requests()[static_cast<std::size_t>(continued[static_cast<std::size_t>(rec.index)])];
+            for (std::int32_t pos = rec.prompt_tokens; pos < std::min(later.prompt_tokens, x.rows); ++pos)
+                x.cached.push_back(unikv::sim::prompt_token(trace, later, pos));
+        }
+        order.push_back(rec.index);
+    }
+    std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+        return std::pair(q[static_cast<std::size_t>(a)].admitted, a) < std::pair(q[static_cast<std::size_t>(b)].admitted, b);
+    });
+
+    unikv::ReferenceTree<unikv::Full, unikv::Swa> tree({.page_size = {page}, .swa_window = window});
+    std::int32_t next_page = 0;
+    // Caches `x`'s rows [0, at) after sliding its window to `at` (its own pages only, from its prefix on).
+    const auto cache_prefix = [&](request_state& x, std::int32_t at, std::int32_t key_tokens) {
+        if (const std::int32_t slid = at - window - x.swa_start; slid >= page) x.swa_start += slid / page * page;
+        const std::int32_t len = std::min(at, key_tokens) / page * page;
+        std::vector<unikv::VirtualPage> pages;
+        for (std::int32_t p = 0; p < len / page; ++p) pages.push_back(unikv::VirtualPage{next_page++});
+        tree.insert({std::span<const unikv::TokenId>(x.cached).first(static_cast<std::size_t>(len))},
+                    {.pages = pages, .swa_evicted = std::min(x.swa_start, len)})
+            .actions.mark_executed();
+        x.prefix = at;
+        x.swa_start = std::max(x.swa_start, at);
+    };
+    std::vector<std::int32_t> hits(n, -1);
+    for (std::size_t t = 0; t < r.steps.size(); ++t) {
+        for (const std::int32_t i : order) {  // admissions
+            request_state& x = q[static_cast<std::size_t>(i)];
+            if (x.admitted != t) continue;
+            const unikv::MatchResult m = tree.match_prefix(
+                {std::span<const unikv::TokenId>(x.cached).first(static_cast<std::size_t>(x.prompt - 1))});
+            hits[static_cast<std::size_t>(i)] = m.device_length;
+            x.prefix = x.swa_start = m.device_length;
+            x.branch = m.full_length > m.device_length ? m.full_length : 0;
+        }
+        // First decodes (or, without any, the finish) keep the branch point's window, then the prompt end's.
+        const auto keep = [&](request_state& x, bool prompt_end) {
+            const std::int32_t whole = (prompt_end ? x.prompt : x.rows) / page * page;
+            if (x.branch > x.prefix && x.branch < whole && x.swa_start <= std::max(x.prefix, x.branch - window))
+                cache_prefix(x, x.branch, x.rows);
+            if (prompt_end && whole > x.prefix) cache_prefix(x, whole, x.rows);
+        };
+        for (const std::int32_t i : order) {
+            request_state& x = q[static_cast<std::size_t>(i)];
+            if (x.first_decode == t) keep(x, true);
+        }
+        for (const std::int32_t i : order) {
+            request_state& x = q[static_cast<std::size_t>(i)];
+            if (x.finish != t) continue;
+            if (x.first_decode == r.steps.size()) keep(x, false);
+            cache_prefix(x, x.rows, static_cast<std::int32_t>(x.cached.size()));
+        }
+    }
+    return hits;
+}
+
+TEST_CASE("engine: golden device hits on gpt-oss-20b with the retention policies, against a ReferenceTree<Full, Swa>") {
+    using P = unikv::presets::GptOss20B;
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 11, .requests = 24});
+    const std::uint64_t device = room_for_every_row<P>(trace, 16);
+    const unikv::sim::ReplaySetup setup{
+        .cache = unikv::sim::replay_cache_config<P>(device, device),
+        .byte_scale = unikv::sim::replay_byte_scale<P>(device),
+        .engine = {.max_running = 6, .chunk_tokens = 1 << 24, .check_rows = true, .verify_every = 1}};
+    const ReplayResult r = unikv::sim::replay<policies<P>>(trace, setup, cost);
+    REQUIRE(r.requests.size() == trace.requests().size());
+    std::int64_t preempted = 0, chunked = 0;
+    for (const StepRecord& st : r.steps) {
+        preempted += st.preempted;
+        chunked += st.chunked;
+    }
+    REQUIRE(preempted == 0);
+    REQUIRE(chunked == 0);
+    const std::vector<std::int32_t> expected = reference_swa_hits(trace, r, 16, 128);
+    std::int64_t hit_tokens = 0, hit_requests = 0;
+    for (const unikv::sim::RequestRecord& rec : r.requests) {
+        INFO("request ", rec.index, " (prompt ", rec.prompt_tokens, ")");
+        CHECK(rec.device_hit_tokens == expected[static_cast<std::size_t>(rec.index)]);
+        hit_tokens += rec.device_hit_tokens;
+        hit_requests += rec.device_hit_tokens > 0 ? 1 : 0;
+    }
+    MESSAGE("golden gpt-oss-20b: ", r.requests.size(), " requests, ", hit_requests, " with device hits, ", hit_tokens,
+            " hit tokens");
+    CHECK(hit_requests >= 10);  // a reference without the branch points' windows differs on 7 requests, a replay
+                                // without the policies on 9
+}
+
 }  // namespace engine_test
 
 TEST_CASE("engine: golden device hits per request against a ReferenceTree replay of the same trace") {
