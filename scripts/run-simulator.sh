@@ -10,4 +10,5 @@ scripts/install-deps.sh
 cmake --preset default >/dev/null
 cmake --build --preset default --target unikv-sim >/dev/null
 exec build/default/sim/unikv-sim --trace data/traces/mooncake_synthetic_trace.jsonl --max-requests 1000 \
-  --model gemma-3-27b --device-memory 80GiB --host-memory 512GiB --compare-static --plot build/simulator.png "$@"
+  --model gemma-3-27b --device-memory 80GiB --host-memory 512GiB --write-policy back --compare-static \
+  --plot build/simulator.png "$@"

@@ -427,10 +427,14 @@ public:
     /// tombstoned with one `free_swa` for the batch; pages of the tree's prefix are never touched), then token
     /// `next[i]` (the one the last forward sampled) gets the row at `batch[i]->length()` (one `alloc_decode`,
     /// relieved as it is). On a shortfall no row is added (the windows stay slid: those rows are never read
-    /// again) and the result names the short pool: retract a handle (`retract`) and decode again. Throws `logic_error` (nothing changed) for a handle not running in this cache, prefilling, with a
-    /// load not read (`rows`), at its `max_new_tokens`, or named twice, and for `next` of another size.
-    /// O(batch) plus the pages tombstoned; allocates nothing once its scratch reached the batch size (`admit`
-    /// reserved the handles' room).
+    /// again) and the result names the short pool: retract a handle (`retract`) and decode again. A handle's
+    /// first decode, before its window slides, caches what the retention policies keep of its prompt
+    /// (`CacheConfig::retention`: its prefix at its branch point and at its prompt's last whole page, as
+    /// `checkpoint` does). Throws `logic_error` (nothing changed) for a handle not running in this cache,
+    /// prefilling, with a load not read (`rows`), at its `max_new_tokens`, or named twice, and for `next` of
+    /// another size. O(batch) plus the pages tombstoned (and a handle's first decode, its inserts); allocates
+    /// nothing once its scratch reached the batch size (`admit` reserved the handles' room), but for a first
+    /// decode's inserts.
     AllocResult decode(std::span<Sequence* const> batch, std::span<const TokenId> next);
     /// Caches `seq`'s whole pages so far (a prefill chunk, a prompt's end) while it keeps running: its SWA window
     /// slides first (as in `decode`), then `insert` of its tokens and whole pages, its lock moved to the node returned, the prefix rows read again (the tree
@@ -439,7 +443,9 @@ public:
     /// stream, after the forward that computed it; a chunk's running state itself, since `extend` starts the
     /// next chunk from a copy of the checkpoint), otherwise `state_at_pages` when given (a slot the engine
     /// allocated, `alloc_state`, holding the state after the last whole page; the cache takes it, and frees it
-    /// when nothing is inserted). Nothing to cache (no whole page past the prefix): returns the current node.
+    /// when nothing is inserted). Before it, each point the retention policies keep below the last whole page
+    /// (a branch point) is cached with its window the same way, and each insert carries its window class
+    /// (`RetainPoints::class_at`). Nothing to cache (no whole page past the prefix): returns the current node.
     /// The rows are computed from then on (`compute_from() == length()`). Throws `logic_error` as `rows`
     /// (nothing changed). O(length / page + key) plus the insert's.
     CacheInsert checkpoint(Sequence& seq, StateId state_at_pages = {});

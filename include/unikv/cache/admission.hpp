@@ -66,7 +66,8 @@ struct [[nodiscard]] Admission {
     std::int32_t extend_length = 0;
     /// Tokens it may decode (0 while chunked).
     std::int32_t max_new_tokens = 0;
-    /// True when the extension was cut to the step's chunk budget: the rest comes in later steps.
+    /// True when the extension was cut, to the step's chunk budget or (under Mamba) at a point where the cache keeps
+    /// a state (`CacheCore::checkpoint_stop`): the rest comes in later steps.
     bool chunked = false;
     /// The queued load-back (`Cache::loading_check` reports it), 0 when nothing is loaded.
     std::uint64_t load_id = 0;
