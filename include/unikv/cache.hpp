@@ -429,8 +429,9 @@ public:
     /// relieved as it is). On a shortfall no row is added (the windows stay slid: those rows are never read
     /// again) and the result names the short pool: retract a handle (`retract`) and decode again. A handle's
     /// first decode, before its window slides, caches what the retention policies keep of its prompt
-    /// (`CacheConfig::retention`: its prefix at its branch point and at its prompt's last whole page, as
-    /// `checkpoint` does). Throws `logic_error` (nothing changed) for a handle not running in this cache,
+    /// (`CacheConfig::retention`: its prefix at its branch point, at its sparse points and at its prompt's last
+    /// whole page, as `checkpoint` does; a write-through failure there throws, the handle's prefix then the
+    /// tree's rows it cached). Throws `logic_error` (nothing changed) for a handle not running in this cache,
     /// prefilling, with a load not read (`rows`), at its `max_new_tokens`, or named twice, and for `next` of
     /// another size. O(batch) plus the pages tombstoned (and a handle's first decode, its inserts); allocates
     /// nothing once its scratch reached the batch size (`admit` reserved the handles' room), but for a first
@@ -721,6 +722,10 @@ protected:
     // state the admission's lock is released and a refusal returned, `seq` unchanged. `prompt`: a fresh
     // handle's tokens.
     Admission start(Sequence& seq, Admission&& a, start_kind kind, TokenKey prompt = {}, std::int32_t max_new = 0);
+    // `insert`, calling `inserted(const CacheInsert&)` once the tree holds the pages and its duplicates are freed,
+    // before the write-throughs (which may throw): the caller commits there what the insert changed for it.
+    template <class Inserted>
+    CacheInsert insert_then(TokenKey key, const InsertValues& values, Inserted&& inserted);
     // Adds a request's first admission `a` of a prompt of `prompt` tokens to `reuse()`.
     void count_reuse(const Admission& a, std::int32_t prompt) noexcept {
         ++reuse_.requests;

@@ -40,6 +40,25 @@ std::vector<TokenId> outputs(std::int32_t n) {
     return out;
 }
 
+TEST_CASE("retained points: the first after a position, and the window class of each") {
+    const RetainPoints p = RetainPoints::of({.every_tokens = 8}, 30, 12, 4);
+    CHECK(p.branch == 12);
+    CHECK(p.prompt_end == 28);
+    CHECK(p.next_after(0, 30) == 8);
+    CHECK(p.next_after(8, 30) == 12);
+    CHECK(p.next_after(12, 30) == 16);
+    CHECK(p.next_after(24, 30) == 28);
+    CHECK(p.next_after(28, 30) == 30);  // none: the end itself
+    CHECK(p.next_after(0, 6) == 6);
+    CHECK(p.class_at(12) == window_class_branch);
+    CHECK(p.class_at(16) == window_class_end);
+    CHECK(p.class_at(28) == window_class_end);
+    CHECK(p.class_at(20 + 2) == window_class_chunk);
+    const RetainPoints none = RetainPoints::of({.prompt_ends = false, .branch_points = false}, 30, 12, 4);
+    CHECK(none.next_after(0, 30) == 30);
+    CHECK(none.class_at(28) == window_class_chunk);
+}
+
 TEST_CASE_TEMPLATE("a two-turn chat on an SWA model: turn 2 reuses turn 1's prompt and output, a regenerated turn its "
                    "prompt", Core, RadixTreeCore, ReferenceTreeCore) {
     for (const bool keep : {true, false}) {
@@ -139,6 +158,62 @@ TEST_CASE_TEMPLATE("a Mamba state at a branch point serves both branches; demote
     REQUIRE(cache.match({join(shared, tokens(700, 3))}).device_length == 0);
     CHECK(e.serve(join(shared, tokens(700, 3)), 2) == 0);  // the loaded state reads back byte-exact
     CHECK(cache.reuse().host_hit_tokens >= 16);
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a restored handle caches no SWA row its backup did not bring back, and handles sharing a prompt keep it "
+          "once") {
+    HandleEngine<SwaPolicies> e(256, {.every_tokens = 4});
+    auto& cache = e.cache;
+    Sequence s;
+    cache.begin_step({});
+    const std::vector<TokenId> prompt = tokens(100, 10);
+    REQUIRE(cache.admit(s, {.prompt = {prompt}, .max_new_tokens = 40}));
+    int wrong = e.forward(s);
+    for (TokenId i = 0; i < 20; ++i) {
+        Sequence* batch[] = {&s};
+        const TokenId next[] = {9000 + i};
+        REQUIRE(cache.decode(batch, next));
+        wrong += e.forward(s);
+    }
+    CHECK(s.prefix_length() == 8);  // its first decode kept its points 4 and 8 (the prompt's last whole page)
+    const std::vector<TokenId> all(s.tokens().begin(), s.tokens().end());
+    REQUIRE(cache.retract(s));
+    CHECK(e.serve(tokens(5000, 30), 10) == 0);  // another request takes its memory
+    cache.begin_step({});
+    REQUIRE(cache.restore(s));
+    REQUIRE(s.restored_rows() == 22);
+    // The backup held the SWA rows of the window of its first row to compute (29) only: from 20 on.
+    CHECK(s.swa_start() == 20);
+    wrong += e.forward(s);
+    (void)cache.finish(s);
+    // Its sparse points 12..24 lost their windows before the retraction: only the prompt's end serves.
+    const std::vector<TokenId> again = join(std::vector<TokenId>(all.begin(), all.begin() + 20), tokens(7000, 3));
+    CHECK(cache.match({again}).device_length == 8);
+    CHECK(e.serve(again, 1) == 0);
+    CHECK(wrong == 0);
+
+    // Two handles compute one prompt in the same step; their first decodes cache it once (the second's
+    // duplicates are freed, its rows read from the first's pages).
+    std::vector<Sequence> twins(2);
+    const std::vector<TokenId> shared = tokens(3000, 14);
+    cache.begin_step({});
+    for (Sequence& t : twins) {
+        REQUIRE(cache.admit(t, {.prompt = {shared}, .max_new_tokens = 12}));
+        CHECK(t.prefix_length() == 0);
+        CHECK(e.forward(t) == 0);
+    }
+    const std::int64_t live = cache.allocator().live_pages(Component::full);
+    for (TokenId i = 0; i < 10; ++i) {
+        Sequence* batch[] = {&twins[0], &twins[1]};
+        const TokenId next[] = {9100 + i, 9200 + i};
+        REQUIRE(cache.decode(batch, next));
+        for (Sequence& t : twins) CHECK(e.forward(t) == 0);
+        if (i == 0) CHECK(cache.allocator().live_pages(Component::full) == live - 3);  // the duplicates of 12 tokens
+    }
+    CHECK(twins[0].node() == twins[1].node());
+    for (Sequence& t : twins) (void)cache.finish(t);
+    CHECK(e.serve(join(shared, tokens(800, 2)), 1) == 0);
     CHECK(e.broken() == "");
 }
 

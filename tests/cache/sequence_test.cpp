@@ -373,11 +373,21 @@ TEST_CASE("a batched decode allocates nothing once its scratch has grown, and is
 // Random calls on eight handles over a small arena: admissions over three shared system prompts (chunked by
 // a random step budget; host hits loaded back), forwards that write and read every row, checkpoints, batched
 // decodes that retract the newest on a shortfall, restores, finishes, releases, evictions, and a misuse now
-// and then that must change nothing. `verify()` after every operation. Length and seed:
-// UNIKV_SEQUENCE_FUZZ_OPS (per layout), UNIKV_SEQUENCE_FUZZ_SEED.
+// and then that must change nothing. `verify()` after every operation. The seed also picks the retention
+// policies (`retention_of`). Length and seed: UNIKV_SEQUENCE_FUZZ_OPS (per layout), UNIKV_SEQUENCE_FUZZ_SEED.
+RetentionConfig retention_of(std::uint64_t seed) {
+    switch (seed % 4) {
+        case 0: return {.every_tokens = 2 * page_size};
+        case 1: return {.prompt_ends = false, .branch_points = false};
+        case 2: return {.prompt_ends = false, .branch_points = false, .every_tokens = page_size};
+        default: return {};
+    }
+}
+
 template <class P>
 void fuzz_handles(std::uint64_t seed, std::int64_t ops) {
-    HandleEngine<P> e(64);
+    const RetentionConfig retention = retention_of(seed);
+    HandleEngine<P> e(64, retention);
     auto& cache = e.cache;
     std::mt19937_64 rng(seed);
     const auto pick = [&](std::int64_t n) { return static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(n)); };
@@ -520,7 +530,9 @@ void fuzz_handles(std::uint64_t seed, std::int64_t ops) {
         if (t.seq.status() != Sequence::Status::idle) cache.release(t.seq);
     }
     CHECK(e.broken() == "");
-    MESSAGE("seed ", seed, ": ", ops, " operations, ", served, " finished, ", refused, " refused, ", loads,
+    MESSAGE("seed ", seed, " (retention: prompt ends ", retention.prompt_ends, ", branch points ",
+            retention.branch_points, ", every ", retention.every_tokens, "): ", ops, " operations, ", served,
+            " finished, ", refused, " refused, ", loads,
             " loaded back, ", short_of, " decodes short, ", retracted, " retracted with a backup, ", restored,
             " restored, ", misuses, " misuses refused");
     CHECK(served > 0);

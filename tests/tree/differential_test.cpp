@@ -155,8 +155,8 @@ private:
                 path.insert(path.begin(), up.begin(), up.end());
             }
             std::ostringstream s;
-            s << info.start << '+' << info.length << " ch" << info.children << " r" << int(info.retention) << " w" << int(info.window_class) << " st"
-              << info.state.value() << " p[";
+            s << info.start << '+' << info.length << " ch" << info.children << " r" << int(info.retention) << " w"
+              << int(info.window_class) << " st" << info.state.value() << " p[";
             for (auto p : info.pages) {
                 s << p.value() << ',';
                 expect(seen_pages.insert(p.value()).second, "a page is held by two nodes");

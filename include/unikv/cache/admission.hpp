@@ -206,7 +206,7 @@ Admission try_admit(Cache& cache, Budget& budget, const AdmitRequest& request) {
                      .max_new_tokens = ask.max_new,
                      .chunked = ask.chunked,
                      .load_id = load_id,
-                     .host_length = host_hit ? ask.prefix_length - m.device_length : 0,
+                     .host_length = load_id != 0 ? ask.prefix_length - m.device_length : 0,
                      .cached_length = m.full_length,
                      .missing_window = no_window,
                      .missing_state = unusable - no_window,

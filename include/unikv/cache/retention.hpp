@@ -12,7 +12,7 @@
 /// * at a prompt's end (its last whole page), before the request decodes past it;
 /// * at a branch point: where the prompt leaves the cached path its admission matched (the next prompt sharing
 ///   that prefix ends its match there);
-/// * optionally every N tokens (a sparse checkpoint).
+/// * optionally every N tokens (a sparse checkpoint, kept before any request asks).
 /// The window is kept by caching the prefix up to the point before the request's window slides past it (the tree
 /// then owns those rows; the request slides only its own). A state exists only at the end of a forward, so under
 /// Mamba the admission cuts a prefill chunk at the next point (`Admission::chunked`): the engine's checkpoint of
@@ -30,7 +30,8 @@ struct RetentionConfig {
     bool prompt_ends = true;
     /// Keep them where a prompt leaves the path its admission matched.
     bool branch_points = true;
-    /// Keep them every `every_tokens` tokens of a prompt (a multiple of the page size; 0: never).
+    /// Keep them every `every_tokens` tokens (a multiple of the page size; 0: never): of the prompt, and of the
+    /// decoded rows where the window has not slid past (a restore's recompute).
     std::int32_t every_tokens = 0;
 };
 

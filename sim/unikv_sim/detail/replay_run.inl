@@ -86,6 +86,10 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
         setup.byte_scale = replay_byte_scale<P>(o.device_memory_bytes);
         setup.engine.continue_outputs = !o.fresh_outputs;
         setup.cache.retention = o.retention;
+        if (const std::int32_t page = setup.cache.arena.page_sizes.full.tokens; o.retention.every_tokens % page != 0) {
+            throw InputError(message("--retain-every: ", o.retention.every_tokens, " is not a multiple of ", P::name,
+                                     "'s ", page, "-token page"));
+        }
     } catch (const logic_error& e) {
         throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes),
                                  " cannot hold one request of ", P::name, ": ", e.what()));

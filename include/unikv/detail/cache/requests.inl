@@ -74,6 +74,12 @@ TreeConfig CacheCore<P>::tree_config(const CacheConfig& config, const HostWrites
 
 template <class P>
 CacheInsert CacheCore<P>::insert(TokenKey key, const InsertValues& values) {
+    return insert_then(key, values, [](const CacheInsert&) noexcept {});
+}
+
+template <class P>
+template <class Inserted>
+CacheInsert CacheCore<P>::insert_then(TokenKey key, const InsertValues& values, Inserted&& inserted) {
     alloc_.expect_allocated(values.pages, "insert");
     if constexpr (has_mamba) {
         if (values.state.is_valid()) alloc_.expect_allocated(std::span<const StateId>(&values.state, 1), "insert");
@@ -87,6 +93,7 @@ CacheInsert CacheCore<P>::insert(TokenKey key, const InsertValues& values) {
     CacheInsert out{.node = r.node, .prefix_length = r.prefix_length, .first_write = next_write_};
     HostActions work = exec_.execute(alloc_, r);
     free_host(work);
+    inserted(out);
     const std::span<const TreeAction> actions = work.actions();
     // A write-through may relieve the host (`evict_host`), and the collection after it could remove the node
     // returned here (over Mamba, a node without a state cannot end a match): pinned from the first one on.

@@ -157,6 +157,15 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
     const std::int32_t window = has_swa ? window_tokens() : 0;
     decode_lens_.resize(batch.size());
     decode_last_.resize(batch.size());
+    swa_slid_.clear();
+    swa_slid_.reserve(batch.size());  // a step slides a page per handle: grows with the batch only
+    const auto collect = [&](std::size_t i) {  // reads the handle only: a misuse later in the batch changes nothing
+        const Sequence* s = batch[i];
+        decode_lens_[i] = s->length() + 1;
+        decode_last_[i] = s->rows_.back();
+        collect_slid(*s, s->length(), page, window);  // its cursor moves once the batch's pages are freed
+    };
+    bool first_decodes = false;
     for (std::size_t i = 0; i < batch.size(); ++i) {
         Sequence* s = batch[i];
         if (s == nullptr || s->status_ != Sequence::Status::running || s->cache_ != id_ || s->batch_mark_ == mark ||
@@ -164,20 +173,19 @@ AllocResult CacheCore<P>::decode(std::span<Sequence* const> batch, std::span<con
             decode_misuse(s, mark, i);
         }
         s->batch_mark_ = mark;
+        first_decodes |= s->decoded_ == 0;
+        collect(i);
     }
     // Every handle checked: a handle's first decode caches what the retention keeps of its prompt before its
-    // window slides past it (once per request; may re-read its last row's page).
+    // window slides past it (once per request; its prefix moves and its last row's page may be read again), and
+    // the batch is collected again.
     if constexpr (has_swa || has_mamba) {
-        for (Sequence* s : batch)
-            if (s->decoded_ == 0) [[unlikely]] keep_prompt_end(*s);
-    }
-    swa_slid_.clear();
-    swa_slid_.reserve(batch.size());  // a step slides a page per handle: grows with the batch only
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-        const Sequence* s = batch[i];
-        decode_lens_[i] = s->length() + 1;
-        decode_last_[i] = s->rows_.back();
-        collect_slid(*s, s->length(), page, window);  // its cursor moves once the batch's pages are freed
+        if (first_decodes) [[unlikely]] {
+            for (Sequence* s : batch)
+                if (s->decoded_ == 0) keep_prompt_end(*s);
+            swa_slid_.clear();
+            for (std::size_t i = 0; i < batch.size(); ++i) collect(i);
+        }
     }
     // The windows slide before the allocation, so the rows they free serve it; a row before the window of the
     // new row's query is never read again, so a shortfall below leaves them slid.
@@ -247,7 +255,6 @@ template <class P>
 CacheInsert CacheCore<P>::checkpoint_rows(Sequence& seq, StateId state_at_pages) {
     const std::int32_t page = page_size(Component::full);
     const std::int32_t whole = seq.length() / page * page;
-    StateId state{};
     if constexpr (has_mamba) {
         if (state_at_pages.is_valid()) {  // every check before anything changes
             alloc_.expect_allocated(std::span<const StateId>(&state_at_pages, 1), "checkpoint");
@@ -255,6 +262,12 @@ CacheInsert CacheCore<P>::checkpoint_rows(Sequence& seq, StateId state_at_pages)
                           "state_at_pages is the sequence's running state or a cached one; give a slot of its own "
                           "holding the state after the last whole page");
         }
+    } else {
+        UNIKV_EXPECTS(!state_at_pages.is_valid(), "checkpoint: a state for a layout without Mamba");
+    }
+    keep_windows(seq, whole);  // before the state changes hands: it may throw
+    StateId state{};
+    if constexpr (has_mamba) {
         if (whole > seq.prefix_ && whole == seq.length() && seq.state_.is_valid()) {
             if (seq.prefilling()) {  // a chunk: the tree takes the state itself; `extend` starts from a copy
                 state = std::exchange(seq.state_, StateId{});
@@ -266,8 +279,6 @@ CacheInsert CacheCore<P>::checkpoint_rows(Sequence& seq, StateId state_at_pages)
         } else {
             state = state_at_pages;
         }
-    } else {
-        UNIKV_EXPECTS(!state_at_pages.is_valid(), "checkpoint: a state for a layout without Mamba");
     }
     if (whole <= seq.prefix_) {
         if constexpr (has_mamba) {
@@ -276,7 +287,6 @@ CacheInsert CacheCore<P>::checkpoint_rows(Sequence& seq, StateId state_at_pages)
         seq.compute_from_ = seq.length();
         return CacheInsert{.node = seq.node_, .prefix_length = seq.prefix_, .first_write = next_write_};
     }
-    keep_windows(seq, whole);
     const CacheInsert done = cache_prefix(seq, whole, state, seq.retain_.class_at(whole));
     seq.compute_from_ = seq.length();
     return done;
@@ -286,17 +296,21 @@ template <class P>
 CacheInsert CacheCore<P>::cache_prefix(Sequence& seq, std::int32_t at, StateId state, std::uint8_t window_class) {
     slide_window(seq, at);  // the tree takes only the window's SWA rows
     const auto rows = std::span<VirtualToken>(seq.rows_).first(static_cast<std::size_t>(at));
-    const CacheInsert done = insert({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(at)), seq.ns_},
-                                    {.pages = page_list(rows), .swa_evicted = std::min(seq.swa_start_, at),
-                                     .state = state, .window_class = window_class});
-    LockReceipt previous = std::exchange(seq.lock_, lock(done.node));
-    unlock(std::move(previous));
-    seq.node_ = done.node;
-    seq.prefix_ = at;
-    seq.swa_start_ = std::max(seq.swa_start_, at);
-    // The tree kept its own page where it had the tokens already (and freed the request's): read them again.
-    prefix_rows(seq.node_, rows);
-    return done;
+    // The handle follows as soon as the tree holds the pages: a write-through that throws after it leaves the
+    // handle true (its prefix, lock and rows the tree's).
+    return insert_then({std::span<const TokenId>(seq.tokens_).first(static_cast<std::size_t>(at)), seq.ns_},
+                       {.pages = page_list(rows), .swa_evicted = std::min(seq.swa_start_, at), .state = state,
+                        .window_class = window_class},
+                       [&](const CacheInsert& done) {
+                           LockReceipt previous = std::exchange(seq.lock_, lock(done.node));
+                           unlock(std::move(previous));
+                           seq.node_ = done.node;
+                           seq.prefix_ = at;
+                           seq.swa_start_ = std::max(seq.swa_start_, at);
+                           // The tree kept its own page where it had the tokens already (and freed the
+                           // request's): read them again.
+                           prefix_rows(seq.node_, rows);
+                       });
 }
 
 template <class P>
@@ -363,10 +377,18 @@ bool CacheCore<P>::copy_back(Sequence& seq, Admission& a) {
         if (a.chunked || a.load_id != 0 || a.prefix_length < prefix) return false;
         if (!alloc_own_rows(prefix, end)) return false;
         const std::span<const VirtualPage> own = page_list(decode_out_);
-        if (!restore(seq.backup_, {.own = own, .prefix_tokens = prefix, .seq_len = end,
-                                   .window_tokens = restore_window(seq, end)})) {
+        const std::int32_t window = restore_window(seq, end);
+        if (!restore(seq.backup_, {.own = own, .prefix_tokens = prefix, .seq_len = end, .window_tokens = window})) {
             alloc_.free(own);  // the copy failed: `start` recomputes (and discards the backup)
             return false;
+        }
+        // Only the window's SWA rows came back (from its first whole page): the own pages before it are
+        // tombstoned, so that no later insert caches their SWA rows.
+        std::int32_t swa_start = prefix;
+        if constexpr (has_swa) {
+            const std::int32_t page = page_size(Component::full);
+            swa_start = std::clamp(std::max(0, end - window) / page * page, prefix, end / page * page);
+            if (swa_start > prefix) alloc_.free_swa(own.first(static_cast<std::size_t>((swa_start - prefix) / page)));
         }
         // The admission's prefix is at least the old one: its rows up to the old prefix, the copies after it.
         seq.rows_.resize(static_cast<std::size_t>(std::max(end, a.prefix_length)));
@@ -375,7 +397,8 @@ bool CacheCore<P>::copy_back(Sequence& seq, Admission& a) {
         std::copy(decode_out_.begin(), decode_out_.end(), seq.rows_.begin() + prefix);
         seq.lock_ = std::move(a.lock);
         seq.node_ = a.node;
-        seq.prefix_ = seq.swa_start_ = prefix;
+        seq.prefix_ = prefix;
+        seq.swa_start_ = swa_start;
         seq.compute_from_ = std::clamp(seq.compute_from_, prefix, end);  // rows not known computed are computed again
         seq.restored_ = end - prefix;
         seq.status_ = Sequence::Status::running;
@@ -391,11 +414,13 @@ template <class P>
 CacheInsert CacheCore<P>::finish(Sequence& seq, std::uint8_t retention) {
     expect_sequence(seq, Sequence::Status::running, "finish");
     if (seq.load_id_ != 0) bind_loaded_prefix(seq);
-    keep_windows(seq, seq.length() / page_size(Component::full) * page_size(Component::full));
+    const std::int32_t whole = seq.length() / page_size(Component::full) * page_size(Component::full);
+    keep_windows(seq, whole);
     slide_window(seq, seq.length());  // the tree takes only the window's SWA rows
-    const CacheInsert done =
-        finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
-               std::move(seq.lock_), {.swa_evicted = seq.swa_start_, .state = seq.state_, .retention = retention});
+    const CacheInsert done = finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
+                                    std::move(seq.lock_),
+                                    {.swa_evicted = seq.swa_start_, .state = seq.state_, .retention = retention,
+                                     .window_class = std::max(window_class_end, seq.retain_.class_at(whole))});
     reset(seq);
     return done;
 }
