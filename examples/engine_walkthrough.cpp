@@ -73,8 +73,7 @@ int serve(ModelCache& cache, unikv::DefaultBackend::stream_ref compute, std::spa
         cache.translate_swa(cache.rows(seq), swa);    // (device_tables() for kernels that translate)
         cache.sync_for_host();  // a host forward (this CPU backend) touches rows only after the queued moves
         wrong += forward(cache, seq, full, swa);  // computes rows [compute_from, length)
-        if (seq.decoded() == 0) (void)cache.checkpoint(seq);  // the prompt (and its SWA window) cached now
-        unikv::Sequence* batch[] = {&seq};  // any number: one row each, each SWA window slides
+        unikv::Sequence* batch[] = {&seq};  // any number: one row each (the first caches the prompt), windows slide
         if (wrong != 0 || seq.decoded() == seq.max_new_tokens() || !cache.decode(batch, std::span(&next, 1))) break;
     }
     (void)cache.finish(seq);  // whole pages to the tree, the tail freed (decode short: an engine retracts one)

@@ -127,7 +127,7 @@ int main() {
         for (Conversation* c : decoders) c->compute = true;
         std::erase_if(running, [&](Conversation* c) {  // the forward; a chunk or a prompt computed is cached
             forward(cache, c->seq, c->compute ? c->seq.compute_from() : c->seq.length(), n);
-            if (c->compute && (c->seq.prefilling() || c->seq.decoded() == 0)) (void)cache.checkpoint(c->seq);
+            if (c->compute && c->seq.prefilling()) (void)cache.checkpoint(c->seq);  // (a prompt: its first decode)
             c->compute = false;
             if (c->seq.prefilling() || c->seq.decoded() < c->seq.max_new_tokens()) return false;
             if (++c->turn < turns) ask(*c, c->seq.tokens());  // the next turn starts with all of this one's tokens
