@@ -600,6 +600,10 @@ private:
     [[nodiscard]] static std::span<const VirtualToken> own_rows(const Sequence& seq) noexcept {
         return std::span<const VirtualToken>(seq.rows_).subspan(static_cast<std::size_t>(seq.prefix_));
     }
+    // The tokens of `seq`'s whole pages (what an insert of its rows caches).
+    [[nodiscard]] std::int32_t whole_rows(const Sequence& seq) const noexcept {
+        return seq.length() / page_size(Component::full) * page_size(Component::full);
+    }
     // Rows `[prefix, end)` of one request after a page-aligned prefix, into `decode_out_` (`alloc_extend`).
     AllocResult alloc_own_rows(std::int32_t prefix, std::int32_t end);
     // Reads a loaded prefix's rows into `seq` (see `rows`).

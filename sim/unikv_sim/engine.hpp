@@ -61,7 +61,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>

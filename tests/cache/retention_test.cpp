@@ -136,6 +136,8 @@ TEST_CASE_TEMPLATE("a Mamba state at a branch point serves both branches; demote
     Sequence b;
     cache.begin_step({});
     REQUIRE(cache.admit(b, {.prompt = {join(shared, tokens(400, 10))}, .max_new_tokens = 2}));
+    CHECK(b.retain_points().branch == 16);
+    CHECK(b.retain_points().prompt_end == 24);
     CHECK(b.prefilling());
     CHECK(b.prefix_length() == 0);
     CHECK(b.length() == 16);

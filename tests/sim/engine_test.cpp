@@ -21,6 +21,7 @@
 #include <unikv/tree/reference_tree.hpp>
 #include <unikv_sim/engine.hpp>
 #include <unikv_sim/generators.hpp>
+#include <unikv_sim/metrics.hpp>
 #include <unikv_sim/replay_scale.hpp>
 
 namespace engine_test {
@@ -167,20 +168,31 @@ struct reference_hits {
 // admission to the step before its first token. Which tokens hit and what each step prefills come from the
 // reference tree and the rule above only; each step's prefill tokens and chunk count are checked against the
 // step records, so a schedule the rule does not describe fails here rather than matching by luck.
+// The step of `r` that starts (`start`) or ends at `ms`.
+std::size_t step_at(const ReplayResult& r, double ms, bool start) {
+    const auto s = std::find_if(r.steps.begin(), r.steps.end(), [&](const StepRecord& st) {
+        return (start ? st.start_ms : st.start_ms + st.duration_ms) == ms;
+    });
+    REQUIRE(s != r.steps.end());
+    return static_cast<std::size_t>(s - r.steps.begin());
+}
+
+// What a finished request `q` of `trace` leaves matchable in the tree: its prompt, then its output as far as the
+// later prompt that continues it (`continued`) holds the same tokens.
+std::vector<unikv::TokenId> cached_tokens(const unikv::sim::Trace& trace, const unikv::sim::RequestRecord& q,
+                                          const std::vector<std::int32_t>& continued) {
+    const auto i = static_cast<std::size_t>(q.index);
+    std::vector<unikv::TokenId> out(static_cast<std::size_t>(q.prompt_tokens));
+    trace.prompt_tokens(trace.requests()[i], out);
+    if (continued[i] == unikv::sim::no_continuation) return out;
+    const unikv::sim::Request& later = trace.requests()[static_cast<std::size_t>(continued[i])];
+    const std::int32_t end = std::min(later.prompt_tokens, q.prompt_tokens + q.output_tokens - 1);
+    for (std::int32_t pos = q.prompt_tokens; pos < end; ++pos) out.push_back(unikv::sim::prompt_token(trace, later, pos));
+    return out;
+}
+
 reference_hits reference_device_hits(const unikv::sim::Trace& trace, const ReplayResult& r, std::int32_t page,
                                      std::int32_t chunk_tokens) {
-    const auto step_starting = [&](double ms) {
-        const auto s =
-            std::find_if(r.steps.begin(), r.steps.end(), [&](const StepRecord& st) { return st.start_ms == ms; });
-        REQUIRE(s != r.steps.end());
-        return static_cast<std::size_t>(s - r.steps.begin());
-    };
-    const auto step_ending = [&](double ms) {
-        const auto s = std::find_if(r.steps.begin(), r.steps.end(),
-                                    [&](const StepRecord& st) { return st.start_ms + st.duration_ms == ms; });
-        REQUIRE(s != r.steps.end());
-        return static_cast<std::size_t>(s - r.steps.begin());
-    };
     struct steps_of {
         std::size_t admitted, first_token, finish;
     };
@@ -191,16 +203,10 @@ reference_hits reference_device_hits(const unikv::sim::Trace& trace, const Repla
     const std::vector<std::int32_t> continued = unikv::sim::continuations(trace);
     for (const unikv::sim::RequestRecord& q : r.requests) {
         const auto i = static_cast<std::size_t>(q.index);
-        at[i] = {step_starting(q.admitted_ms), step_ending(q.first_token_ms), step_ending(q.finish_ms)};
+        at[i] = {step_at(r, q.admitted_ms, true), step_at(r, q.first_token_ms, false), step_at(r, q.finish_ms, false)};
         admitted_in[at[i].admitted].push_back(q.index);
-        prompts[i].resize(static_cast<std::size_t>(q.prompt_tokens));
-        trace.prompt_tokens(trace.requests()[i], prompts[i]);
-        cached[i] = prompts[i];
-        if (continued[i] == unikv::sim::no_continuation) continue;
-        const unikv::sim::Request& later = trace.requests()[static_cast<std::size_t>(continued[i])];
-        const std::int32_t end = std::min(later.prompt_tokens, q.prompt_tokens + q.output_tokens - 1);
-        for (std::int32_t pos = q.prompt_tokens; pos < end; ++pos)
-            cached[i].push_back(unikv::sim::prompt_token(trace, later, pos));
+        cached[i] = cached_tokens(trace, q, continued);
+        prompts[i].assign(cached[i].begin(), cached[i].begin() + q.prompt_tokens);
     }
     for (std::vector<std::int32_t>& a : admitted_in) std::sort(a.begin(), a.end());
 
@@ -320,13 +326,6 @@ golden_totals golden_replay(std::int32_t chunk_tokens) {
 // * its finish (after the step's decodes) caches its prompt and continued output the same way.
 std::vector<std::int32_t> reference_swa_hits(const unikv::sim::Trace& trace, const ReplayResult& r, std::int32_t page,
                                              std::int32_t window) {
-    const auto step_of = [&](double ms, bool start) {
-        const auto s = std::find_if(r.steps.begin(), r.steps.end(), [&](const StepRecord& st) {
-            return (start ? st.start_ms : st.start_ms + st.duration_ms) == ms;
-        });
-        REQUIRE(s != r.steps.end());
-        return static_cast<std::size_t>(s - r.steps.begin());
-    };
     struct request_state {
         std::size_t admitted = 0, first_decode = 0, finish = 0;
         std::int32_t prompt = 0, rows = 0, prefix = 0, swa_start = 0, branch = 0;
@@ -338,18 +337,12 @@ std::vector<std::int32_t> reference_swa_hits(const unikv::sim::Trace& trace, con
     const std::vector<std::int32_t> continued = unikv::sim::continuations(trace);
     for (const unikv::sim::RequestRecord& rec : r.requests) {
         request_state& x = q[static_cast<std::size_t>(rec.index)];
-        x.admitted = step_of(rec.admitted_ms, true);
-        x.first_decode = rec.output_tokens > 1 ? step_of(rec.first_token_ms, false) + 1 : r.steps.size();
-        x.finish = step_of(rec.finish_ms, false);
+        x.admitted = step_at(r, rec.admitted_ms, true);
+        x.first_decode = rec.output_tokens > 1 ? step_at(r, rec.first_token_ms, false) + 1 : r.steps.size();
+        x.finish = step_at(r, rec.finish_ms, false);
         x.prompt = rec.prompt_tokens;
         x.rows = rec.prompt_tokens + rec.output_tokens - 1;
-        x.cached.resize(static_cast<std::size_t>(rec.prompt_tokens));
-        trace.prompt_tokens(trace.requests()[static_cast<std::size_t>(rec.index)], x.cached);
-        if (continued[static_cast<std::size_t>(rec.index)] != unikv::sim::no_continuation) {
-            const unikv::sim::Request& later = trace.requests()[static_cast<std::size_t>(continued[static_cast<std::size_t>(rec.index)])];
-            for (std::int32_t pos = rec.prompt_tokens; pos < std::min(later.prompt_tokens, x.rows); ++pos)
-                x.cached.push_back(unikv::sim::prompt_token(trace, later, pos));
-        }
+        x.cached = cached_tokens(trace, rec, continued);
         order.push_back(rec.index);
     }
     std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
@@ -549,7 +542,8 @@ ReplayResult roomy_chat(bool continue_outputs, unikv::RetentionConfig retention 
 }
 
 struct lost_totals {
-    std::int64_t hits = 0, limit = 0, full = 0, swa = 0, mamba = 0;
+    std::int64_t hits = 0, limit = 0, full = 0, swa = 0, mamba = 0, concurrent = 0;
+    double kept_bytes = 0;  // SWA rows and states the tree held per cached FULL token
 };
 inline lost_totals lost_of(const ReplayResult& r) {
     lost_totals t;
@@ -559,7 +553,9 @@ inline lost_totals lost_of(const ReplayResult& r) {
         t.full += q.lost_to_full;
         t.swa += q.lost_to_swa;
         t.mamba += q.lost_to_mamba;
+        t.concurrent += q.lost_to_concurrency;
     }
+    t.kept_bytes = unikv::sim::compute_figures(r).window_state_bytes_per_token;
     return t;
 }
 
@@ -572,6 +568,8 @@ TEST_CASE("engine: missed reuse by cause, and outputs that feed the next turn (g
     const lost_totals llama_fresh = lost_of(roomy_chat<up::Llama31_8B>(false));
     const lost_totals llama = lost_of(roomy_chat<up::Llama31_8B>(true));
     CHECK(llama.swa + llama.mamba + llama_fresh.swa + llama_fresh.mamba == 0);
+    CHECK(llama.kept_bytes == 0);  // no SWA rows nor states to keep
+    CHECK(llama.concurrent > 0);  // a request can come while the one that would cache its prefix still runs
     CHECK(llama.limit > llama_fresh.limit);
     CHECK(llama.hits > llama_fresh.hits);
     // GPT-OSS (a 128-token window): without retention, fresh outputs lose the prompt's window (decode slid past
@@ -586,6 +584,7 @@ TEST_CASE("engine: missed reuse by cause, and outputs that feed the next turn (g
     CHECK(oss_fresh.hits * 100 >= 95 * llama_fresh.hits);
     CHECK(oss.hits * 100 >= 95 * llama.hits);
     CHECK(oss.mamba == 0);
+    CHECK(oss_fresh.kept_bytes > oss_off.kept_bytes);  // what the kept windows cost
     // Qwen3-Next: without retention the misses are Mamba states (no checkpoint at the shared prompts' branch
     // points); with it, 0.95x the FULL-only model.
     const lost_totals qwen_off = lost_of(roomy_chat<up::Qwen3Next80B>(true, off));
@@ -593,10 +592,12 @@ TEST_CASE("engine: missed reuse by cause, and outputs that feed the next turn (g
     CHECK(qwen_off.mamba > qwen_off.full);
     const lost_totals qwen = lost_of(roomy_chat<up::Qwen3Next80B>(true));
     CHECK(qwen.hits * 100 >= 95 * llama.hits);
+    CHECK(qwen.kept_bytes > qwen_off.kept_bytes);
     MESSAGE("hits / limit, lost to FULL, SWA, Mamba: llama ", llama.hits, "/", llama.limit, " (fresh outputs ",
             llama_fresh.hits, "/", llama_fresh.limit, "); gpt-oss ", oss.hits, "/", oss.limit, ", ", oss.full, ", ",
             oss.swa, " (fresh ", oss_fresh.hits, "/", oss_fresh.limit, ", ", oss_fresh.full, ", ", oss_fresh.swa,
             "; no retention ", oss_off.hits, ", ", oss_off.full, ", ", oss_off.swa, "); qwen ", qwen.hits, "/",
             qwen.limit, ", ", qwen.full, ", ", qwen.mamba, " (no retention ", qwen_off.hits, ", ", qwen_off.full,
-            ", ", qwen_off.mamba, ")");
+            ", ", qwen_off.mamba, "); still being computed: llama ", llama.concurrent, ", gpt-oss ", oss.concurrent,
+            ", qwen ", qwen.concurrent);
 }

@@ -253,8 +253,7 @@ CacheInsert CacheCore<P>::checkpoint(Sequence& seq, StateId state_at_pages) {
 
 template <class P>
 CacheInsert CacheCore<P>::checkpoint_rows(Sequence& seq, StateId state_at_pages) {
-    const std::int32_t page = page_size(Component::full);
-    const std::int32_t whole = seq.length() / page * page;
+    const std::int32_t whole = whole_rows(seq);
     if constexpr (has_mamba) {
         if (state_at_pages.is_valid()) {  // every check before anything changes
             alloc_.expect_allocated(std::span<const StateId>(&state_at_pages, 1), "checkpoint");
@@ -333,7 +332,7 @@ void CacheCore<P>::keep_prompt_end(Sequence& seq) {
     if (retention_.prompt_ends) {
         static_cast<void>(checkpoint_rows(seq, StateId{}));  // its prompt's whole pages, with a state where it can
     } else {
-        keep_windows(seq, seq.length() / page_size(Component::full) * page_size(Component::full));
+        keep_windows(seq, whole_rows(seq));
     }
 }
 
@@ -414,7 +413,7 @@ template <class P>
 CacheInsert CacheCore<P>::finish(Sequence& seq, std::uint8_t retention) {
     expect_sequence(seq, Sequence::Status::running, "finish");
     if (seq.load_id_ != 0) bind_loaded_prefix(seq);
-    const std::int32_t whole = seq.length() / page_size(Component::full) * page_size(Component::full);
+    const std::int32_t whole = whole_rows(seq);
     keep_windows(seq, whole);
     slide_window(seq, seq.length());  // the tree takes only the window's SWA rows
     const CacheInsert done = finish({std::span<const TokenId>(seq.tokens_).first(seq.rows_.size()), seq.ns_}, seq.rows_,
