@@ -2,9 +2,9 @@
 # Installs the Debian packages the host build needs, only those that are missing. The CUDA toolkit (nvcc and
 # CCCL under /usr/local/cuda) is optional: without it the Thrust comparison benchmark and the CUDA preset
 # are skipped. libsimdjson-dev reads the simulator's traces, libcli11-dev parses its command line, gnuplot-nox
-# draws its --plot.
+# draws its --plot. libxxhash-dev hashes the storage tier's object keys and checksums (storage/object_key.hpp).
 set -euo pipefail
-packages=(cmake ninja-build g++ doctest-dev libbenchmark-dev libsimdjson-dev libcli11-dev gnuplot-nox)
+packages=(cmake ninja-build g++ doctest-dev libbenchmark-dev libsimdjson-dev libcli11-dev gnuplot-nox libxxhash-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,0 +1,238 @@
+// FileStorage: the backend contract, restarts and crashes, corrupt objects, the capacity bound, and faults of the
+// disk and the directory, each read back byte for byte.
+
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <unikv/storage/file_storage.hpp>
+
+#include "store_contract.hpp"
+
+namespace {
+
+using unikv::FileStorage;
+using unikv::ObjectKey;
+using unikv::ObjectKind;
+using unikv::PageResult;
+using namespace unikv::test;
+
+constexpr std::size_t page = 32 << 10;
+
+std::vector<ObjectKey> keys_from(std::uint64_t first, std::size_t n) {
+    std::vector<ObjectKey> keys;
+    for (std::size_t i = 0; i < n; ++i) keys.push_back(test_key(first + i));
+    return keys;
+}
+std::vector<std::vector<std::byte>> payloads_from(std::uint64_t first, std::size_t n, std::size_t bytes = page) {
+    std::vector<std::vector<std::byte>> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(marked_payload(first + i, bytes));
+    return out;
+}
+std::string slab_path(const TempDir& dir, std::size_t payload) { return dir.path() + "/slab-" + std::to_string(payload) + ".dat"; }
+
+// Overwrites `n` bytes at `offset` of `path` with 0x5A.
+void scribble(const std::string& path, std::uint64_t offset, std::size_t n) {
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    REQUIRE(fd >= 0);
+    const std::vector<char> junk(n, 0x5A);
+    REQUIRE(::pwrite(fd, junk.data(), n, static_cast<off_t>(offset)) == static_cast<ssize_t>(n));
+    ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("FileStorage keeps the storage-backend contract") {
+    TempDir dir;
+    FileStorage store({.directory = dir.path(), .capacity_bytes = 64ull << 20});
+    REQUIRE(store.status().empty());
+    check_store_contract(store, 1);
+    CHECK(store.verify().empty());
+}
+
+TEST_CASE("a restarted FileStorage serves what it stored, byte for byte, and a torn journal record loses only its object") {
+    TempDir dir;
+    const auto keys = keys_from(10, 6);
+    const auto payloads = payloads_from(10, 6);
+    {
+        FileStorage store({.directory = dir.path(), .capacity_bytes = 16ull << 20});
+        REQUIRE(put_all(store, keys, payloads) == std::vector<PageResult>(6, PageResult::hit));
+    }
+    {
+        FileStorage again({.directory = dir.path(), .capacity_bytes = 16ull << 20});
+        REQUIRE(again.status().empty());
+        CHECK(again.objects() == 6);
+        CHECK(again.verify().empty());
+        std::vector<std::vector<std::byte>> read;
+        CHECK(get_all(again, keys, page, read) == std::vector<PageResult>(6, PageResult::hit));
+        CHECK(read == payloads);
+        // Another instance's second process could not open it meanwhile: the directory is locked.
+        FileStorage second({.directory = dir.path(), .capacity_bytes = 16ull << 20});
+        CHECK_FALSE(second.status().empty());
+        CHECK(wait_for(second, second.get(std::vector<unikv::ObjectRead>{{keys[0], ObjectKind::full, read[0]}})) ==
+              std::vector<PageResult>{PageResult::error});
+    }
+    // A crash while appending: the journal ends in half a record (the last object's), and garbage after it.
+    const std::string journal = dir.path() + "/journal";
+    const auto size = std::filesystem::file_size(journal);
+    REQUIRE(size == 6 * 40);
+    std::filesystem::resize_file(journal, size - 20);
+    {
+        std::ofstream tail(journal, std::ios::app | std::ios::binary);
+        tail << "torn";
+    }
+    FileStorage after({.directory = dir.path(), .capacity_bytes = 16ull << 20});
+    REQUIRE(after.status().empty());
+    CHECK(after.objects() == 5);
+    CHECK(after.verify().empty());
+    std::vector<std::vector<std::byte>> read;
+    CHECK(get_all(after, keys, page, read) ==
+          std::vector<PageResult>{PageResult::hit, PageResult::hit, PageResult::hit, PageResult::hit, PageResult::hit, PageResult::miss});
+    for (std::size_t i = 0; i < 5; ++i) CHECK(read[i] == payloads[i]);
+    // The lost object's slot is free again and takes a new one.
+    const auto more = keys_from(50, 1);
+    const auto more_payload = payloads_from(50, 1);
+    CHECK(put_all(after, more, more_payload) == std::vector<PageResult>{PageResult::hit});
+    CHECK(get_all(after, more, page, read) == std::vector<PageResult>{PageResult::hit});
+    CHECK(read[0] == more_payload[0]);
+    CHECK(after.verify().empty());
+}
+
+TEST_CASE("a corrupt, torn or overwritten FileStorage object is a miss and is dropped, never served") {
+    TempDir dir;
+    FileStorage store({.directory = dir.path(), .capacity_bytes = 16ull << 20});
+    const auto keys = keys_from(100, 4);
+    const auto payloads = payloads_from(100, 4);
+    REQUIRE(put_all(store, keys, payloads) == std::vector<PageResult>(4, PageResult::hit));
+    const std::uint64_t slot = FileStorage::slot_bytes(page);
+    // Slots are taken from 0 in order: object i sits at slot i.
+    scribble(slab_path(dir, page), 1 * slot + unikv::object_header_bytes + 1000, 8);  // a payload byte range
+    scribble(slab_path(dir, page), 2 * slot + 20, 4);                                   // inside the key
+    {
+        // A torn write: object 3's slot ends early (its tail never reached the disk).
+        const int fd = ::open(slab_path(dir, page).c_str(), O_WRONLY);
+        REQUIRE(fd >= 0);
+        REQUIRE(::ftruncate(fd, static_cast<off_t>(3 * slot + 4096)) == 0);
+        ::close(fd);
+    }
+    std::vector<std::vector<std::byte>> read;
+    CHECK(get_all(store, keys, page, read) ==
+          std::vector<PageResult>{PageResult::hit, PageResult::miss, PageResult::miss, PageResult::miss});
+    CHECK(read[0] == payloads[0]);
+    CHECK(store.stats().corrupt == 3);
+    CHECK(store.objects() == 1);
+    CHECK(wait_for(store, store.exists(keys)) ==
+          std::vector<PageResult>{PageResult::hit, PageResult::miss, PageResult::miss, PageResult::miss});
+    CHECK(store.verify().empty());
+    // Stored again, they are served again.
+    CHECK(put_all(store, keys, payloads) == std::vector<PageResult>(4, PageResult::hit));
+    CHECK(get_all(store, keys, page, read) == std::vector<PageResult>(4, PageResult::hit));
+    CHECK(read == payloads);
+}
+
+TEST_CASE("FileStorage stays within its capacity, evicting the least recently used, never an object being read") {
+    TempDir dir;
+    const std::uint64_t slot = FileStorage::slot_bytes(page);
+    FileStorage store({.directory = dir.path(), .capacity_bytes = 4 * slot});
+    const auto keys = keys_from(200, 6);
+    const auto payloads = payloads_from(200, 6);
+    REQUIRE(put_all(store, std::span<const ObjectKey>(keys).first(4), payloads) == std::vector<PageResult>(4, PageResult::hit));
+    std::vector<std::vector<std::byte>> read;
+    REQUIRE(get_all(store, std::span<const ObjectKey>(keys).first(1), page, read) == std::vector<PageResult>{PageResult::hit});
+    // Object 0 was read last: objects 1 and 2 go for 4 and 5.
+    const std::vector<std::vector<std::byte>> last(payloads.begin() + 4, payloads.end());
+    CHECK(put_all(store, std::span<const ObjectKey>(keys).subspan(4), last) == std::vector<PageResult>(2, PageResult::hit));
+    CHECK(store.used_bytes() == 4 * slot);
+    CHECK(store.stats().evicted == 2);
+    CHECK(get_all(store, keys, page, read) ==
+          std::vector<PageResult>{PageResult::hit, PageResult::miss, PageResult::miss, PageResult::hit, PageResult::hit, PageResult::hit});
+    for (std::size_t i : {0, 3, 4, 5}) CHECK(read[i] == payloads[i]);
+    CHECK(store.verify().empty());
+
+    // Objects of another size take the room of the least recent ones, whose bytes go back to the disk.
+    const auto big_keys = keys_from(300, 1);
+    const auto big = payloads_from(300, 1, 2 * page);
+    CHECK(put_all(store, big_keys, big) == std::vector<PageResult>{PageResult::hit});
+    CHECK(store.used_bytes() <= 4 * slot);
+    struct stat st {};
+    REQUIRE(::stat(slab_path(dir, page).c_str(), &st) == 0);
+    CHECK(static_cast<std::uint64_t>(st.st_blocks) * 512 <= 4 * slot);
+    CHECK(get_all(store, big_keys, 2 * page, read) == std::vector<PageResult>{PageResult::hit});
+    CHECK(read[0] == big[0]);
+
+    // Every object pinned by a read in flight: a put that needs room is declined, the read served intact.
+    FileStorage tiny({.directory = dir.path() + "/tiny", .capacity_bytes = slot});
+    REQUIRE(put_all(tiny, std::span<const ObjectKey>(keys).first(1), payloads) == std::vector<PageResult>{PageResult::hit});
+    std::vector<std::byte> buffer(page);
+    const unikv::ObjectRead r[1] = {{keys[0], ObjectKind::full, buffer}};
+    const auto reading = tiny.get(r);
+    const std::vector<std::vector<std::byte>> other(payloads.begin() + 1, payloads.begin() + 2);
+    std::map<std::uint64_t, std::vector<PageResult>> others;
+    const auto declined = [&] {
+        const unikv::ObjectWrite w[1] = {{keys[1], ObjectKind::full, other[0]}};
+        return wait_for(tiny, tiny.put(w), &others);
+    }();
+    CHECK(declined == std::vector<PageResult>{PageResult::miss});
+    const auto served = others.count(reading.value) ? others[reading.value] : wait_for(tiny, reading);
+    CHECK(served == std::vector<PageResult>{PageResult::hit});
+    CHECK(buffer == payloads[0]);
+    CHECK(tiny.verify().empty());
+}
+
+TEST_CASE("a full disk makes FileStorage puts errors that leave nothing behind, and the store keeps serving") {
+    TempDir dir;
+    FileStorage store({.directory = dir.path(), .capacity_bytes = 64ull << 20});
+    const auto keys = keys_from(400, 6);
+    const auto payloads = payloads_from(400, 6);
+    REQUIRE(put_all(store, std::span<const ObjectKey>(keys).first(2), payloads) == std::vector<PageResult>(2, PageResult::hit));
+    // The file-size limit stands in for a full disk: a write past it fails (EFBIG) like one past the disk's end
+    // (ENOSPC). SIGXFSZ is ignored so the failure is an error code.
+    const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit old_limit{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    rlimit limit = old_limit;
+    limit.rlim_cur = 2 * FileStorage::slot_bytes(page);
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+    const std::vector<std::vector<std::byte>> rest(payloads.begin() + 2, payloads.end());
+    const auto full = put_all(store, std::span<const ObjectKey>(keys).subspan(2), rest);
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_limit) == 0);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK(full == std::vector<PageResult>(4, PageResult::error));
+    CHECK(store.objects() == 2);
+    CHECK(store.verify().empty());
+    std::vector<std::vector<std::byte>> read;
+    CHECK(get_all(store, keys, page, read) ==
+          std::vector<PageResult>{PageResult::hit, PageResult::hit, PageResult::miss, PageResult::miss, PageResult::miss, PageResult::miss});
+    CHECK(read[0] == payloads[0]);
+    CHECK(read[1] == payloads[1]);
+    // With room again, the same objects are stored.
+    CHECK(put_all(store, std::span<const ObjectKey>(keys).subspan(2), rest) == std::vector<PageResult>(4, PageResult::hit));
+    CHECK(get_all(store, keys, page, read) == std::vector<PageResult>(6, PageResult::hit));
+    CHECK(read == payloads);
+}
+
+TEST_CASE("a FileStorage whose directory cannot be made answers every object with an error") {
+    TempDir dir;
+    {
+        std::ofstream file(dir.path() + "/not-a-directory");
+        file << "x";
+    }
+    FileStorage store({.directory = dir.path() + "/not-a-directory/store", .capacity_bytes = 1 << 20});
+    CHECK(store.status().find("cannot make") != std::string::npos);
+    const auto keys = keys_from(500, 2);
+    const auto payloads = payloads_from(500, 2);
+    CHECK(put_all(store, keys, payloads) == std::vector<PageResult>(2, PageResult::error));
+    CHECK(wait_for(store, store.exists(keys)) == std::vector<PageResult>(2, PageResult::error));
+    std::vector<std::vector<std::byte>> read;
+    CHECK(get_all(store, keys, page, read) == std::vector<PageResult>(2, PageResult::error));
+    CHECK(store.stats().errors == 6);
+    CHECK_THROWS_AS(FileStorage({.directory = "", .capacity_bytes = 1}), unikv::logic_error);
+    CHECK_THROWS_AS(FileStorage({.directory = dir.path(), .capacity_bytes = 0}), unikv::logic_error);
+}
