@@ -113,10 +113,10 @@ TEST_CASE("a corrupt, torn or overwritten FileStorage object is a miss and is dr
     REQUIRE(put_all(store, keys, payloads) == std::vector<PageResult>(4, PageResult::hit));
     const std::uint64_t slot = FileStorage::slot_bytes(page);
     // Slots are taken from 0 in order: object i sits at slot i.
-    scribble(slab_path(dir, page), 1 * slot + unikv::object_header_bytes + 1000, 8);  // a payload byte range
-    scribble(slab_path(dir, page), 2 * slot + 20, 4);                                   // inside the key
+    scribble(slab_path(dir, page), 1 * slot + 1000, 8);      // a payload byte range
+    scribble(slab_path(dir, page), 2 * slot + page + 20, 4);  // inside the key (the header follows the payload)
     {
-        // A torn write: object 3's slot ends early (its tail never reached the disk).
+        // A torn write: object 3's slot ends early (its tail and header never reached the disk).
         const int fd = ::open(slab_path(dir, page).c_str(), O_WRONLY);
         REQUIRE(fd >= 0);
         REQUIRE(::ftruncate(fd, static_cast<off_t>(3 * slot + 4096)) == 0);

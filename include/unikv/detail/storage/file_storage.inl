@@ -71,12 +71,12 @@ inline int transfer_all(int fd, iovec* iov, int count, std::uint64_t offset, boo
     return 0;
 }
 
-// The read lane's work: each item's header and payload in one `preadv`, then both checked.
+// The read lane's work: each item's payload and header in one `preadv`, then both checked.
 inline void read_items(file_batch& b) {
     alignas(8) std::byte header[object_header_bytes];
     for (file_item& it : b.items) {
         if (it.fd < 0) continue;
-        iovec iov[2] = {{header, sizeof header}, {it.data, it.size}};
+        iovec iov[2] = {{it.data, it.size}, {header, sizeof header}};
         const int err = transfer_all(it.fd, iov, 2, it.offset, false);
         if (err > 0) {
             it.result = PageResult::error;
@@ -90,7 +90,7 @@ inline void read_items(file_batch& b) {
     }
 }
 
-// The write lane's work: each item's header (its checksum computed here, off the driving thread) and payload in
+// The write lane's work: each item's payload and header (its checksum computed here, off the driving thread) in
 // one `pwritev`.
 inline void write_items(file_batch& b) {
     alignas(8) std::byte header[object_header_bytes];
@@ -98,7 +98,7 @@ inline void write_items(file_batch& b) {
         if (it.fd < 0) continue;
         store_header(make_header(it.key, it.kind, {it.data, it.size}),
                      std::span<std::byte, object_header_bytes>(header, sizeof header));
-        iovec iov[2] = {{header, sizeof header}, {it.data, it.size}};
+        iovec iov[2] = {{it.data, it.size}, {header, sizeof header}};
         it.result = transfer_all(it.fd, iov, 2, it.offset, true) == 0 ? PageResult::hit : PageResult::error;
     }
 }
