@@ -1,7 +1,9 @@
 // Randomized differential test: RadixTree against ReferenceTree, operation by operation.
 //
 // Both trees get the same random sequence of match / insert / lock / unlock / early SWA release / evict /
-// host-evict / host copy / backup completion / load-back commit / retention calls, and, under a write-through
+// host-evict / host copy / backup completion / load-back commit / retention calls, storage prefetch grafts
+// (insert_host: host copies past a cached prefix, some from past it, some breaking a precondition), and, under a
+// write-through
 // threshold, the write-throughs inserts emit: committed (set_host), skipped, or undone after a failed copy
 // (drop_host), possibly after splits of the node. After each call the results
 // must be equal (lengths, pages, actions, freed units, thrown or not), and so must the sizes, node counts and KV
@@ -115,6 +117,7 @@ private:
             key.assign(old.begin(), old.begin() + static_cast<std::ptrdiff_t>(pick(pages + 1) * ps()));
             ns = old_ns;
         }
+        key_prefix_ = static_cast<std::int32_t>(key.size());
         const int extra = chance(30) ? 0 : 1 + pick(6);
         for (int i = 0; i < extra * ps(); ++i) key.push_back(pick(3));
         if (key.size() > static_cast<std::size_t>(24 * ps())) key.resize(static_cast<std::size_t>(24 * ps()));
@@ -249,7 +252,8 @@ private:
         if (!writes_.empty() && chance(15)) return do_write();
         const int dice = pick(100);
         if (dice < 24) return do_insert();
-        if (dice < 42) return do_match();
+        if (dice < 38) return do_match();
+        if (dice < 42) return do_insert_host();
         if (dice < 52) return receipts_.size() < 8 ? do_lock() : do_unlock();
         if (dice < 61) return do_unlock();
         if (dice < 74) return do_evict();
@@ -347,6 +351,99 @@ private:
         b.actions.mark_executed();
         history_.emplace_back(key, ns);
         if (history_.size() > 64) history_.erase(history_.begin());
+    }
+
+    // A storage prefetch: host copies of a key's pages from `from` on, with ids from the host page source the
+    // backups use. `from` mostly lies within the part the key shares with an earlier key (usually cached), else
+    // anywhere in it (often past the cached part: nothing may change). One call in 25 breaks a precondition.
+    // Both trees must agree on the outcome, the pages handed back and the end node; every page given is either
+    // handed back or held on the key's path; a graft is a host hit of the whole key, whose load-back plans agree
+    // (and, sometimes, are executed).
+    void do_insert_host() {
+        last_op_ = "insert_host";
+        auto [key, ns] = some_key();
+        const auto len = static_cast<std::int32_t>(key.size());
+        std::int32_t from = (chance(70) ? pick(key_prefix_ / ps() + 1) : pick(len / ps() + 1)) * ps();
+        int full_count = (len - from) / ps();
+        int swa_count = Set::has_swa ? std::min((config_.swa_window + ps() - 1) / ps(), len / ps()) : 0;
+        bool has_state = Set::has_mamba;
+        bool bad = len == 0;
+        HostPage invalid_at{};  // a page to make invalid (none: all valid)
+        if (chance(4)) {
+            bad = true;
+            switch (pick(5)) {
+                case 0: ++full_count; break;
+                case 1: ++swa_count; break;
+                case 2: has_state = !has_state; break;
+                case 3: from += len + ps(); break;
+                default: invalid_at = HostPage{next_host_}; break;
+            }
+        }
+        std::vector<HostPage> full, swa;
+        for (int i = 0; i < full_count; ++i) full.emplace_back(next_host_ + i);
+        for (int i = 0; i < swa_count; ++i) swa.emplace_back(next_host_ + full_count + i);
+        const HostPage state = has_state ? HostPage{next_host_ + full_count + swa_count} : HostPage{};
+        next_host_ += full_count + swa_count + 1 + 64;
+        if (invalid_at.is_valid()) {
+            for (auto* pages : {&full, &swa})
+                for (HostPage& h : *pages) h = h == invalid_at ? HostPage{} : h;
+            if (full.empty() && swa.empty()) bad = len == 0;  // nothing to spoil
+        }
+        const HostInsertValues v{.from = from, .full = full, .swa = swa, .state = state};
+        const TokenKey k{key, ns};
+        const std::size_t nodes_before = fast_.node_count();
+        const per_component<std::int64_t> host_before{
+            {fast_.host_size(Component::full), fast_.host_size(Component::swa), fast_.host_size(Component::mamba)}};
+        HostInsertResult a, b;
+        const bool ta = threw([&] { a = fast_.insert_host(k, v); });
+        const bool tb = threw([&] { b = ref_.insert_host(k, v); });
+        expect(ta == tb, "insert_host precondition differs");
+        expect(ta == bad, bad ? "insert_host accepted a broken call" : "insert_host rejected a valid call");
+        if (ta) {
+            ++stats["insert_host rejected"];
+            return;
+        }
+        expect(a.grafted == b.grafted, "insert_host outcome differs");
+        expect(a.unused == b.unused, "insert_host handed back different pages");
+        expect(span_of(fast_, a.node) == span_of(ref_, b.node), "insert_host node differs");
+        const NodeInfo na = fast_.node_info(a.node);
+        const NodeInfo nb = ref_.node_info(b.node);
+        expect(na.host == nb.host && na.device == nb.device && na.pages == nb.pages && na.children == nb.children,
+               "insert_host end node differs");
+        // Every page given is handed back or held on the key's path, once.
+        std::vector<NodeInfo> path;
+        for (NodeRef x = a.node; !x.is_root(); x = path.back().parent) path.push_back(fast_.node_info(x));
+        for (Component c : {Component::full, Component::swa, Component::mamba}) {
+            std::vector<HostPage> given = c == Component::full ? full : swa;
+            if (c == Component::mamba) given.assign(state.is_valid() ? 1 : 0, state);
+            std::vector<HostPage> seen = a.unused[c];
+            for (const NodeInfo& info : path)
+                for (HostPage h : info.host[c])
+                    if (std::find(given.begin(), given.end(), h) != given.end()) seen.push_back(h);
+            std::sort(given.begin(), given.end());
+            std::sort(seen.begin(), seen.end());
+            expect(seen == given, "insert_host lost or duplicated a host page");
+            if (a.unused[c].size() < given.size()) ++stats[c == Component::full ? "insert_host took FULL"
+                                                             : c == Component::swa ? "insert_host took SWA"
+                                                                                   : "insert_host took a state"];
+        }
+        if (!a.grafted) {
+            expect(fast_.node_count() == nodes_before, "insert_host changed the tree without grafting");
+            for (Component c : {Component::full, Component::swa, Component::mamba})
+                expect(fast_.host_size(c) == host_before[c], "insert_host changed host sizes without grafting");
+            ++stats["insert_host not grafted"];
+            return;
+        }
+        ++stats["insert_host grafted"];
+        if (fast_.node_count() > nodes_before) ++stats["insert_host added nodes"];
+        history_.emplace_back(key, ns);
+        if (history_.size() > 64) history_.erase(history_.begin());
+        if (chance(50)) {
+            const auto m = match_both(k, MatchOptions{HostHits::include});
+            expect(m.fast.best_length == len, "a grafted key is not a host hit to its end");
+            compare_load_back_plans(m.fast.best_node, m.ref.best_node);
+            if (chance(30)) execute_plan(k, m.fast.best_node, len);
+        }
     }
 
     void do_lock() {
@@ -821,6 +918,7 @@ private:
     std::int32_t next_page_ = 1;
     std::int32_t next_state_ = 1;
     std::int32_t next_host_ = 1;
+    std::int32_t key_prefix_ = 0;  // tokens the last `some_key` took from an earlier key
     std::uint64_t seed_;
     std::int64_t op_ = 0;
     const char* last_op_ = "";
@@ -846,6 +944,12 @@ void report(const char* name, Differential<Cs...>& d, std::int64_t ops) {
         CHECK(d.stats["finish_load copied"] > 0);
         CHECK(d.stats["lock without Full rejected"] > 0);
         if (Set::has_swa) CHECK(d.stats["match swa host hit"] > 0);
+        CHECK(d.stats["insert_host grafted"] > 0);
+        CHECK(d.stats["insert_host added nodes"] > 0);
+        CHECK(d.stats["insert_host not grafted"] > 0);
+        CHECK(d.stats["insert_host rejected"] > 0);
+        if (Set::has_swa) CHECK(d.stats["insert_host took SWA"] > 0);
+        if (Set::has_mamba) CHECK(d.stats["insert_host took a state"] > 0);
         if (d.config().write_through_threshold > 0) {
             CHECK(d.stats["write_through committed"] > 0);
             CHECK(d.stats["write_through committed after a split"] > 0);

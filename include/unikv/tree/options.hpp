@@ -71,6 +71,22 @@ struct LoadedValue {
     StateId state{};
 };
 
+/// What `insert_host` grafts: host copies of a key's pages read back from a storage tier (a prefetch into the
+/// host tier). The host pages are the caller's (allocated from the host tier); `HostInsertResult::unused` returns
+/// those the tree did not take.
+struct HostInsertValues {
+    /// First token the FULL host pages cover (page aligned, <= key length). The key's tokens before it must be
+    /// cached in the tree already (any tier) for anything to be grafted.
+    std::int32_t from = 0;
+    /// FULL host pages for the key's pages [from, key end): (length - from) / page_size entries.
+    std::span<const HostPage> full{};
+    /// SWA host pages for the last swa.size() pages of the key: the window that ends at the key's end.
+    /// Without Swa: empty. With Swa: exactly min(ceil(swa_window / page_size), length / page_size) entries.
+    std::span<const HostPage> swa{};
+    /// The Mamba host state at the key's end. Without Mamba: invalid (none). With Mamba: valid.
+    HostPage state{};
+};
+
 /// What `RadixTree::reserve` pre-sizes, so a steady state of that size never grows a buffer.
 struct ReserveOptions {
     /// Nodes (root excluded) the arena, child table, free list and eviction heaps hold without growing.

@@ -213,6 +213,31 @@ public:
     /// empty or has the right size and valid pages.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
 
+    /// Grafts host copies of `key`'s pages that a storage tier read back (a prefetch into the host tier), as host
+    /// values of the key's nodes. Touches no device data, so it returns no actions: the caller frees what comes
+    /// back in `unused`.
+    ///
+    /// Walks the key along existing nodes without changing anything. The key's cached tokens end where it leaves
+    /// the tree or at the first node on its way with FULL data in no tier; when they end before `values.from`,
+    /// nothing changes (no split): every page comes back in `unused`, `node` is the deepest node the key covers
+    /// whole, `grafted` is false. Otherwise, in this order: the node the key ends or diverges inside is split (as
+    /// `insert` splits it); a node straddling the SWA window's start (key end - `swa.size()` pages) is split there;
+    /// nodes for the rest of the key are added, cut at the window's start, holding no device data (retention and
+    /// window class 0, fresh LRU stamps). Then, top-down: a node of [from, key end) with FULL data in no tier (a new
+    /// one, or one whose FULL copy was lost, which it adopts as `insert` would) takes its slice of `values.full`,
+    /// and a node in the window without SWA device rows or an SWA host copy takes its slice of `values.swa`; last,
+    /// the end node takes `values.state` unless it holds a state on device or host. Slices not taken come back in
+    /// `unused`, in key order (FULL: the tokens the tree holds already). Taken values are ordinary host copies,
+    /// like those `finish_backup` records: counted in `host_size`, host eviction candidates, a `stored` host event
+    /// each (in the order above), served as host hits by `match_prefix` and listed by `load_back_plan`.
+    ///
+    /// Preconditions (`logic_error`, tree unchanged): key length a positive multiple of the page size; `from` page
+    /// aligned within the key; `full` holds (length - from) / page_size pages; `swa` min(ceil(W / page_size),
+    /// length / page_size) pages with Swa, none without; `state` valid exactly when the tree has Mamba; every host
+    /// page valid; no backup pending. O(K + D) for the walk (as `insert`), plus O(new tokens + pages) and O(log n)
+    /// per value taken.
+    HostInsertResult insert_host(TokenKey key, const HostInsertValues& values);
+
     /// Commits a load-back: `component`'s host copy of `node` is now on device too (the host copy stays).
     ///
     /// Full: the node had no FULL device data; it takes `value.pages`, one per page (load top-down: the

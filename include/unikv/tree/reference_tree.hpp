@@ -77,6 +77,8 @@ public:
     EvictResult drop_host(NodeRef node, Component component);
     /// See `RadixTree::finish_backup`.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
+    /// See `RadixTree::insert_host`.
+    HostInsertResult insert_host(TokenKey key, const HostInsertValues& values);
     /// See `RadixTree::commit_load_back`.
     void commit_load_back(NodeRef node, Component component, const LoadedValue& value = {});
     /// See `RadixTree::load_back_plan`.

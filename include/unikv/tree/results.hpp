@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Results of tree calls: `MatchResult`, `InsertResult`, `EvictResult`, and `NodeInfo` for inspection.
+/// Results of tree calls: `MatchResult`, `InsertResult`, `EvictResult`, `HostInsertResult`, and `NodeInfo` for
+/// inspection.
 
 #include <array>
 #include <cstddef>
@@ -135,6 +136,19 @@ struct [[nodiscard]] EvictResult {
     [[nodiscard]] std::int64_t freed(Component c) const noexcept { return device_freed[c]; }
     /// Host units of `c` freed.
     [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[c]; }
+};
+
+/// What `insert_host` did. No device data is touched, so there are no actions: the caller frees `unused`.
+struct [[nodiscard]] HostInsertResult {
+    /// The node ending at the key's end when grafted; otherwise the deepest node the key covers whole (root when
+    /// none).
+    NodeRef node{};
+    /// True when the key's end is now cached (the graft happened); false when the tree held less than `from`
+    /// tokens of the key (nothing changed at all).
+    bool grafted = false;
+    /// The host pages the tree did not take, per component, in key order, for the caller to free (all of them
+    /// when not grafted). Mamba: the state, or nothing.
+    per_component<std::vector<HostPage>> unused{};
 };
 
 /// One load-back a request needs (see `RadixTree::load_back_plan`): copy `host`, the host copy of `component` on

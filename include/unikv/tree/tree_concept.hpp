@@ -79,6 +79,13 @@ inline constexpr bool has_host_values_v = requires(T& t, NodeRef n, Component c,
     { t.drop_host(n, c) } -> std::same_as<EvictResult>;
 };
 
+/// `t.insert_host(key, values)` grafts host copies of a key's pages read back from a storage tier and returns a
+/// `HostInsertResult`.
+template <class T>
+inline constexpr bool has_host_insert_v = requires(T& t, TokenKey k, const HostInsertValues& v) {
+    { t.insert_host(k, v) } -> std::same_as<HostInsertResult>;
+};
+
 /// `commit_load_back(node, component, value)` records data loaded back from host.
 template <class T>
 inline constexpr bool has_commit_load_back_v = requires(T& t, NodeRef n, Component c, const LoadedValue& v) {
@@ -150,9 +157,9 @@ inline constexpr bool is_move_only_owner_v =
 template <class T>
 inline constexpr bool is_tree_core_v =
     has_tree_config_v<T> && has_match_prefix_v<T> && has_insert_v<T> && has_lock_v<T> && has_unlock_v<T> &&
-    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_commit_load_back_v<T> &&
-    has_load_back_plan_v<T> && has_sizes_v<T> && has_set_retention_v<T> && has_take_events_v<T> &&
-    has_inspection_v<T> && is_move_only_owner_v<T>;
+    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_host_insert_v<T> &&
+    has_commit_load_back_v<T> && has_load_back_plan_v<T> && has_sizes_v<T> && has_set_retention_v<T> &&
+    has_take_events_v<T> && has_inspection_v<T> && is_move_only_owner_v<T>;
 
 /// A tree core: a policy a cache can hold to decide what is cached, matched and evicted.
 template <class T>
@@ -170,6 +177,8 @@ consteval bool check_tree_core() {
     static_assert(has_evict_host_v<T>, "unikv: tree core needs `EvictResult evict_host(Component, int64)`");
     static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host`, `EvictResult finish_backup(...)`, "
                                         "`skip_write_through(NodeRef, Component)` and `EvictResult drop_host(NodeRef, Component)`");
+    static_assert(has_host_insert_v<T>,
+                  "unikv: tree core needs `HostInsertResult insert_host(TokenKey, const HostInsertValues&)`");
     static_assert(has_commit_load_back_v<T>,
                   "unikv: tree core needs `commit_load_back(NodeRef, Component, const LoadedValue&)`");
     static_assert(has_load_back_plan_v<T>,

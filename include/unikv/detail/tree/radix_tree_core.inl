@@ -294,8 +294,11 @@ auto RadixTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t start, 
     for (auto& s : n.stamp) s = ++clock_;
     edges_.insert(parent, n.key_hash, id);
     link_child(parent, id);
-    set_pages(id, pages);
-    emit(EventKind::stored, Component::full, Tier::device, id);
+    UNIKV_ASSERT(!pages.empty() || swa == SwaRows::tombstone);
+    if (!pages.empty()) {  // empty: a node for host values only (`insert_host`)
+        set_pages(id, pages);
+        emit(EventKind::stored, Component::full, Tier::device, id);
+    }
     if (swa == SwaRows::live) {
         nodes_[id].swa = true;
         account(id, Component::swa, +1);

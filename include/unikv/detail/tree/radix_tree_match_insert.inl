@@ -1,5 +1,5 @@
 #pragma once
-// RadixTree: match_prefix and insert.
+// RadixTree: match_prefix, insert and insert_host.
 
 #include <algorithm>
 #include <cstring>
@@ -348,6 +348,132 @@ auto RadixTree<Cs...>::add_leaves(Id parent, std::int32_t from, Walk& walk) -> I
     }
     const SwaRows swa = components::has_swa && walk.live_from <= cut ? SwaRows::live : SwaRows::tombstone;
     return add_node(parent, walk.key.ns, cut, tokens.subspan(cut), walk.pages(cut, to, ps), swa);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// insert_host
+
+template <class... Cs>
+HostInsertResult RadixTree<Cs...>::insert_host(TokenKey key, const HostInsertValues& values) {
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto length = static_cast<std::int32_t>(key.tokens.size());
+    const std::int32_t from = values.from;
+    expect_live();
+    expect_no_pending();
+    UNIKV_EXPECTS(length > 0 && length % ps == 0, "a key of ", length, " tokens is not a positive whole number of ",
+                  ps, "-token pages");
+    UNIKV_EXPECTS(from >= 0 && from <= length && from % ps == 0, "from ", from,
+                  " is not a page-aligned position in the key");
+    UNIKV_EXPECTS(values.full.size() == static_cast<std::size_t>((length - from) / ps), values.full.size(),
+                  " FULL host pages given for tokens [", from, ", ", length, ")");
+    const std::int32_t window = components::has_swa ? std::min(window_tokens(), length) : 0;
+    UNIKV_EXPECTS(values.swa.size() == static_cast<std::size_t>(window / ps), values.swa.size(),
+                  " SWA host pages given, the window at the key's end needs ", window / ps);
+    UNIKV_EXPECTS(values.state.is_valid() == components::has_mamba,
+                  components::has_mamba ? "a tree with Mamba needs the host state at the key's end"
+                                        : "a host state is given but the tree has no Mamba component");
+    for (HostPage h : values.full) UNIKV_EXPECTS(h.is_valid(), "invalid FULL host page ", h);
+    for (HostPage h : values.swa) UNIKV_EXPECTS(h.is_valid(), "invalid SWA host page ", h);
+
+    // 1. Walk without changing anything: whole nodes into `path_`, then the node the key ends or diverges in.
+    const std::uint64_t ns_seed = detail::tree::namespace_seed(key.ns);
+    path_.clear();
+    std::int32_t covered = 0;
+    Id inside = npos;  // the node the walk stops inside, `inside_same` tokens in
+    std::int32_t inside_same = 0;
+    while (covered < length) {
+        const auto [child, same] = descend(path_.empty() ? root : path_.back(), key.ns, ns_seed,
+                                           key.tokens.data() + covered, length - covered);
+        if (child == npos) break;
+        if (same < nodes_[child].length) {
+            inside = child;
+            inside_same = same;
+            break;
+        }
+        path_.push_back(child);
+        covered += same;
+    }
+    // The cached tokens end where the key leaves the tree, or at the first node without FULL data in any tier.
+    std::int32_t cached = covered + inside_same;
+    for (std::size_t i = 0; i <= path_.size(); ++i) {
+        const Id x = i < path_.size() ? path_[i] : inside;
+        if (x != npos && !keeps(nodes_[x], Component::full)) {
+            cached = nodes_[x].start;
+            break;
+        }
+    }
+    HostInsertResult r;
+    if (cached < from) {
+        r.node = ref(path_.empty() ? root : path_.back());
+        r.unused[Component::full].assign(values.full.begin(), values.full.end());
+        r.unused[Component::swa].assign(values.swa.begin(), values.swa.end());
+        if (values.state.is_valid()) r.unused[Component::mamba].push_back(values.state);
+        return r;
+    }
+
+    // 2. Structure: the walk's split, the window's start as a node boundary, new nodes for the rest of the key.
+    if (inside != npos) {
+        path_.push_back(split(inside, inside_same));
+        covered += inside_same;
+    }
+    const std::int32_t window_start = length - window;
+    for (std::size_t i = 0; i < path_.size(); ++i) {
+        const Node& n = nodes_[path_[i]];
+        if (n.start < window_start && window_start < n.end()) {
+            const Id upper = split(path_[i], window_start - n.start);
+            path_.insert(path_.begin() + static_cast<std::ptrdiff_t>(i), upper);
+            break;
+        }
+    }
+    for (std::int32_t begin = covered; const std::int32_t stop : {window_start, length}) {
+        if (stop <= begin) continue;
+        const auto tokens = key.tokens.subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(stop - begin));
+        path_.push_back(add_node(path_.empty() ? root : path_.back(), key.ns, begin, tokens, {}, SwaRows::tombstone));
+        begin = stop;
+    }
+
+    // 3. Values, top-down: FULL, then SWA per node; Mamba on the end node.
+    const auto slice = [&](std::span<const HostPage> pages, std::int32_t first, const Node& n) {
+        const std::int32_t begin = std::max(n.start, first);
+        return pages.subspan(static_cast<std::size_t>((begin - first) / ps),
+                             static_cast<std::size_t>((n.end() - begin) / ps));
+    };
+    const auto graft = [&](Id x, Component c, std::span<const HostPage> host) {
+        nodes_[x].host_pages[index_of(c)].assign(host.begin(), host.end());
+        host_[c] += nodes_[x].length;
+        emit(EventKind::stored, c, Tier::host, x);
+    };
+    for (const Id x : path_) {
+        const Node& n = nodes_[x];
+        bool took = false;
+        for (const Component c : {Component::full, Component::swa}) {
+            const std::int32_t first = c == Component::full ? from : window_start;
+            if (!in_set(c) || n.end() <= first) continue;
+            const auto host = slice(c == Component::full ? values.full : values.swa, first, n);
+            if (keeps(n, c)) {
+                r.unused[c].insert(r.unused[c].end(), host.begin(), host.end());
+            } else {
+                UNIKV_ASSERT(n.start >= first);  // the walk found the key cached up to `from`
+                graft(x, c, host);
+                took = true;
+            }
+        }
+        if (took) sync(x);
+    }
+    const Id last = path_.back();
+    if constexpr (components::has_mamba) {
+        if (keeps(nodes_[last], Component::mamba)) {
+            r.unused[Component::mamba].push_back(values.state);
+        } else {
+            nodes_[last].state_host = values.state;
+            host_[Component::mamba] += 1;
+            emit(EventKind::stored, Component::mamba, Tier::host, last);
+            sync(last);
+        }
+    }
+    r.node = ref(last);
+    r.grafted = true;
+    return r;
 }
 
 }  // namespace unikv

@@ -77,7 +77,7 @@ auto ReferenceTree<Cs...>::add_node(Id parent, KeyNamespace ns, std::int32_t sta
     n.swa = swa == SwaRows::live;
     for (auto& s : n.stamp) s = ++clock_;
     nodes_[parent].children.push_back(id);
-    emit(EventKind::stored, Component::full, Tier::device, id);
+    if (!n.pages.empty()) emit(EventKind::stored, Component::full, Tier::device, id);  // empty: host values only
     if (n.swa) emit(EventKind::stored, Component::swa, Tier::device, id);
     return id;
 }

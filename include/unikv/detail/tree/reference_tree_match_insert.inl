@@ -1,5 +1,5 @@
 #pragma once
-// ReferenceTree: match_prefix and insert, as docs/tree.md states them.
+// ReferenceTree: match_prefix, insert and insert_host, as docs/tree.md states them.
 
 namespace unikv {
 
@@ -248,6 +248,120 @@ auto ReferenceTree<Cs...>::add_leaves(Id parent, std::int32_t from, InsertState&
     }
     return add_node(parent, st.key.ns, from, tokens(from, length), pages(from, length),
                     components::has_swa && live_from <= from ? SwaRows::live : SwaRows::tombstone);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// insert_host
+
+template <class... Cs>
+HostInsertResult ReferenceTree<Cs...>::insert_host(TokenKey key, const HostInsertValues& values) {
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto length = static_cast<std::int32_t>(key.tokens.size());
+    const std::int32_t from = values.from;
+    expect_live();
+    UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
+    UNIKV_EXPECTS(length > 0 && length % ps == 0, "the key is not a positive whole number of pages");
+    UNIKV_EXPECTS(from >= 0 && from <= length && from % ps == 0, "from is not a page-aligned position in the key");
+    UNIKV_EXPECTS(values.full.size() == static_cast<std::size_t>((length - from) / ps),
+                  "one FULL host page per page of [from, key end)");
+    // The window: ceil(W / page size) pages, or the whole key when it is shorter.
+    const std::int32_t window_pages =
+        components::has_swa ? std::min((config_.swa_window + ps - 1) / ps, length / ps) : 0;
+    UNIKV_EXPECTS(values.swa.size() == static_cast<std::size_t>(window_pages), "one SWA host page per window page");
+    UNIKV_EXPECTS(values.state.is_valid() == components::has_mamba, "a host state exactly when the tree has Mamba");
+    const auto valid = [](HostPage h) { return h.is_valid(); };
+    UNIKV_EXPECTS(std::all_of(values.full.begin(), values.full.end(), valid) &&
+                      std::all_of(values.swa.begin(), values.swa.end(), valid),
+                  "invalid host page");
+
+    // Walk the key; nothing changes until the graft is decided.
+    std::vector<Id> path;
+    std::optional<std::pair<Id, std::int32_t>> inside;  // the node the key ends or diverges in, tokens matched
+    std::int32_t pos = 0;
+    while (pos < length) {
+        const auto child = find_child(path.empty() ? root : path.back(), key.ns, key.tokens.subspan(pos, ps));
+        if (!child) break;
+        const Node& n = nodes_[*child];
+        std::int32_t m = 0;
+        while (m < n.length() && pos + m < length &&
+               std::equal(n.tokens.begin() + m, n.tokens.begin() + m + ps, key.tokens.begin() + pos + m)) {
+            m += ps;
+        }
+        if (m < n.length()) {
+            inside = std::pair{*child, m};
+            pos += m;
+            break;
+        }
+        path.push_back(*child);
+        pos += m;
+    }
+    // Cached: up to where the key leaves the tree, or to the first node holding FULL in no tier.
+    std::int32_t cached = pos;
+    std::vector<Id> walked = path;
+    if (inside) walked.push_back(inside->first);
+    for (Id x : walked) {
+        if (!keeps(nodes_[x], Component::full)) {
+            cached = nodes_[x].start;
+            break;
+        }
+    }
+    HostInsertResult r;
+    if (cached < from) {
+        r.node = ref(path.empty() ? root : path.back());
+        r.unused[Component::full].assign(values.full.begin(), values.full.end());
+        r.unused[Component::swa].assign(values.swa.begin(), values.swa.end());
+        if (values.state.is_valid()) r.unused[Component::mamba] = {values.state};
+        return r;
+    }
+
+    if (inside) path.push_back(split(inside->first, inside->second));
+    const std::int32_t window_start = length - window_pages * ps;
+    for (std::size_t i = 0; i < path.size(); ++i) {
+        if (nodes_[path[i]].start < window_start && window_start < nodes_[path[i]].end()) {
+            const Id upper = split(path[i], window_start - nodes_[path[i]].start);
+            path.insert(path.begin() + static_cast<std::ptrdiff_t>(i), upper);
+            break;
+        }
+    }
+    // New nodes, host values only: [pos, window start) and [window start, key end), whichever are non-empty.
+    if (pos < window_start) {
+        path.push_back(add_node(path.empty() ? root : path.back(), key.ns, pos,
+                                key.tokens.subspan(pos, window_start - pos), {}, SwaRows::tombstone));
+    }
+    const std::int32_t rest = std::max(pos, window_start);
+    if (rest < length) {
+        path.push_back(add_node(path.empty() ? root : path.back(), key.ns, rest, key.tokens.subspan(rest),
+                                {}, SwaRows::tombstone));
+    }
+
+    // Values, top-down: a node takes a component's slice when it keeps none of that component.
+    for (Id x : path) {
+        for (Component c : {Component::full, Component::swa}) {
+            const std::int32_t first = c == Component::full ? from : window_start;
+            const std::span<const HostPage> pages = c == Component::full ? values.full : values.swa;
+            Node& n = nodes_[x];
+            if (!in_set(c) || n.end() <= first) continue;
+            const std::int32_t begin = std::max(n.start, first);
+            const auto host = pages.subspan((begin - first) / ps, (n.end() - begin) / ps);
+            if (keeps(n, c)) {
+                r.unused[c].insert(r.unused[c].end(), host.begin(), host.end());
+            } else {
+                n.host[c].assign(host.begin(), host.end());
+                emit(EventKind::stored, c, Tier::host, x);
+            }
+        }
+    }
+    if (components::has_mamba) {
+        if (keeps(nodes_[path.back()], Component::mamba)) {
+            r.unused[Component::mamba] = {values.state};
+        } else {
+            nodes_[path.back()].host[Component::mamba] = {values.state};
+            emit(EventKind::stored, Component::mamba, Tier::host, path.back());
+        }
+    }
+    r.node = ref(path.back());
+    r.grafted = true;
+    return r;
 }
 
 }  // namespace unikv
