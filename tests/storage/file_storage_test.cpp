@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <unikv/storage/any_storage.hpp>
 #include <unikv/storage/file_storage.hpp>
 
 #include "store_contract.hpp"
@@ -235,4 +236,17 @@ TEST_CASE("a FileStorage whose directory cannot be made answers every object wit
     CHECK(store.stats().errors == 6);
     CHECK_THROWS_AS(FileStorage({.directory = "", .capacity_bytes = 1}), unikv::logic_error);
     CHECK_THROWS_AS(FileStorage({.directory = dir.path(), .capacity_bytes = 0}), unikv::logic_error);
+}
+
+TEST_CASE("AnyStorage holding a FileStorage keeps the contract and hands the store back by type") {
+    TempDir dir;
+    unikv::AnyStorage any(FileStorage({.directory = dir.path(), .capacity_bytes = 64ull << 20}));
+    REQUIRE(any.get_if<FileStorage>() != nullptr);
+    CHECK(any.get_if<FileStorage>()->status().empty());
+    check_store_contract(any, 5000);
+    CHECK(any.get_if<FileStorage>()->verify().empty());
+    unikv::AnyStorage empty;
+    CHECK_FALSE(static_cast<bool>(empty));
+    CHECK(empty.in_flight() == 0);
+    CHECK_THROWS_AS((void)empty.poll(), unikv::logic_error);
 }
