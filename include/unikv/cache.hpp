@@ -100,8 +100,10 @@
 #include <unikv/cache/compatibility.hpp>
 #include <unikv/cache/retention.hpp>
 #include <unikv/cache/sequence.hpp>
+#include <unikv/cache/storage_values.hpp>
 #include <unikv/cache/values.hpp>
 #include <unikv/component.hpp>
+#include <unikv/detail/cache/storage_link.hpp>
 #include <unikv/host/host_pool_concept.hpp>
 #include <unikv/host/no_host_tier.hpp>
 #include <unikv/host/separate_host_pools.hpp>
@@ -179,6 +181,10 @@ public:
     static constexpr bool has_mamba = allocator_type::has_mamba;
     /// `backup` and `restore` compile (a host tier, no Mamba).
     static constexpr bool can_retract = cache_retracts_v<P>;
+    /// The bundle's storage policy: `NoStorage`, or the type of the store a cache attaches (`attach_storage`).
+    using storage_type = typename P::storage;
+    /// A store can be attached below the host tier (`storage_type` is a storage backend).
+    static constexpr bool has_storage = is_storage_backend_v<storage_type>;
 
     static_assert(check_host_pool<typename P::host_pools, backend_type, layout_type>());
 
@@ -512,6 +518,57 @@ public:
         return alloc_.spec()[component].page_size;
     }
 
+    // ---- the storage tier (needs `has_storage`; docs/storage.md) --------------------------------------------
+    /// Attaches `store` (which must outlive the attachment at its address; one cache per store object) below the
+    /// host tier: from now on every host copy the cache makes (a write-through's ack, a write-back's backup) is put
+    /// to the store, and `prefetch` asks it for the pages a request's prefix lacks. Its keys start from the store
+    /// namespace of `options` and the arena's geometry (page tokens and bytes per component, window), so instances
+    /// of the same model, layout and rank share objects. `options.write` switches the write policy (see
+    /// `StorageOptions::write`). Throws `logic_error` with nothing changed: a store attached already, a timeout of
+    /// 0, an eviction run open, or a write-policy switch the tree's host copies do not allow. Cold: O(1), or O(nodes)
+    /// with a write-policy switch from write-back.
+    void attach_storage(storage_type& store, const StorageOptions& options = {})
+        requires has_storage;
+    /// Waits for every storage task in flight (puts, prefetches: grafted when they succeed, reported by the next
+    /// `storage_check`) and detaches the store. No-op when none is attached. Blocks on the store.
+    void detach_storage()
+        requires has_storage;
+    /// Asks the store for the pages of `key` the cache lacks (device and host): one `exists` of the FULL pages from
+    /// where the cache's FULL pages end (and of the SWA pages and Mamba states that could end a match there),
+    /// then one `get` of the longest run that ends on a complete window and state, into host pages; when all of it
+    /// arrived (all or nothing for the window and the state; FULL-only trees keep the longest run), the pages are
+    /// grafted into the tree as host copies (`insert_host`), so the request's admission finds them as host hits and
+    /// loads them back. `storage_check` reports the outcome. Never blocks. O(key) hashing plus the match.
+    PrefetchStart prefetch(TokenKey key)
+        requires has_storage;
+    /// Finishes the storage tasks the store completed (puts: locks and leases released; prefetches: their next
+    /// phase, or their graft) and reports the prefetches that finished or timed out since the last call; the span is
+    /// valid until the next call. Never blocks. O(tasks + objects completed).
+    [[nodiscard]] std::span<const PrefetchDone> storage_check()
+        requires has_storage;
+    /// Storage tasks (batches on the store) in flight.
+    [[nodiscard]] std::size_t storage_in_flight() const noexcept {
+        if constexpr (has_storage) {
+            return storage_.tasks.size();
+        } else {
+            return 0;
+        }
+    }
+    /// True while a store is attached.
+    [[nodiscard]] bool storage_attached() const noexcept {
+        if constexpr (has_storage) {
+            return storage_.store != nullptr;
+        } else {
+            return false;
+        }
+    }
+    /// What the storage tier did so far.
+    [[nodiscard]] const StorageCounters& storage_counters() const noexcept
+        requires has_storage
+    {
+        return storage_.counters;
+    }
+
     // ---- inspection --------------------------------------------------------------------------------------
     /// Every broken rule of the allocator's byte accounting, the tree's invariants and the host pools, one
     /// line each; empty when healthy. Callable in production (cold: O(pages + nodes)).
@@ -653,6 +710,7 @@ private:
         bool hosted = false;     // write-through: the tree holds the host value (`set_host` got that far)
         bool undone = false;     // write-through: a failed copy's host value was dropped (`drop_host` returned)
         bool installed = false;  // load: the tree finished it (`finish_load` returned)
+        bool stored = false;     // write-through: its host copy was handed to the storage tier
     };
 
     // `host` with its write policy and host mode checked against each other and the policies (see the
@@ -709,6 +767,26 @@ private:
     template <class Result>
     void run_actions(Result& result);
     void free_host(const HostActions& work);
+    // ---- the storage tier (detail/cache/storage.inl) ----
+    using storage_link_type = detail::cache::storage_link_t<has_storage, storage_type, host_pools_type>;
+    // Puts `node`'s host copy of `c` to the store, when one is attached (a best effort: a node gone or without that
+    // copy puts nothing).
+    void store_host_copy(NodeRef node, Component c);
+    // The tokens of the prefix that ends at `node` into `storage_.prefix`, and its namespace. O(depth + prefix).
+    KeyNamespace node_prefix(NodeRef node);
+    // The storage tasks' next steps, by phase.
+    void finish_storage(std::size_t task, std::span<const PageResult> results);
+    void start_fetch(std::size_t task, std::span<const PageResult> found);
+    void graft(std::size_t task, std::span<const PageResult> got);
+    void report(std::size_t task, PrefetchDone::Status status, std::int32_t length = 0, std::int32_t fetched = 0);
+    void free_pages(per_component<std::vector<HostPage>>& pages);
+    // Polls the store until no task is in flight (detach, destruction).
+    void drain_storage();
+    // The pages of one SWA window (0 without Swa).
+    [[nodiscard]] std::int32_t window_pages() const noexcept {
+        const std::int32_t ps = page_size(Component::full);
+        return has_swa ? (window_tokens() + ps - 1) / ps : 0;
+    }
 
     HostWrites host_writes_;  // first: checked before any part is built
     HostMode host_mode_ = HostMode::cache;
@@ -742,6 +820,7 @@ private:
     std::vector<VirtualPage> swa_slid_;       // scratch of `decode`: pages whose SWA rows left the window
     std::uint64_t decode_mark_ = 0;           // `decode`'s batch number (a handle named twice)
     std::uint64_t id_ = next_cache_id();      // which cache a handle runs in
+    storage_link_type storage_{};             // the attached store and its tasks (host memory they use is host_'s)
     controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
 };
 
@@ -859,4 +938,5 @@ class Cache<Policies> {
 #include <unikv/detail/cache/requests.inl>
 #include <unikv/detail/cache/transfers.inl>
 #include <unikv/detail/cache/relief.inl>
+#include <unikv/detail/cache/storage.inl>
 #include <unikv/detail/cache/sequences.inl>

@@ -170,6 +170,10 @@ void CacheCore<P>::finish(Ticket& t) {
             host_.free(t.component, t.host_pages);
             t.host_pages.clear();
         }
+        if (t.succeeded && t.hosted && !t.stored) {  // the host copy holds the rows now: the store gets them too
+            t.stored = true;
+            store_host_copy(t.node, t.component);
+        }
         break;
     case CacheTag::Kind::write_back:
         if (!t.succeeded && !t.host_pages.empty()) {
@@ -370,6 +374,11 @@ Eviction CacheCore<P>::finish_evict(WriteBackRun&& run) {
         const per_component<std::int64_t> freed = pages_of(follow.device_freed);
         for (Component c : all_components) out.pages_freed[c] += freed[c];
         run_actions(follow);
+    }
+    // Every backup is recorded (the tree takes calls again): the new host copies go to the store.
+    if constexpr (has_storage) {
+        for (const Ticket& b : backups)
+            if (!b.host_pages.empty()) store_host_copy(b.node, b.component);
     }
     return out;
 }

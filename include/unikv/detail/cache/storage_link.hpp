@@ -1,0 +1,81 @@
+#pragma once
+// A cache's side of its storage tier: the attached store, the namespace digest its keys start from, and the tasks in
+// flight. A task is one batch on the store: a put of one host copy (its node host-locked and the host pool leased
+// until the store acknowledges), or a prefetch's probe (`exists`) or fetch (`get` into host pages the task owns,
+// under a lease). Plain values only: the cache stays movable with tasks in flight (the store writes into host
+// memory, which does not move with the cache).
+
+#include <chrono>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include <unikv/cache/storage_values.hpp>
+#include <unikv/component.hpp>
+#include <unikv/ids.hpp>
+#include <unikv/storage/object_key.hpp>
+#include <unikv/storage/storage_concept.hpp>
+#include <unikv/tree/handles.hpp>
+#include <unikv/tree/keys.hpp>
+
+namespace unikv::detail::cache {
+
+template <class Lease>
+struct storage_task {
+    enum class phase : std::uint8_t { put, probe, fetch };
+    phase kind = phase::put;
+    StorageTicket ticket{};
+    // put: the host copy written (a node's component), its host lock and the pool's lease.
+    NodeRef node{};
+    Component component = Component::full;
+    LockReceipt lock{};
+    Lease lease{};
+    std::uint64_t bytes = 0;
+    // probe and fetch: the prefetch, its key, the chain keys of the key's pages, and the page range [from, end) the
+    // fetch reads (FULL pages; the window's SWA pages and the state end at `end`).
+    std::uint64_t id = 0;
+    std::vector<TokenId> tokens{};
+    KeyNamespace ns{};
+    std::vector<ObjectKey> chain{};
+    std::int32_t from = 0;
+    std::int32_t end = 0;
+    per_component<std::vector<HostPage>> pages{};
+    std::chrono::steady_clock::time_point deadline{};
+    bool reported = false;  // its `PrefetchDone` went out (a timed-out prefetch reports before it finishes)
+};
+
+template <class Store, class Lease>
+struct storage_link {
+    using lease_type = Lease;
+    Store* store = nullptr;
+    std::uint64_t digest = 0;
+    std::chrono::milliseconds timeout{};
+    std::vector<storage_task<Lease>> tasks{};
+    std::vector<PrefetchDone> done{};      // what the last `storage_check` reported
+    std::vector<PrefetchDone> pending{};   // gathered for the next report
+    StorageCounters counters{};
+    std::uint64_t next_prefetch = 1;
+    // Scratch of the cold paths.
+    std::vector<TokenId> prefix{};
+    std::vector<ObjectKey> keys{};
+    std::vector<ObjectRead> reads{};
+    std::vector<ObjectWrite> writes{};
+    std::vector<std::int32_t> physical{};
+};
+
+// The stand-in of a cache without a storage tier.
+struct no_storage_link {};
+
+// The link of a cache whose storage policy is `Store` (a backend when `on`) over host pools `Host`.
+template <bool on, class Store, class Host>
+struct storage_link_for {
+    using type = no_storage_link;
+};
+template <class Store, class Host>
+struct storage_link_for<true, Store, Host> {
+    using type = storage_link<Store, decltype(std::declval<Host&>().lease())>;
+};
+template <bool on, class Store, class Host>
+using storage_link_t = typename storage_link_for<on, Store, Host>::type;
+
+}  // namespace unikv::detail::cache

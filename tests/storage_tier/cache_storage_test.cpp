@@ -1,0 +1,347 @@
+// The cache with a storage tier, with row contents, over FileStorage and over the Redis test cluster alike: host
+// copies go to the store (after a write-through's ack, after a write-back's backup); after device and host eviction
+// a prefetch grafts the pages back as host copies and the request loads them and reads every row byte for byte;
+// another cache instance over the same store serves the first one's prefix; a corrupt object, an unusable store, a
+// slow prefetch, a host tier without room and a killed Redis node make the request compute, never serve a wrong row,
+// and leave `verify()` healthy.
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <unikv/storage/file_storage.hpp>
+#include <unikv/storage/redis_cluster_storage.hpp>
+
+#include "cache/handle_engine.hpp"
+#include "storage/redis_support.hpp"
+#include "storage/store_support.hpp"
+
+namespace storage_tier_test {
+
+using namespace unikv;
+using handle_test::HandleEngine;
+using handle_test::tokens;
+
+// A place for a store that every `open()` reaches again (a second engine instance, a restart), a store there that
+// cannot be used, and a way to damage what is stored there.
+struct FileStore {
+    using store_type = FileStorage;
+    test::TempDir dir;
+    [[nodiscard]] FileStorage open() const { return FileStorage({.directory = dir.path(), .capacity_bytes = 64ull << 20}); }
+    // A directory under a regular file: nothing can be created there.
+    [[nodiscard]] FileStorage unusable() const {
+        { std::ofstream(dir.path() + "/file") << "x"; }
+        FileStorage store({.directory = dir.path() + "/file/store", .capacity_bytes = 1 << 20});
+        REQUIRE_FALSE(store.status().empty());
+        return store;
+    }
+    // Scribbles over every third 4 KiB of every slab file: some page objects fail their checksums.
+    void corrupt() const {
+        for (const auto& f : std::filesystem::directory_iterator(dir.path())) {
+            if (f.path().filename().string().rfind("slab-", 0) != 0) continue;
+            const int fd = ::open(f.path().c_str(), O_WRONLY);
+            REQUIRE(fd >= 0);
+            const std::vector<char> junk(64, 0x33);
+            for (std::uint64_t off = 0; off < std::filesystem::file_size(f.path()); off += 3 * 4096)
+                REQUIRE(::pwrite(fd, junk.data(), junk.size(), static_cast<off_t>(off + 16)) == 64);
+            ::close(fd);
+        }
+    }
+};
+
+struct RedisStore {
+    using store_type = RedisClusterStorage;
+    std::string prefix = test::redis_prefix("tier");
+    [[nodiscard]] RedisClusterStorage open() const { return RedisClusterStorage(test::redis_config(prefix)); }
+    // A cluster nobody serves (port 1 of this machine): every call is an error per object.
+    [[nodiscard]] RedisClusterStorage unusable() const {
+        RedisClusterStorageConfig config = test::redis_config(prefix);
+        config.seeds = {"127.0.0.1:1"};
+        return RedisClusterStorage(config);
+    }
+    // Overwrites bytes inside every value stored under the prefix, on every master.
+    void corrupt() const {
+        const test::redis_view view = test::redis_view::load();
+        std::size_t damaged = 0;
+        for (std::size_t m = 0; m < view.masters.size(); ++m) {
+            test::redis_admin admin = view.admin(m);
+            std::string cursor = "0";
+            const std::string pattern = prefix + "*";
+            for (int round = 0; round < 10000; ++round) {  // SCAN ends when the cursor is 0 again
+                const test::redis_reply r = admin.run({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+                REQUIRE(r->type == REDIS_REPLY_ARRAY);
+                cursor.assign(r->element[0]->str, r->element[0]->len);
+                for (std::size_t i = 0; i < r->element[1]->elements; ++i) {
+                    const redisReply* key = r->element[1]->element[i];
+                    (void)admin.run({"SETRANGE", std::string_view(key->str, key->len), "100", "garbage!"});
+                    ++damaged;
+                }
+                if (cursor == "0") break;
+            }
+        }
+        REQUIRE(damaged > 0);
+    }
+};
+
+template <class Layout, class Fixture>
+struct Stored : DefaultCachePolicies {
+    using backend = HostBackend;
+    using layout = Layout;
+    using storage = typename Fixture::store_type;
+};
+template <class Layout, class Fixture>
+struct Case {
+    using policies = Stored<Layout, Fixture>;
+    using fixture = Fixture;
+};
+
+CacheConfig config_with(WritePolicy policy) {
+    CacheConfig c = handle_test::config(64);
+    c.host.write = {.policy = policy, .threshold = 1};
+    return c;
+}
+
+// Drives `storage_check` until nothing is in flight (bounded), returning every prefetch outcome reported.
+template <class Engine>
+std::vector<PrefetchDone> settle(Engine& e) {
+    std::vector<PrefetchDone> out;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (;;) {
+        for (const PrefetchDone& d : e.cache.storage_check()) out.push_back(d);
+        if (e.cache.storage_in_flight() == 0) return out;
+        REQUIRE(std::chrono::steady_clock::now() < deadline);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+// Acknowledges the write-throughs in flight (their acks put the host copies to the store).
+template <class Engine>
+void write_through_acks(Engine& e) {
+    (void)e.cache.start_writing();
+    e.cache.transfer_stream().synchronize();
+    (void)e.cache.writing_check();
+}
+
+// Empties the device and the host tiers.
+template <class Engine>
+void evict_everything(Engine& e) {
+    (void)e.cache.evict({Component::full, 1 << 20});
+    for (Component c : all_components)
+        if (e.cache.allocator().spec()[c].present) (void)e.cache.evict_host({c, 1 << 20});
+    for (Component c : all_components)
+        if (e.cache.allocator().spec()[c].present) CHECK(e.cache.tree().host_size(c) == 0);
+}
+
+// Prefetches `prompt` and settles; returns its one outcome.
+template <class Engine>
+PrefetchDone prefetch(Engine& e, const std::vector<TokenId>& prompt) {
+    const PrefetchStart s = e.cache.prefetch({prompt});
+    REQUIRE(s.status == PrefetchStart::Status::started);
+    const auto done = settle(e);
+    REQUIRE(done.size() == 1);
+    CHECK(done[0].id == s.id);
+    return done[0];
+}
+
+// Serves `prompt`, puts its host copies to the store (write-through), settles, and empties both tiers.
+template <class Engine>
+void compute_store_and_forget(Engine& e, const std::vector<TokenId>& prompt) {
+    REQUIRE(e.serve(prompt, 1) == 0);
+    write_through_acks(e);
+    (void)settle(e);
+    evict_everything(e);
+}
+
+}  // namespace storage_tier_test
+
+using namespace storage_tier_test;
+
+#define UNIKV_TIER_CASES                                                                                        \
+    Case<SwaFullLayout, FileStore>, Case<TriPoolLayout, FileStore>, Case<SwaFullLayout, RedisStore>,           \
+        Case<TriPoolLayout, RedisStore>
+
+TEST_CASE_TEMPLATE("host copies go to the store and come back after device and host eviction, row for row", C,
+                   UNIKV_TIER_CASES) {
+    for (WritePolicy policy : {WritePolicy::through, WritePolicy::back}) {
+        CAPTURE(write_policy_name(policy));
+        const typename C::fixture place;
+        auto store = place.open();
+        HandleEngine<typename C::policies> e(config_with(policy));
+        e.cache.attach_storage(store, {.model = "test-model", .layout = "test-layout"});
+        const auto prompt = tokens(100, 8 * handle_test::page_size + 2);
+        REQUIRE(e.serve(prompt, 3) == 0);
+        if (policy == WritePolicy::through) write_through_acks(e);
+        (void)settle(e);
+        if (policy == WritePolicy::back) {
+            // Write-back makes host copies when the device evicts: evict, then settle the puts of the backups.
+            (void)e.cache.evict({Component::full, 1 << 20});
+            (void)settle(e);
+        }
+        CHECK(e.cache.storage_counters().put_objects > 0);
+        CHECK(e.cache.storage_counters().put_failed == 0);
+        evict_everything(e);
+        CHECK(e.cache.match({prompt}).best_length == 0);
+
+        const PrefetchDone got = prefetch(e, prompt);
+        CHECK(got.status == PrefetchDone::Status::grafted);
+        CHECK(got.length == 8 * handle_test::page_size);
+        CHECK(got.fetched == got.length);
+        CHECK(e.cache.match({prompt}).best_length == got.length);
+        CHECK(e.broken() == "");
+        // The request loads the grafted host copies back and reads every row of its prefix as computed.
+        const std::int64_t host_hits = e.cache.reuse().host_hit_tokens;
+        CHECK(e.serve(prompt, 2) == 0);
+        CHECK(e.cache.reuse().host_hit_tokens - host_hits == got.length);
+        CHECK(e.broken() == "");
+    }
+}
+
+TEST_CASE_TEMPLATE("a second cache instance over the same store serves the first one's prefix byte for byte", F,
+                   FileStore, RedisStore) {
+    using P = Stored<TriPoolLayout, F>;
+    const F place;
+    const auto prompt = tokens(500, 6 * handle_test::page_size);
+    {
+        auto store = place.open();
+        HandleEngine<P> first(config_with(WritePolicy::through));
+        first.cache.attach_storage(store, {.model = "m", .layout = "l"});
+        REQUIRE(first.serve(prompt, 1) == 0);
+        write_through_acks(first);
+        (void)settle(first);
+        first.cache.detach_storage();
+    }
+    auto store = place.open();
+    HandleEngine<P> second(config_with(WritePolicy::through));
+    // Another model's namespace shares nothing with it.
+    second.cache.attach_storage(store, {.model = "other", .layout = "l"});
+    CHECK(prefetch(second, prompt).status == PrefetchDone::Status::missed);
+    second.cache.detach_storage();
+    second.cache.attach_storage(store, {.model = "m", .layout = "l"});
+    const PrefetchDone got = prefetch(second, prompt);
+    REQUIRE(got.status == PrefetchDone::Status::grafted);
+    CHECK(got.length == 6 * handle_test::page_size);
+    // A follow-up turn: its prompt extends the stored one (a prompt's own last token is always computed, so a
+    // state at its end serves only longer prompts). Every row reads as the first instance computed it.
+    CHECK(second.serve(handle_test::join(prompt, tokens(7000, 3)), 1) == 0);
+    CHECK(second.cache.reuse().host_hit_tokens == got.length);
+    CHECK(second.broken() == "");
+}
+
+TEST_CASE_TEMPLATE("a corrupt object, an unusable store or a slow prefetch make the request compute, never serve a wrong row",
+                   F, FileStore, RedisStore) {
+    using Swa = Stored<SwaFullLayout, F>;
+    using Tri = Stored<TriPoolLayout, F>;
+    const auto prompt = tokens(900, 5 * handle_test::page_size);
+    SUBCASE("a corrupt object: the prefetch misses (all or nothing for the window) and the request computes") {
+        const F place;
+        auto store = place.open();
+        HandleEngine<Swa> e(config_with(WritePolicy::through));
+        e.cache.attach_storage(store, {.model = "m"});
+        compute_store_and_forget(e, prompt);
+        place.corrupt();
+        const PrefetchDone got = prefetch(e, prompt);
+        CHECK(got.status == PrefetchDone::Status::missed);
+        CHECK(e.cache.storage_counters().get_failed > 0);
+        CHECK(store.stats().corrupt > 0);
+        CHECK(e.cache.match({prompt}).best_length == 0);
+        CHECK(e.serve(prompt, 1) == 0);
+        CHECK(e.broken() == "");
+    }
+    SUBCASE("a store that cannot be used: puts and prefetches fail per object, the cache keeps serving") {
+        const F place;
+        auto store = place.unusable();
+        HandleEngine<Tri> e(config_with(WritePolicy::through));
+        e.cache.attach_storage(store);
+        compute_store_and_forget(e, prompt);
+        CHECK(e.cache.storage_counters().put_objects == 0);
+        CHECK(e.cache.storage_counters().put_failed > 0);
+        CHECK(prefetch(e, prompt).status == PrefetchDone::Status::missed);
+        CHECK(e.serve(prompt, 1) == 0);
+        CHECK(e.broken() == "");
+    }
+    SUBCASE("a prefetch past its timeout is reported timed out; its pages still land as host copies") {
+        const F place;
+        auto store = place.open();
+        HandleEngine<Swa> e(config_with(WritePolicy::through));
+        e.cache.attach_storage(store, {.prefetch_timeout = std::chrono::milliseconds(1)});
+        compute_store_and_forget(e, prompt);
+        REQUIRE(e.cache.prefetch({prompt}).status == PrefetchStart::Status::started);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        const auto done = settle(e);
+        REQUIRE(done.size() == 1);
+        CHECK(done[0].status == PrefetchDone::Status::timed_out);
+        CHECK(e.cache.storage_counters().timed_out == 1);
+        CHECK(e.cache.storage_counters().grafted == 1);  // it finished after the report
+        CHECK(e.cache.match({prompt}).best_length == 5 * handle_test::page_size);
+        CHECK(e.serve(prompt, 1) == 0);
+        CHECK(e.broken() == "");
+    }
+}
+
+TEST_CASE("a prefetch whose window finds no host room misses and gives back the FULL pages it took") {
+    using P = Stored<SwaFullLayout, FileStore>;
+    const FileStore place;
+    const auto prompt = tokens(300, 6 * handle_test::page_size);
+    {
+        auto store = place.open();
+        HandleEngine<P> writer(config_with(WritePolicy::through));
+        writer.cache.attach_storage(store, {.model = "m"});
+        compute_store_and_forget(writer, prompt);
+    }
+    // Room for the FULL pages, not for the window's SWA pages (two, at a window of two pages).
+    CacheConfig small = config_with(WritePolicy::through);
+    small.host.pages[Component::full] = 16;
+    small.host.pages[Component::swa] = 1;
+    HandleEngine<P> e(small);
+    auto store = place.open();
+    e.cache.attach_storage(store, {.model = "m"});
+    const std::int32_t used_full = e.cache.host_pools().used(Component::full);
+    CHECK(prefetch(e, prompt).status == PrefetchDone::Status::missed);
+    CHECK(e.cache.host_pools().used(Component::full) == used_full);
+    CHECK(e.cache.match({prompt}).best_length == 0);
+    CHECK(e.serve(prompt, 1) == 0);
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a Redis node killed while its objects are stored: the prefetch misses, the request computes; restarted, "
+          "it serves them byte for byte") {
+    using P = Stored<TriPoolLayout, RedisStore>;
+    const RedisStore place;
+    auto store = place.open();
+    HandleEngine<P> e(config_with(WritePolicy::through));
+    e.cache.attach_storage(store, {.model = "m"});
+    const auto prompt = tokens(1300, 12 * handle_test::page_size);
+    compute_store_and_forget(e, prompt);
+    const test::redis_view view = test::redis_view::load();
+    {
+        test::redis_node_process node(view, 1);
+        node.kill();
+        // Twelve pages' FULL objects and a window and a state: some live on the dead node, so the all-or-nothing
+        // hybrid prefetch misses (asking for them is an error), and the request computes every row itself; its
+        // puts to the dead node fail, the others are stored.
+        const std::uint64_t errors = store.stats().errors;
+        CHECK(prefetch(e, prompt).status == PrefetchDone::Status::missed);
+        CHECK(store.stats().errors > errors);
+        const std::int64_t put_failed = e.cache.storage_counters().put_failed;
+        compute_store_and_forget(e, prompt);
+        CHECK(e.cache.storage_counters().put_failed > put_failed);
+        CHECK(e.broken() == "");
+        node.restart();
+    }
+    // The node kept nothing (no persistence): what it held is gone. Past the store's backoff (200 ms at most) it is
+    // dialled again; the request's puts reach it, and a prefetch serves the whole prefix.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    compute_store_and_forget(e, prompt);
+    const PrefetchDone got = prefetch(e, prompt);
+    REQUIRE(got.status == PrefetchDone::Status::grafted);
+    CHECK(e.serve(handle_test::join(prompt, tokens(9000, 2)), 1) == 0);
+    CHECK(e.broken() == "");
+}
