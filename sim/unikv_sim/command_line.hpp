@@ -14,6 +14,7 @@
 #include <unikv_sim/byte_size.hpp>
 #include <unikv_sim/input_error.hpp>
 #include <unikv_sim/options.hpp>
+#include <unikv_sim/storage_spec.hpp>
 
 namespace unikv::sim {
 
@@ -102,6 +103,14 @@ struct CommandLine {
     app.add_option("--plot", o.plot_path, "Draw occupancy and hit rate over time into this PNG file");
     app.add_option("--max-requests", o.max_requests, "Replay at most this many requests of the trace")
         ->check(CLI::PositiveNumber);
+    std::string storage_size = "1TiB";
+    app.add_option("--storage", o.storage,
+                   "A storage tier below the host: file:DIR (a FileStorage in DIR, made empty for each run) or "
+                   "redis://HOST:PORT (a Redis Cluster node; each run keys its objects apart) (docs/storage.md)");
+    app.add_option("--storage-size", storage_size,
+                   "The store's capacity in the model's bytes, like --host-memory (a file store's bound; a Redis "
+                   "cluster's is its own maxmemory)")
+        ->capture_default_str();
     app.add_option("--host-link-gbps", o.host_link_gbps,
                    "Host <-> device link of the cost model, GB/s per direction (PCIe 5.0 x16: 64 raw)")
         ->check(CLI::Range(0.001, 1e6))
@@ -126,6 +135,8 @@ struct CommandLine {
         o.model = model;
         o.device_memory_bytes = parse_bytes(device, "--device-memory");
         o.host_memory_bytes = parse_bytes(host, "--host-memory");
+        o.storage_bytes = parse_bytes(storage_size, "--storage-size");
+        if (!o.storage.empty()) (void)parse_storage(o.storage);
         o.write_policy = *write_policy_from_name(policy);  // IsMember checked it
         o.retention.prompt_ends = retain == "all" || retain == "prompt-ends";
         o.retention.branch_points = retain == "all" || retain == "branch-points";

@@ -18,9 +18,13 @@
 ///   forward rather than add to it: a load-back is waited for per layer (layer `l`'s attention waits only on
 ///   layer `l`'s copy), and write-through, write-back and retraction copies run on the transfer stream without
 ///   blocking compute. The link is full duplex, so loads and writes do not share it; whichever direction
-///   carries more bounds the step.
+///   carries more bounds the step;
+/// * **the storage link** (with a storage tier): the bytes the step's admitted requests prefetched from the store
+///   (one latency plus the bytes at the read rate: the prefetch runs before the admission, which waits for it)
+///   and the bytes the step put (at the write rate, in the background). Defaults: a datacenter NVMe SSD for
+///   `file:` (7 GB/s read, 4 GB/s write, 0.1 ms), a 25 Gb/s network for `redis://` (3 GB/s each way, 0.5 ms).
 ///
-/// Step time is the largest of the three. Peaks, not achieved rates: the model is a lower bound on a real
+/// Step time is the largest of the four. Peaks, not achieved rates: the model is a lower bound on a real
 /// engine's step time (no kernel-launch or scheduler overhead), so compare runs with each other, not with a
 /// measured server. Every constant sits in `Accelerator` (H200-class defaults) and `model_parameter_table`.
 
@@ -45,7 +49,22 @@ struct Accelerator {
     double hbm_bytes_per_s = 4.8e12;        ///< HBM bandwidth
     double flops_per_s = 989e12;            ///< dense bf16 tensor FLOP/s
     double host_link_bytes_per_s = 55e9;    ///< host <-> device, per direction
+    double storage_read_bytes_per_s = 7e9;  ///< storage to host (`storage_link_for` sets it per store kind)
+    double storage_write_bytes_per_s = 4e9; ///< host to storage
+    double storage_latency_s = 100e-6;      ///< one storage round trip
 };
+
+/// The storage link of a store kind: a local NVMe SSD (`file:`) or a network store (`redis://`); see the file
+/// comment.
+enum class StorageKind : std::uint8_t { file, network };
+[[nodiscard]] constexpr Accelerator storage_link_for(Accelerator hw, StorageKind kind) noexcept {
+    if (kind == StorageKind::network) {
+        hw.storage_read_bytes_per_s = 3e9;
+        hw.storage_write_bytes_per_s = 3e9;
+        hw.storage_latency_s = 500e-6;
+    }
+    return hw;
+}
 
 /// The parameters of one model, from its published card.
 struct ModelParameters {
@@ -121,7 +140,7 @@ public:
 
     /// Simulated milliseconds of a step doing `w`; 0 for a step with no work. O(1).
     [[nodiscard]] constexpr double operator()(const StepWork& w) const noexcept {
-        return 1e3 * std::max({compute_seconds(w), memory_seconds(w), link_seconds(w)});
+        return 1e3 * std::max({compute_seconds(w), memory_seconds(w), link_seconds(w), storage_seconds(w)});
     }
 
     /// The compute bound: `2 * active` FLOPs per token at `flops_per_s`.
@@ -143,6 +162,13 @@ public:
     /// The host-link bound: the busier direction over `host_link_bytes_per_s`.
     [[nodiscard]] constexpr double link_seconds(const StepWork& w) const noexcept {
         return double(std::max(w.bytes_loaded, w.bytes_written)) / hw_.host_link_bytes_per_s;
+    }
+
+    /// The storage bound: a prefetch's latency and bytes, the puts' bytes, over the storage link.
+    [[nodiscard]] constexpr double storage_seconds(const StepWork& w) const noexcept {
+        return (w.bytes_fetched > 0 ? hw_.storage_latency_s : 0) +
+               std::max(double(w.bytes_fetched) / hw_.storage_read_bytes_per_s,
+                        double(w.bytes_stored) / hw_.storage_write_bytes_per_s);
     }
 
     /// The accelerator priced against.

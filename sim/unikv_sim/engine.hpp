@@ -32,7 +32,10 @@
 ///    acknowledges them. Copy timing never follows the wall clock, so a replay is repeatable: the same trace
 ///    and setup give the same records, `cache_ns` and wall time aside. A backend without a manual mode runs
 ///    as it is;
-/// 7. `verify()` every `verify_every` steps (a broken line throws), the step's record, and
+/// 7. with a storage tier (`ReplaySetup::storage`), the step's puts are waited for (their bytes priced on the
+///    storage link); a request is prefetched when first asked to be admitted (`Cache::prefetch`, waited for),
+///    and what it fetched is priced in the step that admits it and reported as storage hits;
+/// 8. `verify()` every `verify_every` steps (a broken line throws), the step's record, and
 ///    the clock advances by `cost(work)`.
 ///
 /// Token ids: prompt tokens come from the trace (`Trace::prompt_tokens`). A generated token is the token that
@@ -64,6 +67,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -72,6 +77,7 @@
 #include <unikv/backend/host_backend.hpp>
 #include <unikv/cache.hpp>
 #include <unikv/error.hpp>
+#include <unikv/storage/any_storage.hpp>
 
 #include <unikv_sim/continuations.hpp>
 #include <unikv_sim/replay_records.hpp>
@@ -102,6 +108,11 @@ struct ReplaySetup {
     /// multiplied by it. 1 for a configuration at the model's own bytes.
     std::uint64_t byte_scale = 1;
     EngineConfig engine{};
+    /// A storage tier the cache attaches (it must outlive the replay; its bundle names `storage = AnyStorage`),
+    /// or none. Each request is prefetched from it before its first admission; the bytes fetched are priced when the request is admitted.
+    AnyStorage* storage = nullptr;
+    /// The model name of the store namespace.
+    std::string_view storage_model{};
 };
 
 /// Where a replay stands, for a progress line.

@@ -58,6 +58,7 @@ struct ReplayFigures {
     std::int64_t output_tokens = 0;     ///< of the finished requests
     std::int64_t device_hit_tokens = 0; ///< prompt tokens served from the device tree
     std::int64_t host_hit_tokens = 0;   ///< prompt tokens loaded back from the host tier
+    std::int64_t storage_hit_tokens = 0;  ///< prompt tokens fetched from the storage tier (then loaded back)
     /// Prompt tokens an infinite cache serves, and the causes of what the replay missed of them (`RequestRecord`).
     std::int64_t limit_tokens = 0;
     std::int64_t lost_to_full = 0;
@@ -66,6 +67,7 @@ struct ReplayFigures {
     std::int64_t lost_to_concurrency = 0;
     double device_hit_rate = 0;         ///< `device_hit_tokens / prompt_tokens`
     double host_hit_rate = 0;           ///< `host_hit_tokens / prompt_tokens`
+    double storage_hit_rate = 0;        ///< `storage_hit_tokens / prompt_tokens`
     double admitted_tokens_per_step = 0;  ///< prompt tokens admitted per step, mean
     std::int64_t admitted_tokens_max = 0; ///< the most prompt tokens one step admitted
     std::int64_t refusals = 0;            ///< admission refusals, summed over steps
@@ -74,6 +76,8 @@ struct ReplayFigures {
     std::uint64_t bytes_compacted = 0;    ///< moved inside the arena by compaction
     std::uint64_t bytes_loaded = 0;       ///< host to device
     std::uint64_t bytes_written = 0;      ///< device to host
+    std::uint64_t bytes_fetched = 0;      ///< storage to host (prefetches)
+    std::uint64_t bytes_stored = 0;       ///< host to storage (puts)
     double cache_us_mean = 0;             ///< wall time in cache calls per step, mean (µs)
     double cache_us_p99 = 0;              ///< the same, p99 (µs)
     double output_tokens_per_s = 0;       ///< simulated throughput, output tokens
@@ -88,8 +92,8 @@ struct ReplayFigures {
     double requests_per_wall_s = 0;       ///< replay speed: finished requests per wall second
     double tokens_per_wall_s = 0;         ///< replay speed: simulated prompt + output tokens per wall second
 
-    /// Hit rate on either tier.
-    [[nodiscard]] double hit_rate() const noexcept { return device_hit_rate + host_hit_rate; }
+    /// Hit rate on any tier.
+    [[nodiscard]] double hit_rate() const noexcept { return device_hit_rate + host_hit_rate + storage_hit_rate; }
 };
 
 /// The figures of `r`. O(steps log steps + requests log requests); allocates the sample vectors.
@@ -117,6 +121,8 @@ struct ReplayFigures {
         f.bytes_compacted += s.bytes_compacted;
         f.bytes_loaded += s.work.bytes_loaded;
         f.bytes_written += s.work.bytes_written;
+        f.bytes_fetched += s.work.bytes_fetched;
+        f.bytes_stored += s.work.bytes_stored;
         running += s.running;
         f.max_running = std::max(f.max_running, s.running);
         cache_us.push_back(static_cast<double>(s.cache_ns) / 1e3);
@@ -137,6 +143,7 @@ struct ReplayFigures {
         f.output_tokens += q.output_tokens;
         f.device_hit_tokens += q.device_hit_tokens;
         f.host_hit_tokens += q.host_hit_tokens;
+        f.storage_hit_tokens += q.storage_hit_tokens;
         f.limit_tokens += q.limit_tokens;
         f.lost_to_full += q.lost_to_full;
         f.lost_to_swa += q.lost_to_swa;
@@ -147,6 +154,7 @@ struct ReplayFigures {
     }
     f.device_hit_rate = ratio(static_cast<double>(f.device_hit_tokens), static_cast<double>(f.prompt_tokens));
     f.host_hit_rate = ratio(static_cast<double>(f.host_hit_tokens), static_cast<double>(f.prompt_tokens));
+    f.storage_hit_rate = ratio(static_cast<double>(f.storage_hit_tokens), static_cast<double>(f.prompt_tokens));
     f.ttft_ms = percentiles(ttft);
     f.itl_ms = percentiles(itl);
     const auto total = static_cast<double>(f.prompt_tokens + f.output_tokens);

@@ -96,6 +96,10 @@ struct SimOptions {
     std::string plot_path;        ///< PNG plot; empty for none
     std::size_t max_requests = std::numeric_limits<std::size_t>::max();  ///< replay at most this many
     double host_link_gbps = 55;   ///< host <-> device link of the cost model, GB/s per direction
+    /// The storage tier (`--storage`): `file:DIR` or `redis://HOST:PORT`; empty for none.
+    std::string storage;
+    /// The store's capacity in the model's bytes (`--storage-size`; a file store's bound, scaled like the memory).
+    std::uint64_t storage_bytes = std::uint64_t{1} << 40;
 };
 
 }  // namespace unikv::sim

@@ -22,6 +22,8 @@ struct StepWork {
     std::int64_t context_tokens = 0;  ///< cached tokens the step's attention reads (every running request's)
     std::uint64_t bytes_loaded = 0;   ///< host-to-device bytes of the load-backs submitted this step
     std::uint64_t bytes_written = 0;  ///< device-to-host bytes (write-through, write-back, retraction)
+    std::uint64_t bytes_fetched = 0;  ///< storage-to-host bytes the requests admitted this step prefetched
+    std::uint64_t bytes_stored = 0;   ///< host-to-storage bytes put this step
     friend bool operator==(const StepWork&, const StepWork&) = default;
 };
 
@@ -45,6 +47,7 @@ struct StepRecord {
     std::int64_t admitted_prompt_tokens = 0;  ///< prompt tokens of the requests admitted this step
     std::int64_t device_hit_tokens = 0;       ///< of those, served from the device tree
     std::int64_t host_hit_tokens = 0;         ///< of those, loaded back from the host tier
+    std::int64_t storage_hit_tokens = 0;      ///< of those, fetched from the storage tier (then loaded back)
     std::uint64_t bytes_compacted = 0;        ///< bytes the allocator moved (compaction) this step
     /// Device pages in use per pool, as a fraction of the pool's capacity in the step's arena; -1 for a pool
     /// the layout lacks.
@@ -70,8 +73,9 @@ struct RequestRecord {
     std::int32_t output_tokens = 0;    ///< from the trace
     std::int32_t device_hit_tokens = 0;  ///< prompt tokens served from the device tree at admission
     std::int32_t host_hit_tokens = 0;    ///< prompt tokens loaded back from the host tier at admission
+    std::int32_t storage_hit_tokens = 0;  ///< prompt tokens its prefetch fetched from the storage tier, then loaded back
     /// What an infinite cache would have served it (`summarize`), and why the admission served less (they add
-    /// up to `limit_tokens - device_hit_tokens - host_hit_tokens` when that is positive): the prefix's SWA
+    /// up to `limit_tokens - device_hit_tokens - host_hit_tokens - storage_hit_tokens` when that is positive): the prefix's SWA
     /// window or Mamba state missing at a boundary the FULL pages reached, the request that would have cached
     /// the tokens still running when it came (not finished: an infinite cache fed in finishing order lacks them),
     /// else its FULL pages missing (evicted).

@@ -104,6 +104,8 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
     std::fprintf(out, "  %-22s device %s, host %s, write policy %s\n", "memory",
                  format_bytes(o.device_memory_bytes).c_str(), format_bytes(o.host_memory_bytes).c_str(),
                  std::string(write_policy_name(o.write_policy)).c_str());
+    if (!o.storage.empty())
+        std::fprintf(out, "  %-22s %s, %s\n", "storage tier", o.storage.c_str(), format_bytes(o.storage_bytes).c_str());
 }
 
 /// The settings and `s` as the members of a JSON object (no braces), for `print_summary_json` and the replay's
@@ -125,6 +127,7 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
                    "\"model\": ", json_string(o.model), ", \"device_memory_bytes\": ", o.device_memory_bytes,
                    ", \"host_memory_bytes\": ", o.host_memory_bytes,
                    ", \"write_policy\": ", json_string(write_policy_name(o.write_policy)),
+                   ", \"storage\": ", json_string(o.storage), ", \"storage_bytes\": ", o.storage_bytes,
                    ", \"outputs_continued\": ", s.outputs_continued ? "true" : "false",
                    ", \"continued_requests\": ", s.continued);
 }
@@ -153,13 +156,19 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
                  "requests", with_commas(static_cast<std::int64_t>(f.finished)).c_str(),
                  with_commas(static_cast<std::int64_t>(f.dropped)).c_str(), with_commas(f.unfinished).c_str(),
                  with_commas(f.steps).c_str());
-    std::fprintf(out, "  %-22s %.1f%% device + %.1f%% host = %.1f%% of prompt tokens (max %.1f%%)\n",
-                 "token hit rate", 100 * f.device_hit_rate, 100 * f.host_hit_rate, 100 * f.hit_rate(),
-                 100 * s.max_prefix_hit_rate());
+    if (f.storage_hit_tokens > 0 || f.bytes_stored > 0) {
+        std::fprintf(out, "  %-22s %.1f%% device + %.1f%% host + %.1f%% storage = %.1f%% of prompt tokens (max %.1f%%)\n",
+                     "token hit rate", 100 * f.device_hit_rate, 100 * f.host_hit_rate, 100 * f.storage_hit_rate,
+                     100 * f.hit_rate(), 100 * s.max_prefix_hit_rate());
+    } else {
+        std::fprintf(out, "  %-22s %.1f%% device + %.1f%% host = %.1f%% of prompt tokens (max %.1f%%)\n",
+                     "token hit rate", 100 * f.device_hit_rate, 100 * f.host_hit_rate, 100 * f.hit_rate(),
+                     100 * s.max_prefix_hit_rate());
+    }
     const auto share = [&](std::int64_t v) { return f.prompt_tokens > 0 ? 100.0 * static_cast<double>(v) / static_cast<double>(f.prompt_tokens) : 0.0; };
     std::fprintf(out, "  %-22s %.1f%% of prompt tokens: FULL pages missing %.1f%%, SWA window %.1f%%, Mamba state "
                  "%.1f%%, still being computed %.1f%%\n", "missed of the limit",
-                 share(f.limit_tokens - f.device_hit_tokens - f.host_hit_tokens), share(f.lost_to_full),
+                 share(f.limit_tokens - f.device_hit_tokens - f.host_hit_tokens - f.storage_hit_tokens), share(f.lost_to_full),
                  share(f.lost_to_swa), share(f.lost_to_mamba), share(f.lost_to_concurrency));
     std::fprintf(out, "  %-22s %s bytes of SWA rows and Mamba states per cached token\n", "windows, states kept",
                  round_commas(f.window_state_bytes_per_token).c_str());
@@ -171,6 +180,9 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
     std::fprintf(out, "  %-22s compaction %s; host link %s loaded, %s written\n", "bytes moved",
                  format_bytes_rounded(f.bytes_compacted).c_str(), format_bytes_rounded(f.bytes_loaded).c_str(),
                  format_bytes_rounded(f.bytes_written).c_str());
+    if (f.bytes_fetched > 0 || f.bytes_stored > 0)
+        std::fprintf(out, "  %-22s %s fetched, %s stored\n", "storage tier", format_bytes_rounded(f.bytes_fetched).c_str(),
+                     format_bytes_rounded(f.bytes_stored).c_str());
     std::fprintf(out, "  %-22s mean %.1f us, p99 %.1f us (wall time in cache calls)\n", "cache time per step",
                  f.cache_us_mean, f.cache_us_p99);
     std::fprintf(out, "  %-22s %s output tokens/s, %s total tokens/s over %.1f simulated s\n", "throughput",
@@ -214,7 +226,7 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
 
 /// One replay's figures as a JSON object.
 [[nodiscard]] inline std::string figures_json(const ReplayFigures& f) {
-    char buf[2048];
+    char buf[2560];
     std::snprintf(
         buf, sizeof buf,
         "{\"finished\": %zu, \"dropped\": %zu, \"unfinished\": %lld, \"steps\": %lld, \"simulated_seconds\": %.6f, "
@@ -227,7 +239,8 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
         "\"itl_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f}, \"mean_running\": %.3f, \"max_running\": %d, "
         "\"requests_per_wall_s\": %.3f, \"tokens_per_wall_s\": %.3f, \"limit_tokens\": %lld, "
         "\"lost_to_full\": %lld, \"lost_to_swa\": %lld, \"lost_to_mamba\": %lld, \"lost_to_concurrency\": %lld, "
-        "\"window_state_bytes_per_token\": %.1f}",
+        "\"window_state_bytes_per_token\": %.1f, \"storage_hit_tokens\": %lld, \"storage_hit_rate\": %.6f, "
+        "\"bytes_fetched\": %llu, \"bytes_stored\": %llu}",
         f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps),
         f.simulated_seconds, f.wall_seconds, static_cast<long long>(f.prompt_tokens),
         static_cast<long long>(f.output_tokens), static_cast<long long>(f.device_hit_tokens),
@@ -240,7 +253,9 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
         f.mean_running, f.max_running, f.requests_per_wall_s, f.tokens_per_wall_s,
         static_cast<long long>(f.limit_tokens), static_cast<long long>(f.lost_to_full),
         static_cast<long long>(f.lost_to_swa), static_cast<long long>(f.lost_to_mamba),
-        static_cast<long long>(f.lost_to_concurrency), f.window_state_bytes_per_token);
+        static_cast<long long>(f.lost_to_concurrency), f.window_state_bytes_per_token,
+        static_cast<long long>(f.storage_hit_tokens), f.storage_hit_rate, static_cast<unsigned long long>(f.bytes_fetched),
+        static_cast<unsigned long long>(f.bytes_stored));
     return buf;
 }
 
@@ -260,7 +275,7 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
 
 /// Writes one CSV row per step of `steps` to `out`: time (simulated s, the step's end), running and waiting
 /// requests, device and host occupancy per pool the layout has (shares of the pool), the cumulative device,
-/// host and total hit rates of the prompt tokens admitted so far, the step's admitted prompt tokens,
+/// host (storage hits included) and total hit rates of the prompt tokens admitted so far, the step's admitted prompt tokens,
 /// preemptions, bytes loaded and written, and its cache time (µs). Every `stride`-th step is written (the
 /// last one always), so a plot of a long replay stays small. Returns false when writing fails.
 inline bool write_steps_csv(std::FILE* out, std::span<const StepRecord> steps, std::size_t stride = 1) {
@@ -277,7 +292,7 @@ inline bool write_steps_csv(std::FILE* out, std::span<const StepRecord> steps, s
         const StepRecord& s = steps[i];
         admitted += s.admitted_prompt_tokens;
         device += s.device_hit_tokens;
-        host += s.host_hit_tokens;
+        host += s.host_hit_tokens + s.storage_hit_tokens;  // the host column counts what the store fetched too
         if (i % stride != 0 && i + 1 != steps.size()) continue;
         const double a = admitted > 0 ? static_cast<double>(admitted) : 1;
         std::fprintf(out, "%lld,%.6f,%d,%d", static_cast<long long>(s.step), (s.start_ms + s.duration_ms) / 1e3,

@@ -66,11 +66,11 @@ ReplayResult hand_made_replay() {
     r.steps[1].cache_ns = 5000;
     r.steps[2].cache_ns = 3000;
     for (auto& s : r.steps) s.device_occupancy = {0.5, 0.25, -1}, s.host_occupancy = {0.125, 0.0625, -1};
-    // index, arrival, first token, finish, prompt, output, device hit, host hit
-    r.requests = {{0, 0, 100, 400, 500, 4, 0, 0, 0},
-                  {1, 0, 100, 150, 500, 1, 0, 0, 0},
-                  {2, 90, 150, 500, 400, 11, 300, 100, 1},
-                  {3, 95, 150, 160, 200, 2, 0, 0, 0}};
+    // index, arrival, first token, finish, prompt, output, device hit, host hit, storage hit, limit
+    r.requests = {{0, 0, 100, 400, 500, 4, 0, 0, 0, 0},
+                  {1, 0, 100, 150, 500, 1, 0, 0, 0, 0},
+                  {2, 90, 150, 500, 400, 11, 300, 100, 0, 1},
+                  {3, 95, 150, 160, 200, 2, 0, 0, 40, 0}};
     r.dropped = {7};
     r.unfinished = 2;
     r.wall_seconds = 0.5;
@@ -147,7 +147,8 @@ TEST_CASE("the figures of hand-made records") {
     CHECK(f.output_tokens == 18);
     CHECK(f.device_hit_rate == doctest::Approx(300.0 / 1600));
     CHECK(f.host_hit_rate == doctest::Approx(100.0 / 1600));
-    CHECK(f.hit_rate() == doctest::Approx(0.25));
+    CHECK(f.storage_hit_rate == doctest::Approx(40.0 / 1600));
+    CHECK(f.hit_rate() == doctest::Approx(440.0 / 1600));
     CHECK(f.admitted_tokens_per_step == doctest::Approx(1600.0 / 3));
     CHECK(f.admitted_tokens_max == 1000);
     CHECK(f.refusals == 1);
@@ -189,7 +190,8 @@ TEST_CASE("the JSON of a run parses back to its figures") {
     CHECK(std::int64_t(doc["figures"]["finished"]) == 4);
     CHECK(std::int64_t(doc["figures"]["unfinished"]) == 2);
     CHECK(std::int64_t(doc["figures"]["chunked"]) == 1);
-    CHECK(double(doc["figures"]["hit_rate"]) == doctest::Approx(0.25));
+    CHECK(double(doc["figures"]["hit_rate"]) == doctest::Approx(440.0 / 1600));
+    CHECK(std::int64_t(doc["figures"]["storage_hit_tokens"]) == 40);
     CHECK(double(doc["figures"]["ttft_ms"]["p50"]) == 60);
     CHECK(std::uint64_t(doc["figures"]["bytes_written"]) == 3u << 20);
 }

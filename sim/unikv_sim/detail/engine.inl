@@ -35,6 +35,9 @@ struct live_request {
     bool admitted_once = false;
     bool first_token = false;       // its first output token came out
     std::uint64_t admit_order = 0;  // the later the admission, the larger; preemption takes the largest
+    bool prefetched = false;           // its prefetch from the storage tier was asked for
+    std::int32_t fetched = 0;          // prompt tokens its prefetch grafted from the storage tier
+    std::uint64_t fetched_bytes = 0;   // their bytes (the model's), priced in the step that admits it
     RequestRecord record{};
 };
 
@@ -45,6 +48,8 @@ public:
     using backend_type = typename cache_type::backend_type;
     static constexpr bool has_swa = cache_type::has_swa;
     static constexpr bool has_mamba = cache_type::has_mamba;
+    // The simulator's bundles name `AnyStorage`; a run with `ReplaySetup::storage` attaches it.
+    static constexpr bool has_storage = std::is_same_v<typename cache_type::storage_type, AnyStorage>;
 
     engine(const Trace& trace, const ReplaySetup& setup, const Cost& cost,
            const std::function<void(const ReplayProgress&)>& progress)
@@ -68,6 +73,15 @@ public:
         UNIKV_EXPECTS(static_cast<std::int64_t>(trace.distinct_blocks()) * trace.block_tokens() <= output_token_base,
                       "the trace numbers ", static_cast<std::int64_t>(trace.distinct_blocks()) * trace.block_tokens(),
                       " prompt tokens; the replay keeps ids from 2^30 on for generated tokens");
+        if constexpr (has_storage) {
+            // The clock is simulated: a prefetch is waited for in full (`settle_storage`), never timed out.
+            if (setup.storage != nullptr)
+                cache_.attach_storage(*setup.storage, {.model = setup.storage_model,
+                                                       .layout = "unikv-sim",
+                                                       .prefetch_timeout = std::chrono::hours(24)});
+        } else {
+            UNIKV_EXPECTS(setup.storage == nullptr, "a replay with a storage tier needs a bundle with storage = AnyStorage");
+        }
     }
 
     engine(const engine&) = delete;
@@ -166,6 +180,40 @@ private:
         }
     }
 
+    // ---- the storage tier ----------------------------------------------------------------------------------
+
+    // Asks the store for what the cache lacks of `r`'s prompt, once, when `r` is first asked to be admitted (a
+    // prefetch at arrival would graft into a host tier that turns over while `r` queues), and waits for the
+    // answer (wall time; the simulated cost is charged when `r` is admitted).
+    void prefetch(live_request& r) {
+        if constexpr (has_storage) {
+            if (r.prefetched || !cache_.storage_attached()) return;
+            r.prefetched = true;
+            const std::uint64_t read0 = cache_.storage_counters().bytes_read;
+            const PrefetchStart s = timed([&] { return cache_.prefetch({r.prompt}); });
+            if (s.status != PrefetchStart::Status::started) return;
+            for (const PrefetchDone& d : settle_storage()) {
+                if (d.id != s.id || d.status != PrefetchDone::Status::grafted) continue;
+                r.fetched = d.fetched;
+                r.fetched_bytes = (cache_.storage_counters().bytes_read - read0) * setup_.byte_scale;
+            }
+        } else {
+            (void)r;
+        }
+    }
+    // Finishes every storage task in flight (puts and prefetches), returning the prefetches reported.
+    std::vector<PrefetchDone> settle_storage() {
+        std::vector<PrefetchDone> out;
+        if constexpr (has_storage) {
+            for (;;) {
+                for (const PrefetchDone& d : timed([&] { return cache_.storage_check(); })) out.push_back(d);
+                if (cache_.storage_in_flight() == 0) break;
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
+            }
+        }
+        return out;
+    }
+
     // The token `r` decodes at position `pos`: its content stream's, while a later prompt that continues it
     // reaches there; else a fresh id.
     [[nodiscard]] TokenId output_of(const live_request& r, std::int32_t pos) const noexcept {
@@ -212,6 +260,11 @@ private:
         after_forward();
         timed([&] { (void)cache_.start_writing(); });
         run_queued();
+        if constexpr (has_storage) {
+            const std::uint64_t stored0 = cache_.storage_counters().bytes_written;
+            (void)settle_storage();  // the step's puts (its write-through acks, its write-backs' backups)
+            work_.bytes_stored = (cache_.storage_counters().bytes_written - stored0) * setup_.byte_scale;
+        }
 
         if (config_.verify_every > 0 && step_ % config_.verify_every == 0) verify();
         const std::uint64_t k = setup_.byte_scale;
@@ -283,6 +336,7 @@ private:
             live_request& r = requests_[static_cast<std::size_t>(i)];
             // A restore drains the load lane, so it waits until no load of this step is in flight.
             if (r.seq.backed_up() && cache_.loads_in_flight() > 0) return;
+            if (r.seq.status() == Sequence::Status::idle) prefetch(r);
             const Admission a = timed([&] { return ask(r); });
             if (a) {
                 if (!r.admitted_once) attribute(r, a);
@@ -347,11 +401,16 @@ private:
         if (!r.admitted_once) {
             r.admitted_once = true;
             r.record.admitted_ms = clock_;
+            // Its host hit includes what its prefetch grafted: that part came from the store.
+            const std::int32_t stored = std::min(r.fetched, a.host_length);
             r.record.device_hit_tokens = a.prefix_length - a.host_length;
-            r.record.host_hit_tokens = a.host_length;
+            r.record.host_hit_tokens = a.host_length - stored;
+            r.record.storage_hit_tokens = stored;
             rec_.admitted_prompt_tokens += r.record.prompt_tokens;
             rec_.device_hit_tokens += a.prefix_length - a.host_length;
-            rec_.host_hit_tokens += a.host_length;
+            rec_.host_hit_tokens += a.host_length - stored;
+            rec_.storage_hit_tokens += stored;
+            work_.bytes_fetched += r.fetched_bytes;
             std::vector<TokenId>().swap(r.prompt);  // the handle has them
         }
     }

@@ -25,6 +25,7 @@
 #include <unikv_sim/replay_scale.hpp>
 #include <unikv_sim/report.hpp>
 #include <unikv_sim/static_split.hpp>
+#include <unikv_sim/storage_spec.hpp>
 
 namespace unikv::sim {
 namespace detail {
@@ -45,11 +46,12 @@ inline constexpr std::string_view budget_name<SharedSWABudget> = "SharedSWABudge
 template <>
 inline constexpr std::string_view budget_name<SharedHybridBudget> = "SharedHybridBudget";
 
-/// The simulator's cache bundle: the defaults with the preset's layout and a budget.
+/// The simulator's cache bundle: the defaults with the preset's layout and a budget, and any store.
 template <class P, class Budget>
 struct SimPolicies : DefaultCachePolicies {
     using layout = typename P::layout;
     using budget = Budget;
+    using storage = AnyStorage;  // `--storage` picks the store at run time
 };
 
 /// The host tier's write policy of `--write-policy`: `selective` backs a node up on its second hit.
@@ -94,7 +96,19 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
         throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes),
                                  " cannot hold one request of ", P::name, ": ", e.what()));
     }
-    const CostModel cost = CostModel::of<P>({.host_link_bytes_per_s = o.host_link_gbps * 1e9});
+    std::optional<StorageSpec> storage;
+    if (!o.storage.empty()) storage = parse_storage(o.storage);
+    Accelerator hw{.host_link_bytes_per_s = o.host_link_gbps * 1e9};
+    if (storage) hw = storage_link_for(hw, storage->kind);
+    const CostModel cost = CostModel::of<P>(hw);
+    // The run's own empty store, its bound at the replay's scale like the memory's.
+    AnyStorage store;
+    if (storage) {
+        std::string run = spec.budget == BudgetChoice::unified ? std::string("unified") : message("static-", spec.swa_full_ratio);
+        store = open_store(*storage, std::max<std::uint64_t>(1, o.storage_bytes / setup.byte_scale), message(P::name, "-", run));
+        setup.storage = &store;
+        setup.storage_model = P::name;
+    }
     if (spec.budget == BudgetChoice::unified) {
         using B = detail::unified_budget_t<L>;
         return {detail::replay_with<P, B>(trace, setup, cost, o, spec), std::string(detail::budget_name<B>)};
