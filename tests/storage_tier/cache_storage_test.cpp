@@ -345,3 +345,54 @@ TEST_CASE("a Redis node killed while its objects are stored: the prefetch misses
     CHECK(e.serve(handle_test::join(prompt, tokens(9000, 2)), 1) == 0);
     CHECK(e.broken() == "");
 }
+
+TEST_CASE("attaching with a switch from write-back to write-through: refused with nothing changed over a host copy "
+          "that hangs from an unbacked parent, taken over chained host copies") {
+    using P = Stored<SwaFullLayout, FileStore>;
+    const FileStore place;
+    auto store = place.open();
+    HandleEngine<P> e(config_with(WritePolicy::back));
+    const auto shared = tokens(2000, 4 * handle_test::page_size);
+    const auto first = handle_test::join(shared, tokens(2100, 3 * handle_test::page_size));
+    const auto second = handle_test::join(shared, tokens(2200, 3 * handle_test::page_size));
+    REQUIRE(e.serve(first, 1) == 0);
+    REQUIRE(e.serve(second, 1) == 0);
+    // Write-back backs a leaf up when the device evicts it: a host copy under the shared part, which has none.
+    (void)e.cache.evict({Component::full, 1});
+    REQUIRE(e.cache.tree().host_size(Component::full) > 0);
+    const HostChainBreak b = e.cache.tree().host_chain_break();
+    REQUIRE(b.kind == HostChainBreak::Kind::under_unbacked_parent);
+    CHECK(b.start >= 4 * handle_test::page_size);  // in the second half: the shared part has no host copy
+    const std::string expected = "cannot switch from write_back to write_through: the node of tokens [" +
+                                 std::to_string(b.start) + ", " + std::to_string(b.end) +
+                                 ") holds a host copy under a parent without a FULL host copy";
+
+    const std::int64_t host_before = e.cache.tree().host_size(Component::full);
+    CHECK_THROWS_WITH_AS(e.cache.attach_storage(store, {.model = "m", .write = HostWrites{.policy = WritePolicy::through}}),
+                         doctest::Contains(expected.c_str()),
+                         logic_error);
+    CHECK_FALSE(e.cache.storage_attached());
+    CHECK(e.cache.writes().policy == WritePolicy::back);
+    CHECK(e.cache.tree().config().write_through_threshold == 0);
+    CHECK(e.cache.tree().host_size(Component::full) == host_before);
+    CHECK_THROWS_WITH_AS(e.cache.attach_storage(store, {.write = HostWrites{.policy = WritePolicy::none}}),
+                         doctest::Contains("write policy none makes no host copies"), logic_error);
+    CHECK_FALSE(e.cache.storage_attached());
+    CHECK(e.broken() == "");
+
+    // With the host tier emptied the shape holds: the switch is taken, and the next prompt is written through to
+    // the host tier and the store at its ack, then served back from the store row for row.
+    (void)e.cache.evict_host({Component::full, 1 << 20});
+    (void)e.cache.evict_host({Component::swa, 1 << 20});
+    CHECK_FALSE(e.cache.tree().host_chain_break());
+    e.cache.attach_storage(store, {.model = "m", .write = HostWrites{.policy = WritePolicy::through}});
+    CHECK(e.cache.writes().policy == WritePolicy::through);
+    CHECK(e.cache.tree().config().write_through_threshold == 1);
+    const auto third = tokens(3000, 5 * handle_test::page_size);
+    compute_store_and_forget(e, third);
+    CHECK(e.cache.storage_counters().put_objects > 0);
+    const PrefetchDone got = prefetch(e, third);
+    REQUIRE(got.status == PrefetchDone::Status::grafted);
+    CHECK(e.serve(handle_test::join(third, tokens(3100, 2)), 1) == 0);
+    CHECK(e.broken() == "");
+}

@@ -143,6 +143,11 @@ private:
         }
         expect(fast_.node_count() == ref_.node_count(), "node count differs");
         expect(fast_.take_events() == ref_.take_events(), "KV events differ");
+        // Whether host copies form chains from the root (a write-policy switch's check); which node breaks them
+        // first depends on each tree's node order.
+        const bool broken = static_cast<bool>(fast_.host_chain_break());
+        expect(broken == static_cast<bool>(ref_.host_chain_break()), "host chains differ");
+        ++stats[broken ? "host chains broken" : "host chains whole"];
     }
 
     // Every node, keyed by namespace and full path tokens, with everything the contract exposes.
@@ -945,6 +950,7 @@ void report(const char* name, Differential<Cs...>& d, std::int64_t ops) {
         CHECK(d.stats["lock without Full rejected"] > 0);
         if (Set::has_swa) CHECK(d.stats["match swa host hit"] > 0);
         CHECK(d.stats["insert_host grafted"] > 0);
+        CHECK(d.stats["host chains broken"] > 0);
         CHECK(d.stats["insert_host added nodes"] > 0);
         CHECK(d.stats["insert_host not grafted"] > 0);
         CHECK(d.stats["insert_host rejected"] > 0);

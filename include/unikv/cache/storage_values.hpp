@@ -27,10 +27,12 @@ struct StorageOptions {
     /// A prefetch not finished after this long is reported `timed_out` (its request computes instead); its copies
     /// still land in the host tier when they finish.
     std::chrono::milliseconds prefetch_timeout{2000};
-    /// A write policy to switch to at the attach (reference §4.4): from write-back to write-through only over a tree
-    /// whose host copies form chains from the root (no SWA or Mamba host copy without its FULL host copy, no host
-    /// copy under a FULL parent without one); otherwise the attach is refused with nothing changed.
-    std::optional<WritePolicy> write{};
+    /// A write policy to switch to at the attach (reference §4.4), e.g. `{.policy = WritePolicy::through}`. From
+    /// write-back to a policy that writes through (`through`, `selective`) in `HostMode::cache`, only over a tree
+    /// whose host copies form chains from the root (`HostChainBreak`: no SWA or Mamba host copy without its FULL
+    /// host copy, no host copy under a parent without a FULL one); otherwise the attach is refused with nothing
+    /// changed. `none` is refused (nothing would reach the store).
+    std::optional<HostWrites> write{};
 };
 
 /// What `Cache::prefetch` did.

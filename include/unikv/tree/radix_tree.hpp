@@ -213,6 +213,13 @@ public:
     /// empty or has the right size and valid pages.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
 
+    /// The first node (in no particular order) whose host copies break the chains from the root that a switch to
+    /// write-through needs, or `none`. O(nodes).
+    [[nodiscard]] HostChainBreak host_chain_break() const noexcept;
+    /// From now on inserts count hits against `threshold` (`TreeConfig::write_through_threshold`; 0: never). Copies
+    /// already emitted are unaffected. O(1).
+    void set_write_through_threshold(std::uint32_t threshold) noexcept { config_.write_through_threshold = threshold; }
+
     /// Grafts host copies of `key`'s pages that a storage tier read back (a prefetch into the host tier), as host
     /// values of the key's nodes. Touches no device data, so it returns no actions: the caller frees what comes
     /// back in `unused`.

@@ -77,6 +77,10 @@ public:
     EvictResult drop_host(NodeRef node, Component component);
     /// See `RadixTree::finish_backup`.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
+    /// See `RadixTree::host_chain_break`.
+    [[nodiscard]] HostChainBreak host_chain_break() const noexcept;
+    /// See `RadixTree::set_write_through_threshold`.
+    void set_write_through_threshold(std::uint32_t threshold) noexcept { config_.write_through_threshold = threshold; }
     /// See `RadixTree::insert_host`.
     HostInsertResult insert_host(TokenKey key, const HostInsertValues& values);
     /// See `RadixTree::commit_load_back`.

@@ -138,6 +138,21 @@ struct [[nodiscard]] EvictResult {
     [[nodiscard]] std::int64_t host_freed_of(Component c) const noexcept { return host_freed[c]; }
 };
 
+/// Where a tree's host copies stop forming chains from the root (`host_chain_break`), which a switch to
+/// write-through needs (reference §4.4): a write-through copies a node's device data only, so a host copy it cannot
+/// extend upward would stay an island.
+struct [[nodiscard]] HostChainBreak {
+    enum class Kind : std::uint8_t {
+        none,                   ///< every host copy hangs from a chain of FULL host copies from the root
+        aux_without_full,       ///< a node holds an SWA or Mamba host copy without its FULL host copy
+        under_unbacked_parent,  ///< a node holds a host copy under a parent (not the root) without a FULL one
+    };
+    Kind kind = Kind::none;
+    std::int32_t start = 0;  ///< the node's first token
+    std::int32_t end = 0;    ///< one past its last token
+    [[nodiscard]] explicit operator bool() const noexcept { return kind != Kind::none; }
+};
+
 /// What `insert_host` did. No device data is touched, so there are no actions: the caller frees `unused`.
 struct [[nodiscard]] HostInsertResult {
     /// The node ending at the key's end when grafted; otherwise the deepest node the key covers whole (root when

@@ -86,6 +86,14 @@ inline constexpr bool has_host_insert_v = requires(T& t, TokenKey k, const HostI
     { t.insert_host(k, v) } -> std::same_as<HostInsertResult>;
 };
 
+/// `host_chain_break()` says where host copies stop forming chains from the root; `set_write_through_threshold(t)`
+/// changes the write-through threshold (a write-policy switch).
+template <class T>
+inline constexpr bool has_write_switch_v = requires(T& t, const T& ct, std::uint32_t threshold) {
+    { ct.host_chain_break() } -> std::same_as<HostChainBreak>;
+    t.set_write_through_threshold(threshold);
+};
+
 /// `commit_load_back(node, component, value)` records data loaded back from host.
 template <class T>
 inline constexpr bool has_commit_load_back_v = requires(T& t, NodeRef n, Component c, const LoadedValue& v) {
@@ -157,7 +165,7 @@ inline constexpr bool is_move_only_owner_v =
 template <class T>
 inline constexpr bool is_tree_core_v =
     has_tree_config_v<T> && has_match_prefix_v<T> && has_insert_v<T> && has_lock_v<T> && has_unlock_v<T> &&
-    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_host_insert_v<T> &&
+    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_host_insert_v<T> && has_write_switch_v<T> &&
     has_commit_load_back_v<T> && has_load_back_plan_v<T> && has_sizes_v<T> && has_set_retention_v<T> &&
     has_take_events_v<T> && has_inspection_v<T> && is_move_only_owner_v<T>;
 
@@ -179,6 +187,8 @@ consteval bool check_tree_core() {
                                         "`skip_write_through(NodeRef, Component)` and `EvictResult drop_host(NodeRef, Component)`");
     static_assert(has_host_insert_v<T>,
                   "unikv: tree core needs `HostInsertResult insert_host(TokenKey, const HostInsertValues&)`");
+    static_assert(has_write_switch_v<T>, "unikv: tree core needs `HostChainBreak host_chain_break() const` and "
+                                         "`set_write_through_threshold(uint32)`");
     static_assert(has_commit_load_back_v<T>,
                   "unikv: tree core needs `commit_load_back(NodeRef, Component, const LoadedValue&)`");
     static_assert(has_load_back_plan_v<T>,

@@ -18,6 +18,21 @@ void CacheCore<P>::attach_storage(storage_type& store, const StorageOptions& opt
                   options.prefetch_timeout.count(), " ms; give a positive time a prefetch may take");
     UNIKV_EXPECTS(open_backups_ == 0, "attach_storage: an eviction run with ", open_backups_,
                   " backups is open; finish_evict it first");
+    if (options.write) {  // every check before anything changes
+        const HostWrites& w = check_host_writes(*options.write);
+        UNIKV_EXPECTS(w.policy != WritePolicy::none, "attach_storage: write policy none makes no host copies, so "
+                      "nothing would reach the store; switch to through, selective or back");
+        if (host_mode_ == HostMode::cache && host_writes_.policy == WritePolicy::back && write_through_threshold(w) > 0) {
+            const HostChainBreak b = tree_.host_chain_break();
+            UNIKV_EXPECTS(!b, "attach_storage: cannot switch from write_back to write_", write_policy_name(w.policy),
+                          ": the node of tokens [", b.start, ", ", b.end, ") holds ",
+                          b.kind == HostChainBreak::Kind::aux_without_full
+                              ? "an SWA or Mamba host copy without its FULL host copy"
+                              : "a host copy under a parent without a FULL host copy",
+                          ", and write-through needs host copies in chains from the root; evict the host tier "
+                          "(evict_host) or attach without the switch");
+        }
+    }
     StoreNamespace names{.model = options.model,
                          .layout = options.layout,
                          .page_tokens = page_size(Component::full),
@@ -31,6 +46,10 @@ void CacheCore<P>::attach_storage(storage_type& store, const StorageOptions& opt
     storage_.digest = names.digest();
     storage_.timeout = options.prefetch_timeout;
     storage_.store = &store;
+    if (options.write) {
+        host_writes_ = *options.write;
+        tree_.set_write_through_threshold(write_through_threshold(host_writes_));
+    }
 }
 
 template <class P>

@@ -322,4 +322,18 @@ std::vector<std::string> ReferenceTree<Cs...>::verify() const {
     return out;
 }
 
+template <class... Cs>
+HostChainBreak ReferenceTree<Cs...>::host_chain_break() const noexcept {
+    for (Id id = 1; id < nodes_.size(); ++id) {
+        const Node& n = nodes_[id];
+        if (!n.alive) continue;
+        const bool full = has_host(n, Component::full);
+        const bool aux = has_host(n, Component::swa) || has_host(n, Component::mamba);
+        if (aux && !full) return {HostChainBreak::Kind::aux_without_full, n.start, n.end()};
+        if ((full || aux) && n.parent != root && !has_host(nodes_[n.parent], Component::full))
+            return {HostChainBreak::Kind::under_unbacked_parent, n.start, n.end()};
+    }
+    return {};
+}
+
 }  // namespace unikv
