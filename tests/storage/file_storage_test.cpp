@@ -27,16 +27,6 @@ using namespace unikv::test;
 
 constexpr std::size_t page = 32 << 10;
 
-std::vector<ObjectKey> keys_from(std::uint64_t first, std::size_t n) {
-    std::vector<ObjectKey> keys;
-    for (std::size_t i = 0; i < n; ++i) keys.push_back(test_key(first + i));
-    return keys;
-}
-std::vector<std::vector<std::byte>> payloads_from(std::uint64_t first, std::size_t n, std::size_t bytes = page) {
-    std::vector<std::vector<std::byte>> out;
-    for (std::size_t i = 0; i < n; ++i) out.push_back(marked_payload(first + i, bytes));
-    return out;
-}
 std::string slab_path(const TempDir& dir, std::size_t payload) { return dir.path() + "/slab-" + std::to_string(payload) + ".dat"; }
 
 // Overwrites `n` bytes at `offset` of `path` with 0x5A.
@@ -60,8 +50,8 @@ TEST_CASE("FileStorage keeps the storage-backend contract") {
 
 TEST_CASE("a restarted FileStorage serves what it stored, byte for byte, and a torn journal record loses only its object") {
     TempDir dir;
-    const auto keys = keys_from(10, 6);
-    const auto payloads = payloads_from(10, 6);
+    const auto keys = test_keys(10, 6);
+    const auto payloads = marked_payloads(10, 6, page);
     {
         FileStorage store({.directory = dir.path(), .capacity_bytes = 16ull << 20});
         REQUIRE(put_all(store, keys, payloads) == std::vector<PageResult>(6, PageResult::hit));
@@ -98,8 +88,8 @@ TEST_CASE("a restarted FileStorage serves what it stored, byte for byte, and a t
           std::vector<PageResult>{PageResult::hit, PageResult::hit, PageResult::hit, PageResult::hit, PageResult::hit, PageResult::miss});
     for (std::size_t i = 0; i < 5; ++i) CHECK(read[i] == payloads[i]);
     // The lost object's slot is free again and takes a new one.
-    const auto more = keys_from(50, 1);
-    const auto more_payload = payloads_from(50, 1);
+    const auto more = test_keys(50, 1);
+    const auto more_payload = marked_payloads(50, 1, page);
     CHECK(put_all(after, more, more_payload) == std::vector<PageResult>{PageResult::hit});
     CHECK(get_all(after, more, page, read) == std::vector<PageResult>{PageResult::hit});
     CHECK(read[0] == more_payload[0]);
@@ -109,8 +99,8 @@ TEST_CASE("a restarted FileStorage serves what it stored, byte for byte, and a t
 TEST_CASE("a corrupt, torn or overwritten FileStorage object is a miss and is dropped, never served") {
     TempDir dir;
     FileStorage store({.directory = dir.path(), .capacity_bytes = 16ull << 20});
-    const auto keys = keys_from(100, 4);
-    const auto payloads = payloads_from(100, 4);
+    const auto keys = test_keys(100, 4);
+    const auto payloads = marked_payloads(100, 4, page);
     REQUIRE(put_all(store, keys, payloads) == std::vector<PageResult>(4, PageResult::hit));
     const std::uint64_t slot = FileStorage::slot_bytes(page);
     // Slots are taken from 0 in order: object i sits at slot i.
@@ -142,8 +132,8 @@ TEST_CASE("FileStorage stays within its capacity, evicting the least recently us
     TempDir dir;
     const std::uint64_t slot = FileStorage::slot_bytes(page);
     FileStorage store({.directory = dir.path(), .capacity_bytes = 4 * slot});
-    const auto keys = keys_from(200, 6);
-    const auto payloads = payloads_from(200, 6);
+    const auto keys = test_keys(200, 6);
+    const auto payloads = marked_payloads(200, 6, page);
     REQUIRE(put_all(store, std::span<const ObjectKey>(keys).first(4), payloads) == std::vector<PageResult>(4, PageResult::hit));
     std::vector<std::vector<std::byte>> read;
     REQUIRE(get_all(store, std::span<const ObjectKey>(keys).first(1), page, read) == std::vector<PageResult>{PageResult::hit});
@@ -158,8 +148,8 @@ TEST_CASE("FileStorage stays within its capacity, evicting the least recently us
     CHECK(store.verify().empty());
 
     // Objects of another size take the room of the least recent ones, whose bytes go back to the disk.
-    const auto big_keys = keys_from(300, 1);
-    const auto big = payloads_from(300, 1, 2 * page);
+    const auto big_keys = test_keys(300, 1);
+    const auto big = marked_payloads(300, 1, 2 * page);
     CHECK(put_all(store, big_keys, big) == std::vector<PageResult>{PageResult::hit});
     CHECK(store.used_bytes() <= 4 * slot);
     struct stat st {};
@@ -190,8 +180,8 @@ TEST_CASE("FileStorage stays within its capacity, evicting the least recently us
 TEST_CASE("a full disk makes FileStorage puts errors that leave nothing behind, and the store keeps serving") {
     TempDir dir;
     FileStorage store({.directory = dir.path(), .capacity_bytes = 64ull << 20});
-    const auto keys = keys_from(400, 6);
-    const auto payloads = payloads_from(400, 6);
+    const auto keys = test_keys(400, 6);
+    const auto payloads = marked_payloads(400, 6, page);
     REQUIRE(put_all(store, std::span<const ObjectKey>(keys).first(2), payloads) == std::vector<PageResult>(2, PageResult::hit));
     // The file-size limit stands in for a full disk: a write past it fails (EFBIG) like one past the disk's end
     // (ENOSPC). SIGXFSZ is ignored so the failure is an error code.
@@ -227,8 +217,8 @@ TEST_CASE("a FileStorage whose directory cannot be made answers every object wit
     }
     FileStorage store({.directory = dir.path() + "/not-a-directory/store", .capacity_bytes = 1 << 20});
     CHECK(store.status().find("cannot make") != std::string::npos);
-    const auto keys = keys_from(500, 2);
-    const auto payloads = payloads_from(500, 2);
+    const auto keys = test_keys(500, 2);
+    const auto payloads = marked_payloads(500, 2, page);
     CHECK(put_all(store, keys, payloads) == std::vector<PageResult>(2, PageResult::error));
     CHECK(wait_for(store, store.exists(keys)) == std::vector<PageResult>(2, PageResult::error));
     std::vector<std::vector<std::byte>> read;

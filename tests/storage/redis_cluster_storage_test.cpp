@@ -31,16 +31,6 @@ using namespace unikv::test;
 
 constexpr std::size_t redis_page = 16 << 10;
 
-std::vector<ObjectKey> redis_keys(std::uint64_t first, std::size_t n) {
-    std::vector<ObjectKey> keys;
-    for (std::size_t i = 0; i < n; ++i) keys.push_back(test_key(first + i));
-    return keys;
-}
-std::vector<std::vector<std::byte>> redis_payloads(std::uint64_t first, std::size_t n, std::size_t bytes = redis_page) {
-    std::vector<std::vector<std::byte>> out;
-    for (std::size_t i = 0; i < n; ++i) out.push_back(marked_payload(first + i, bytes));
-    return out;
-}
 
 // Puts objects until a batch has some on master `m` and some elsewhere; the keys are `base`.. on.
 struct redis_spread {
@@ -50,7 +40,7 @@ struct redis_spread {
 };
 redis_spread redis_spread_over(const RedisClusterStorage& store, const redis_view& view, std::size_t m, std::uint64_t base,
                                std::size_t n) {
-    redis_spread s{redis_keys(base, n), redis_payloads(base, n), {}};
+    redis_spread s{test_keys(base, n), marked_payloads(base, n, redis_page), {}};
     std::size_t there = 0;
     for (const ObjectKey& k : s.keys) {
         s.on_victim.push_back(view.owner(RedisClusterStorage::key_slot(store.key_name(k))) == m);
@@ -104,8 +94,8 @@ TEST_CASE("RedisClusterStorage refuses a bad configuration and answers an unreac
     // Nothing listens on port 1: every object of every call is an error, at once, never an exception.
     RedisClusterStorage store({.seeds = {"127.0.0.1:1"}, .connect_timeout = milliseconds(200)});
     const auto start = redis_clock::now();
-    const auto keys = redis_keys(1, 3);
-    const auto payloads = redis_payloads(1, 3);
+    const auto keys = test_keys(1, 3);
+    const auto payloads = marked_payloads(1, 3, redis_page);
     CHECK(put_all(store, keys, payloads) == std::vector<PageResult>(3, PageResult::error));
     CHECK(wait_for(store, store.exists(keys)) == std::vector<PageResult>(3, PageResult::error));
     std::vector<std::vector<std::byte>> read;
@@ -126,8 +116,8 @@ TEST_CASE("RedisClusterStorage keeps the storage-backend contract") {
 TEST_CASE("RedisClusterStorage routes each object to the node serving its key's slot") {
     const redis_view view = redis_view::load();
     RedisClusterStorage store(redis_config(redis_prefix("routing")));
-    const auto keys = redis_keys(10, 48);
-    const auto payloads = redis_payloads(10, 48, 4096);
+    const auto keys = test_keys(10, 48);
+    const auto payloads = marked_payloads(10, 48, 4096);
     REQUIRE(put_all(store, keys, payloads) == std::vector<PageResult>(48, PageResult::hit));
     std::vector<redis_admin> admins;
     for (std::size_t m = 0; m < view.masters.size(); ++m) admins.push_back(view.admin(m));
@@ -194,8 +184,8 @@ TEST_CASE("RedisClusterStorage follows ASK while a slot migrates and MOVED once 
         }
     } restore{on_a, on_b, on_c, slot_text, a.id, b.id};
 
-    const auto keys = redis_keys(100, 6);
-    const auto payloads = redis_payloads(100, 6);
+    const auto keys = test_keys(100, 6);
+    const auto payloads = marked_payloads(100, 6, redis_page);
     const std::vector<ObjectKey> first4(keys.begin(), keys.begin() + 4);
     REQUIRE(put_all(store, first4, payloads) == std::vector<PageResult>(4, PageResult::hit));
 
@@ -300,8 +290,8 @@ TEST_CASE("a Redis node paused past the command timeout answers errors for its o
 TEST_CASE("a corrupt, truncated or foreign Redis value is a miss counted as corrupt, never served, and deleted") {
     const redis_view view = redis_view::load();
     RedisClusterStorage store(redis_config(redis_prefix("corrupt")));
-    const auto keys = redis_keys(500, 6);
-    const auto payloads = redis_payloads(500, 6);
+    const auto keys = test_keys(500, 6);
+    const auto payloads = marked_payloads(500, 6, redis_page);
     REQUIRE(put_all(store, keys, payloads) == std::vector<PageResult>(6, PageResult::hit));
     const auto value_of = [&](std::size_t i) {
         const std::string name = store.key_name(keys[i]);

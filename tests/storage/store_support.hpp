@@ -32,6 +32,20 @@ inline std::vector<std::byte> marked_payload(std::uint64_t marker, std::size_t b
 /// A key for test object `n` (not a chain key: any 128 bits do).
 inline ObjectKey test_key(std::uint64_t n) { return {0x7e57ull << 48 | n, n * 0x9E3779B97F4A7C15ull + 1}; }
 
+/// The keys of test objects `first` .. `first + n - 1`.
+inline std::vector<ObjectKey> test_keys(std::uint64_t first, std::size_t n) {
+    std::vector<ObjectKey> keys;
+    for (std::size_t i = 0; i < n; ++i) keys.push_back(test_key(first + i));
+    return keys;
+}
+
+/// The marked payloads (`marked_payload`) of test objects `first` .. `first + n - 1`.
+inline std::vector<std::vector<std::byte>> marked_payloads(std::uint64_t first, std::size_t n, std::size_t bytes) {
+    std::vector<std::vector<std::byte>> out;
+    for (std::size_t i = 0; i < n; ++i) out.push_back(marked_payload(first + i, bytes));
+    return out;
+}
+
 /// A fresh directory under the system's temporary directory, removed with everything in it at the end.
 class TempDir {
 public:
