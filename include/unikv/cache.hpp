@@ -428,7 +428,9 @@ public:
     /// check left finished but unreported, and those a `backup` settled since the last call): releases each
     /// one's device lock, after `drop_host` for a failed copy. The span is valid until the next
     /// `writing_check`. Precondition (`logic_error`): no eviction run open (its backups' acks belong to
-    /// `finish_evict`). O(acks + writes in flight); allocates nothing unless a `backup` settled writes. When a
+    /// `finish_evict`). O(acks + writes in flight); allocates nothing unless a `backup` settled writes or a store
+    /// is attached (each acknowledged copy is then put to it: O(depth + prefix) to key it, with `node_info`'s
+    /// allocations, and the store's own submission work). When a
     /// `drop_host` throws, that write keeps its lock (its host copy must not serve a row) and the next check
     /// finishes it with the writes after it; the writes finished before it are reported then too.
     [[nodiscard]] std::span<const WriteDone> writing_check();
@@ -538,12 +540,15 @@ public:
     /// then one `get` of the longest run that ends on a complete window and state, into host pages; when all of it
     /// arrived (all or nothing for the window and the state; FULL-only trees keep the longest run), the pages are
     /// grafted into the tree as host copies (`insert_host`), so the request's admission finds them as host hits and
-    /// loads them back. `storage_check` reports the outcome. Never blocks. O(key) hashing plus the match.
+    /// loads them back. `storage_check` reports the outcome. Waits for no copy (the store's submission may do small
+    /// synchronous work: `FileStorage` opens a slab or appends its journal). O(key) hashing plus the match.
     PrefetchStart prefetch(TokenKey key)
         requires has_storage;
     /// Finishes the storage tasks the store completed (puts: locks and leases released; prefetches: their next
     /// phase, or their graft) and reports the prefetches that finished or timed out since the last call; the span is
-    /// valid until the next call. Never blocks. O(tasks + objects completed).
+    /// valid until the next call. Waits for no copy (as `prefetch`, the store's own bookkeeping aside). Precondition
+    /// (`logic_error`): no eviction run open. A throw while finishing one answer leaves the others for the next
+    /// call. O(tasks + objects completed).
     [[nodiscard]] std::span<const PrefetchDone> storage_check()
         requires has_storage;
     /// Storage tasks (batches on the store) in flight.
@@ -782,6 +787,14 @@ private:
     void free_pages(per_component<std::vector<HostPage>>& pages);
     // Polls the store until no task is in flight (detach, destruction).
     void drain_storage();
+    // Finishes the store's answers `polled` (none: those a throw left from the last poll), in order; a throw leaves
+    // the rest for the next call.
+    void finish_answers(std::span<const StorageDone> polled = {});
+    // Waits for every batch the store holds, finishing none (the destructor's), and lets go of the tasks.
+    void wait_for_store() noexcept;
+    // Puts `task` in the list and hands the store its batch (`call()`); a throw from either leaves neither.
+    template <class Task, class Submit>
+    void submit(Task&& task, Submit&& call);
     // The pages of one SWA window (0 without Swa).
     [[nodiscard]] std::int32_t window_pages() const noexcept {
         const std::int32_t ps = page_size(Component::full);

@@ -33,7 +33,7 @@
 ///    and setup give the same records, `cache_ns` and wall time aside. A backend without a manual mode runs
 ///    as it is;
 /// 7. with a storage tier (`ReplaySetup::storage`), the step's puts are waited for (their bytes priced on the
-///    storage link); a request is prefetched when first asked to be admitted (`Cache::prefetch`, waited for),
+///    storage link); a request is prefetched each time it is asked to be admitted (`Cache::prefetch`, waited for),
 ///    and what it fetched is priced in the step that admits it and reported as storage hits;
 /// 8. `verify()` every `verify_every` steps (a broken line throws), the step's record, and
 ///    the clock advances by `cost(work)`.
@@ -109,7 +109,8 @@ struct ReplaySetup {
     std::uint64_t byte_scale = 1;
     EngineConfig engine{};
     /// A storage tier the cache attaches (it must outlive the replay; its bundle names `storage = AnyStorage`),
-    /// or none. Each request is prefetched from it before its first admission; the bytes fetched are priced when the request is admitted.
+    /// or none. Each request is prefetched from it before each admission attempt; the bytes fetched are priced
+    /// when the request is admitted.
     AnyStorage* storage = nullptr;
     /// The model name of the store namespace.
     std::string_view storage_model{};

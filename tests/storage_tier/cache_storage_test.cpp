@@ -300,8 +300,8 @@ TEST_CASE("a prefetch whose window finds no host room misses and gives back the 
     CacheConfig small = config_with(WritePolicy::through);
     small.host.pages[Component::full] = 16;
     small.host.pages[Component::swa] = 1;
+    auto store = place.open();  // outlives the cache it is attached to
     HandleEngine<P> e(small);
-    auto store = place.open();
     e.cache.attach_storage(store, {.model = "m"});
     const std::int32_t used_full = e.cache.host_pools().used(Component::full);
     CHECK(prefetch(e, prompt).status == PrefetchDone::Status::missed);
@@ -394,5 +394,49 @@ TEST_CASE("attaching with a switch from write-back to write-through: refused wit
     const PrefetchDone got = prefetch(e, third);
     REQUIRE(got.status == PrefetchDone::Status::grafted);
     CHECK(e.serve(handle_test::join(third, tokens(3100, 2)), 1) == 0);
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a write-through whose node a later request splits before the ack goes to the store whole") {
+    using P = Stored<SwaFullLayout, FileStore>;
+    const FileStore place;
+    auto store = place.open();
+    HandleEngine<P> e(config_with(WritePolicy::through));
+    e.cache.attach_storage(store, {.model = "m"});
+    const auto first = tokens(4000, 8 * handle_test::page_size);
+    REQUIRE(e.serve(first, 1) == 0);  // its write-throughs are queued, not acknowledged
+    // A second prompt shares the first half: the insert splits the node whose copy is in flight.
+    const auto second = handle_test::join(std::vector<TokenId>(first.begin(), first.begin() + 4 * handle_test::page_size),
+                                          tokens(4500, 3 * handle_test::page_size));
+    REQUIRE(e.serve(second, 1) == 0);
+    write_through_acks(e);
+    (void)settle(e);
+    CHECK(e.cache.storage_counters().put_failed == 0);
+    evict_everything(e);
+    // Both halves of the split copy are stored: the whole first prompt comes back from the store.
+    const PrefetchDone got = prefetch(e, first);
+    REQUIRE(got.status == PrefetchDone::Status::grafted);
+    CHECK(got.length == 8 * handle_test::page_size);
+    CHECK(e.serve(handle_test::join(first, tokens(4900, 2)), 1) == 0);
+    CHECK(e.cache.reuse().host_hit_tokens >= got.length);
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a write-policy switch at the attach waits for the host writes in flight, refused with nothing changed") {
+    using P = Stored<SwaFullLayout, FileStore>;
+    const FileStore place;
+    auto store = place.open();
+    HandleEngine<P> e(config_with(WritePolicy::through));
+    REQUIRE(e.serve(tokens(5000, 6 * handle_test::page_size), 1) == 0);
+    REQUIRE(e.cache.writes_in_flight() > 0);
+    CHECK_THROWS_WITH_AS(e.cache.attach_storage(store, {.write = HostWrites{.policy = WritePolicy::back}}),
+                         doctest::Contains("switching the write policy with"), logic_error);
+    CHECK_FALSE(e.cache.storage_attached());
+    CHECK(e.cache.writes().policy == WritePolicy::through);
+    write_through_acks(e);
+    REQUIRE(e.cache.writes_in_flight() == 0);
+    e.cache.attach_storage(store, {.write = HostWrites{.policy = WritePolicy::back}});
+    CHECK(e.cache.writes().policy == WritePolicy::back);
+    CHECK(e.cache.tree().config().write_through_threshold == 0);
     CHECK(e.broken() == "");
 }

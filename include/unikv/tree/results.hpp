@@ -231,6 +231,8 @@ struct NodeInfo {
     per_component<bool> backup_pending{};
     /// A write-through of the component was emitted and is neither committed (`set_host`) nor skipped.
     per_component<bool> write_through_pending{};
+    /// FULL, SWA: the node's host copy (or pending write-through) and its parent's are one value cut by a split.
+    per_component<bool> joined{};
     /// Inserts over the node so far (saturating), the count `TreeConfig::write_through_threshold` compares.
     std::uint32_t hits = 0;
     /// The Mamba device state (none when absent).

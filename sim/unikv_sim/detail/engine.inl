@@ -35,9 +35,8 @@ struct live_request {
     bool admitted_once = false;
     bool first_token = false;       // its first output token came out
     std::uint64_t admit_order = 0;  // the later the admission, the larger; preemption takes the largest
-    bool prefetched = false;           // its prefetch from the storage tier was asked for
     std::int32_t fetched = 0;          // prompt tokens its prefetch grafted from the storage tier
-    std::uint64_t fetched_bytes = 0;   // their bytes (the model's), priced in the step that admits it
+    std::uint64_t fetched_bytes = 0;   // the bytes (the model's) of its fetches, priced in the step that admits it
     RequestRecord record{};
 };
 
@@ -182,20 +181,20 @@ private:
 
     // ---- the storage tier ----------------------------------------------------------------------------------
 
-    // Asks the store for what the cache lacks of `r`'s prompt, once, when `r` is first asked to be admitted (a
-    // prefetch at arrival would graft into a host tier that turns over while `r` queues), and waits for the
-    // answer (wall time; the simulated cost is charged when `r` is admitted).
+    // Asks the store for what the cache lacks of `r`'s prompt each time `r` is asked to be admitted (a prefetch at
+    // arrival would graft into a host tier that turns over while `r` queues; one whose pages are still held finds
+    // them cached and fetches nothing), and waits for the answer (wall time; the simulated cost of every fetch is
+    // charged when `r` is admitted).
     void prefetch(live_request& r) {
         if constexpr (has_storage) {
-            if (r.prefetched || !cache_.storage_attached()) return;
-            r.prefetched = true;
+            if (!cache_.storage_attached()) return;
             const std::uint64_t read0 = cache_.storage_counters().bytes_read;
             const PrefetchStart s = timed([&] { return cache_.prefetch({r.prompt}); });
             if (s.status != PrefetchStart::Status::started) return;
             for (const PrefetchDone& d : settle_storage()) {
                 if (d.id != s.id || d.status != PrefetchDone::Status::grafted) continue;
-                r.fetched = d.fetched;
-                r.fetched_bytes = (cache_.storage_counters().bytes_read - read0) * setup_.byte_scale;
+                r.fetched = d.fetched;  // the last graft's: what the admission's host hit can hold of the store's
+                r.fetched_bytes += (cache_.storage_counters().bytes_read - read0) * setup_.byte_scale;
             }
         } else {
             (void)r;

@@ -30,15 +30,9 @@ CacheCore<P>::~CacheCore() {
     // still queued is never submitted: its reservation is cancelled, not dropped.
     for (Ticket& t : writes_) abandon(t);
     for (Ticket& t : loads_) abandon(t);
-    // The store writes into host pages and reads from them: wait for its batches before the host pools go.
-    if constexpr (has_storage) {
-        if (storage_.store != nullptr) {
-            try {
-                drain_storage();
-            } catch (...) {  // a throw while finishing a task: its batches are done, its locks go with the tree
-            }
-        }
-    }
+    // The store writes into host pages and reads from them: wait for its batches before the host pools go (their
+    // answers are not needed any more).
+    wait_for_store();
 }
 
 template <class P>

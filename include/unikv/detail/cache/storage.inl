@@ -19,9 +19,14 @@ void CacheCore<P>::attach_storage(storage_type& store, const StorageOptions& opt
     UNIKV_EXPECTS(open_backups_ == 0, "attach_storage: an eviction run with ", open_backups_,
                   " backups is open; finish_evict it first");
     if (options.write) {  // every check before anything changes
-        const HostWrites& w = check_host_writes(*options.write);
+        const HostConfig switched{.write = *options.write, .mode = host_mode_};
+        const HostWrites& w = checked(switched).write;  // the constructor's checks of a policy
         UNIKV_EXPECTS(w.policy != WritePolicy::none, "attach_storage: write policy none makes no host copies, so "
                       "nothing would reach the store; switch to through, selective or back");
+        // A write-back run finishes every write in flight as a backup: write-throughs must be acknowledged first.
+        UNIKV_EXPECTS(w.policy == host_writes_.policy || writes_.empty(), "attach_storage: switching the write "
+                      "policy with ", writes_.size(), " host writes in flight; acknowledge them first (writing_check "
+                      "until writes_in_flight() is 0)");
         if (host_mode_ == HostMode::cache && host_writes_.policy == WritePolicy::back && write_through_threshold(w) > 0) {
             const HostChainBreak b = tree_.host_chain_break();
             UNIKV_EXPECTS(!b, "attach_storage: cannot switch from write_back to write_", write_policy_name(w.policy),
@@ -69,16 +74,42 @@ void CacheCore<P>::detach_storage()
 template <class P>
 void CacheCore<P>::drain_storage() {
     if constexpr (has_storage) {
-        // Bounded by the store's batches: a task whose batch the store no longer holds (its answer lost to a
-        // throw) is not waited for.
-        while (!storage_.tasks.empty() && storage_.store->in_flight() > 0) {
-            for (const StorageDone& d : storage_.store->poll(std::chrono::milliseconds(50))) {
-                const auto it = std::find_if(storage_.tasks.begin(), storage_.tasks.end(),
-                                             [&](const auto& t) { return t.ticket == d.ticket; });
-                if (it != storage_.tasks.end())
-                    finish_storage(static_cast<std::size_t>(it - storage_.tasks.begin()), d.results);
-            }
+        finish_answers();
+        while (!storage_.tasks.empty() && storage_.store->in_flight() > 0)
+            finish_answers(storage_.store->poll(std::chrono::milliseconds(50)));
+    }
+}
+
+template <class P>
+void CacheCore<P>::finish_answers(std::span<const StorageDone> polled) {
+    if constexpr (has_storage) {
+        if (!polled.empty()) {
+            UNIKV_ASSERT(storage_.next_answer == storage_.answers.size());
+            storage_.answers.assign(polled.begin(), polled.end());
+            storage_.next_answer = 0;
         }
+        while (storage_.next_answer < storage_.answers.size()) {
+            const StorageDone& d = storage_.answers[storage_.next_answer++];  // past it before a throw
+            const auto it = std::find_if(storage_.tasks.begin(), storage_.tasks.end(),
+                                         [&](const auto& t) { return t.ticket == d.ticket; });
+            if (it != storage_.tasks.end()) finish_storage(static_cast<std::size_t>(it - storage_.tasks.begin()), d.results);
+        }
+    } else {
+        (void)polled;
+    }
+}
+
+template <class P>
+void CacheCore<P>::wait_for_store() noexcept {
+    if constexpr (has_storage) {
+        if (storage_.store == nullptr || storage_.tasks.empty()) return;  // every batch the store holds has a task
+        try {
+            while (storage_.store->in_flight() > 0) (void)storage_.store->poll(std::chrono::milliseconds(50));
+            for (auto& t : storage_.tasks)
+                if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
+        } catch (...) {  // a broken invariant of the store or the tree: nothing more can be waited for
+        }
+        storage_.tasks.clear();
     }
 }
 
@@ -98,41 +129,74 @@ KeyNamespace CacheCore<P>::node_prefix(NodeRef node) {
 template <class P>
 void CacheCore<P>::store_host_copy(NodeRef node, Component c) {
     if constexpr (has_storage) {
+        using task_type = storage_task<typename storage_link_type::lease_type>;
         if (storage_.store == nullptr || !tree_.contains(node)) return;
-        const NodeInfo info = tree_.node_info(node);
-        const std::vector<HostPage>& host = info.host[c];
-        if (host.empty() || info.length == 0) return;
+        NodeInfo info = tree_.node_info(node);
+        if (info.host[c].empty() || info.length == 0) return;
         const KeyNamespace ns = node_prefix(node);
         const std::int32_t ps = page_size(Component::full);
-        const auto pages = static_cast<std::size_t>((info.start + info.length) / ps);
-        storage_.keys.resize(pages);
+        storage_.keys.resize(static_cast<std::size_t>((info.start + info.length) / ps));
         (void)PageKeyChain::keys(PageKeyChain::root(storage_.digest, ns), storage_.prefix, ps, storage_.keys);
-        storage_task<typename storage_link_type::lease_type> task;
-        task.kind = storage_task<typename storage_link_type::lease_type>::phase::put;
+        task_type task;
+        task.kind = task_type::phase::put;
         task.node = node;
         task.component = c;
-        task.lock = tree_.lock(node, {.tier = Tier::host, .components = ComponentMask::of(c)});
         task.lease = host_.lease();
-        storage_.physical.resize(host.size());
-        task.lease.physical(c, host, storage_.physical);
         const pinned_region_ref region = task.lease.region(c);
         const std::size_t bytes = task.lease.page_bytes(c);
         const ObjectKind kind = c == Component::full ? ObjectKind::full : c == Component::swa ? ObjectKind::swa : ObjectKind::mamba;
-        const std::size_t first = static_cast<std::size_t>(info.start / ps);
         storage_.writes.clear();
-        for (std::size_t i = 0; i < host.size(); ++i) {
-            // A page's object is keyed by its FULL page; the node's state by the page it ends on.
-            const ObjectKey page = storage_.keys[c == Component::mamba ? pages - 1 : first + i];
-            storage_.writes.push_back({object_key(page, kind),
-                                       kind,
-                                       {region.data + static_cast<std::size_t>(storage_.physical[i]) * bytes, bytes}});
+        // A copy whose node was split while it was in flight is one value over the node and the ancestors it is
+        // joined to: all of it goes, bottom-up. A page's object is keyed by its FULL page, a state by the page it
+        // ends on (Mamba values are never joined).
+        for (;;) {
+            const std::vector<HostPage>& host = info.host[c];
+            storage_.physical.resize(host.size());
+            task.lease.physical(c, host, storage_.physical);
+            const auto first = static_cast<std::size_t>(info.start / ps);
+            for (std::size_t i = 0; i < host.size(); ++i) {
+                const ObjectKey page = storage_.keys[c == Component::mamba ? storage_.keys.size() - 1 : first + i];
+                storage_.writes.push_back({object_key(page, kind),
+                                           kind,
+                                           {region.data + static_cast<std::size_t>(storage_.physical[i]) * bytes, bytes}});
+            }
+            if (c == Component::mamba || !info.joined[c]) break;
+            info = tree_.node_info(info.parent);
         }
-        task.bytes = bytes * host.size();
-        task.ticket = storage_.store->put(storage_.writes);
-        storage_.tasks.push_back(std::move(task));
+        task.bytes = bytes * storage_.writes.size();
+        // Host-locked (the lock covers the joined ancestors) and leased until the store answers.
+        task.lock = tree_.lock(node, {.tier = Tier::host, .components = ComponentMask::of(c)});
+        submit(std::move(task), [&] { return storage_.store->put(storage_.writes); });
     } else {
         (void)node;
         (void)c;
+    }
+}
+
+template <class P>
+template <class Task, class Submit>
+void CacheCore<P>::submit(Task&& task, Submit&& call) {
+    if constexpr (has_storage) {
+        // In the list before the store has the batch, out of it again if the store refuses it: a batch the store
+        // holds always has its task.
+        try {
+            storage_.tasks.push_back(std::forward<Task>(task));
+        } catch (...) {
+            if (!task.lock.empty()) tree_.unlock(std::move(task.lock));
+            throw;
+        }
+        try {
+            storage_.tasks.back().ticket = call();
+        } catch (...) {
+            auto& t = storage_.tasks.back();
+            if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
+            free_pages(t.pages);
+            storage_.tasks.pop_back();
+            throw;
+        }
+    } else {
+        (void)task;
+        (void)call;
     }
 }
 
@@ -169,8 +233,7 @@ PrefetchStart CacheCore<P>::prefetch(TokenKey key)
         for (std::int32_t p = from; p < end; ++p)
             storage_.keys.push_back(object_key(task.chain[static_cast<std::size_t>(p)], ObjectKind::mamba));
     }
-    task.ticket = storage_.store->exists(storage_.keys);
-    storage_.tasks.push_back(std::move(task));
+    submit(std::move(task), [&] { return storage_.store->exists(storage_.keys); });
     ++storage_.counters.prefetches;
     return {.status = PrefetchStart::Status::started, .id = storage_.tasks.back().id, .cached_length = m.best_length};
 }
@@ -179,16 +242,14 @@ template <class P>
 std::span<const PrefetchDone> CacheCore<P>::storage_check()
     requires has_storage
 {
+    UNIKV_EXPECTS(open_backups_ == 0, "storage_check: an eviction run with ", open_backups_,
+                  " backups is open; finish_evict it first");
     storage_.done.clear();
     storage_.done.swap(storage_.pending);
     if (storage_.store == nullptr) return storage_.done;
+    finish_answers();  // left by a throw in the last call
     if (!storage_.tasks.empty()) {
-        for (const StorageDone& d : storage_.store->poll()) {
-            const auto it = std::find_if(storage_.tasks.begin(), storage_.tasks.end(),
-                                         [&](const auto& t) { return t.ticket == d.ticket; });
-            if (it != storage_.tasks.end())
-                finish_storage(static_cast<std::size_t>(it - storage_.tasks.begin()), d.results);
-        }
+        finish_answers(storage_.store->poll());
         const auto now = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < storage_.tasks.size(); ++i) {
             auto& t = storage_.tasks[i];
@@ -233,9 +294,11 @@ void CacheCore<P>::finish_storage(std::size_t task, std::span<const PageResult> 
         if (t.kind == phase::fetch) {
             graft(task, results);
         } else {
-            for (PageResult r : results) ++(r == PageResult::hit ? storage_.counters.put_objects : storage_.counters.put_failed);
-            if (std::all_of(results.begin(), results.end(), [](PageResult r) { return r == PageResult::hit; }))
-                storage_.counters.bytes_written += t.bytes;
+            const std::uint64_t object_bytes = results.empty() ? 0 : t.bytes / results.size();  // one size a put
+            for (PageResult r : results) {
+                ++(r == PageResult::hit ? storage_.counters.put_objects : storage_.counters.put_failed);
+                storage_.counters.bytes_written += r == PageResult::hit ? object_bytes : 0;
+            }
             if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
         }
         storage_.tasks.erase(storage_.tasks.begin() + static_cast<std::ptrdiff_t>(task));
@@ -277,10 +340,24 @@ void CacheCore<P>::start_fetch(std::size_t task, std::span<const PageResult> fou
         want[Component::full] = static_cast<std::size_t>(best - t.from);
         if constexpr (has_swa) want[Component::swa] = static_cast<std::size_t>(std::min(window_pages(), best));
         if constexpr (has_mamba) want[Component::mamba] = 1;
+        // The task ends here when anything below throws: its pages go back, it leaves the list.
+        const auto abandon = [&] {
+            t.lease = {};
+            free_pages(t.pages);
+            storage_.tasks.erase(storage_.tasks.begin() + static_cast<std::ptrdiff_t>(task));
+        };
         for (Component c : all_components) {  // one component at a time: a failure frees only what was taken
             if (want[c] == 0) continue;
             t.pages[c].resize(want[c]);
-            if (!host_room(c, t.pages[c])) {
+            bool room = false;
+            try {
+                room = host_room(c, t.pages[c]);
+            } catch (...) {
+                t.pages[c].clear();  // not allocated
+                abandon();
+                throw;
+            }
+            if (!room) {
                 t.pages[c].clear();
                 free_pages(t.pages);
                 return finish_missed();
@@ -308,7 +385,12 @@ void CacheCore<P>::start_fetch(std::size_t task, std::span<const PageResult> fou
             }
         }
         t.kind = phase::fetch;
-        t.ticket = storage_.store->get(storage_.reads);
+        try {
+            t.ticket = storage_.store->get(storage_.reads);
+        } catch (...) {
+            abandon();
+            throw;
+        }
     }
 }
 

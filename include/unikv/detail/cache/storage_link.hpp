@@ -51,6 +51,10 @@ struct storage_link {
     std::uint64_t digest = 0;
     std::chrono::milliseconds timeout{};
     std::vector<storage_task<Lease>> tasks{};
+    // The store's answers of the last `poll` not finished yet (a throw while finishing one leaves the rest here,
+    // finished before the next `poll`, while their results are still valid).
+    std::vector<StorageDone> answers{};
+    std::size_t next_answer = 0;
     std::vector<PrefetchDone> done{};      // what the last `storage_check` reported
     std::vector<PrefetchDone> pending{};   // gathered for the next report
     StorageCounters counters{};

@@ -201,6 +201,8 @@ struct FileStorage::state {
         std::vector<record> records;
         const long long good = detail::storage::read_journal(journal, records);
         if (good < 0) return fail("cannot read " + path);
+        // A torn tail goes now, so records appended after it stay readable even if the rewrite below fails.
+        if (::ftruncate(journal, static_cast<off_t>(good)) != 0) return fail("cannot cut the torn tail of " + path);
         replay(records);
         if (!status.empty()) return;
         while (used > config.capacity_bytes && evict_one(none)) {

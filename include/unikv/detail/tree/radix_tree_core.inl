@@ -516,6 +516,7 @@ NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
     for (Component c : all_components) info.device[c] = has_device(n, c);
     info.backup_pending = n.pending;
     for (Component c : all_components) info.write_through_pending[c] = write_pending(n, c);
+    for (Component c : all_components) info.joined[c] = joined(n, c);
     info.hits = n.hits;
     info.state = n.state;
     info.device_locks = n.locks;

@@ -266,6 +266,7 @@ NodeInfo ReferenceTree<Cs...>::node_info(NodeRef node) const {
     for (Component c : all_components) info.device[c] = has_device(n, c);
     info.backup_pending = n.pending;
     info.write_through_pending = n.write_pending;
+    info.joined = n.joined;
     info.hits = n.hits;
     info.state = n.state;
     info.device_locks = n.locks;
