@@ -546,10 +546,12 @@ public:
         requires has_storage;
     /// Finishes the storage tasks the store completed (puts: locks and leases released; prefetches: their next
     /// phase, or their graft) and reports the prefetches that finished or timed out since the last call; the span is
-    /// valid until the next call. Waits for no copy (as `prefetch`, the store's own bookkeeping aside). Precondition
+    /// valid until the next call. With `wait` 0 (an engine's step) it waits for no copy (as `prefetch`, the store's
+    /// own bookkeeping aside); otherwise, with tasks in flight and none answered yet, it waits up to `wait` for the
+    /// store's next answer (a caller that must settle the store, without polling in a loop). Precondition
     /// (`logic_error`): no eviction run open. A throw while finishing one answer leaves the others for the next
     /// call. O(tasks + objects completed).
-    [[nodiscard]] std::span<const PrefetchDone> storage_check()
+    [[nodiscard]] std::span<const PrefetchDone> storage_check(std::chrono::nanoseconds wait = {})
         requires has_storage;
     /// Storage tasks (batches on the store) in flight.
     [[nodiscard]] std::size_t storage_in_flight() const noexcept {

@@ -115,10 +115,9 @@ std::vector<PrefetchDone> settle(Engine& e) {
     std::vector<PrefetchDone> out;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     for (;;) {
-        for (const PrefetchDone& d : e.cache.storage_check()) out.push_back(d);
+        for (const PrefetchDone& d : e.cache.storage_check(std::chrono::milliseconds(50))) out.push_back(d);
         if (e.cache.storage_in_flight() == 0) return out;
         REQUIRE(std::chrono::steady_clock::now() < deadline);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
 }
 

@@ -205,9 +205,10 @@ private:
         std::vector<PrefetchDone> out;
         if constexpr (has_storage) {
             for (;;) {
-                for (const PrefetchDone& d : timed([&] { return cache_.storage_check(); })) out.push_back(d);
+                // Waits in the store for its next answer (the replay's clock is simulated).
+                const auto done = timed([&] { return cache_.storage_check(std::chrono::milliseconds(100)); });
+                for (const PrefetchDone& d : done) out.push_back(d);
                 if (cache_.storage_in_flight() == 0) break;
-                std::this_thread::sleep_for(std::chrono::microseconds(20));
             }
         }
         return out;

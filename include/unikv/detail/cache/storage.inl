@@ -239,7 +239,7 @@ PrefetchStart CacheCore<P>::prefetch(TokenKey key)
 }
 
 template <class P>
-std::span<const PrefetchDone> CacheCore<P>::storage_check()
+std::span<const PrefetchDone> CacheCore<P>::storage_check(std::chrono::nanoseconds wait)
     requires has_storage
 {
     UNIKV_EXPECTS(open_backups_ == 0, "storage_check: an eviction run with ", open_backups_,
@@ -249,7 +249,7 @@ std::span<const PrefetchDone> CacheCore<P>::storage_check()
     if (storage_.store == nullptr) return storage_.done;
     finish_answers();  // left by a throw in the last call
     if (!storage_.tasks.empty()) {
-        finish_answers(storage_.store->poll());
+        finish_answers(storage_.store->poll(wait));
         const auto now = std::chrono::steady_clock::now();
         for (std::size_t i = 0; i < storage_.tasks.size(); ++i) {
             auto& t = storage_.tasks[i];
