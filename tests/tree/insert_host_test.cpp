@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include <utility>
+
 #include "tree_test_support.hpp"
 
 using namespace unikv;
@@ -70,6 +72,15 @@ struct GraftState {
 template <class Tree>
 GraftState graft_state(const Tree& tree) {
     return {tree.node_count(), sizes(tree), {tree.host_size(F), tree.host_size(S), tree.host_size(M)}};
+}
+
+// Caches tokens 1..8 on device with a state at their end and drains the events: the node, and the tree's state.
+template <class Tree>
+std::pair<NodeRef, GraftState> device_prefix_of_eight(Tree& tree) {
+    auto ins = tree.insert({run(1, 8)}, {.pages = vpages(1, 4), .state = StateId{9}});
+    CHECK(executed(ins.actions).empty());
+    (void)tree.take_events();
+    return {ins.node, graft_state(tree)};
 }
 
 }  // namespace
@@ -312,17 +323,14 @@ TEST_CASE_TEMPLATE("a graft whose from lies past the cached prefix changes nothi
                    RadixTreeCore, ReferenceTreeCore) {
     typename Core::template impl<Full, Swa, Mamba> tree(
         {.page_size = {2}, .swa_window = 4, .events = EventMode::record});
-    auto ins = tree.insert({run(1, 8)}, {.pages = vpages(1, 4), .state = StateId{9}});
-    CHECK(executed(ins.actions).empty());
-    (void)tree.take_events();
-    const GraftState before = graft_state(tree);
+    const auto [prefix_node, before] = device_prefix_of_eight(tree);
 
     // The key leaves the tree at a node boundary (8 < 12).
     const auto key = cat(run(1, 8), run(50, 8));
     const HostInsertResult r =
         tree.insert_host({key}, {.from = 12, .full = hpages(100, 2), .swa = hpages(200, 2), .state = HostPage{300}});
     CHECK_FALSE(r.grafted);
-    CHECK(r.node == ins.node);
+    CHECK(r.node == prefix_node);
     CHECK(unused_of(r, F) == std::vector<int>{100, 101});
     CHECK(unused_of(r, S) == std::vector<int>{200, 201});
     CHECK(unused_of(r, M) == std::vector<int>{300});
@@ -392,10 +400,7 @@ TEST_CASE_TEMPLATE("an insert_host that breaks a precondition throws and changes
                    ReferenceTreeCore) {
     typename Core::template impl<Full, Swa, Mamba> tree(
         {.page_size = {2}, .swa_window = 4, .events = EventMode::record});
-    auto ins = tree.insert({run(1, 8)}, {.pages = vpages(1, 4), .state = StateId{9}});
-    CHECK(executed(ins.actions).empty());
-    (void)tree.take_events();
-    const GraftState before = graft_state(tree);
+    const auto [prefix_node, before] = device_prefix_of_eight(tree);
     const auto key = run(1, 12);
     const auto full = hpages(100, 2);  // [8,12)
     const auto swa = hpages(200, 2);   // the window: min(ceil(4 / 2), 6) pages
