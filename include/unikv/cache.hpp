@@ -58,6 +58,10 @@
 ///   eviction asks for no backups. `evict_host` frees host copies. A host shortfall during a write-back does
 ///   not evict host data and retry: the tree takes no call (`evict_host` included) while backups are pending,
 ///   so such a backup is made as "no copy".
+/// * Buffer-only host (`HostMode::buffer_only`, `storage.inl`): a write-through's host copy goes to the store at
+///   its ack, the put holding the write's device lock until the store answers; then the copy is let go of
+///   (`drop_host`, marked stored when every object landed, so it is not written again). A load's ack lets go of the
+///   staged copies it read (they came from the store). Matching includes them: they are the only host hits.
 /// * One write lane: write-backs and write-throughs share the controller's write queue, told apart by their
 ///   `CacheTag`. A policy does one or the other (`write_policies.hpp`), so the write-back drain of
 ///   `finish_evict`, run under `WritePolicy::back` only, meets backups alone.
@@ -224,9 +228,10 @@ public:
     ~CacheCore();
 
     // ---- the tree, executed ------------------------------------------------------------------------------
-    /// The longest cached prefix of `key`, host hits included under `HostMode::cache` (`best_node` then needs
-    /// a `load_back`). Same cost and validity as `match_prefix`.
-    MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = host_hits_}); }
+    /// The longest cached prefix of `key`, host hits included (`best_node` then needs a `load_back`; under
+    /// `HostMode::buffer_only` the host holds staged copies only: prefetched ones on their way to the device, and
+    /// copies on their way to the store). Same cost and validity as `match_prefix`.
+    MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = HostHits::include}); }
     /// Caches `key` with the request's `values` (its pages from `allocator()`) and executes the actions
     /// (duplicate pages freed, SWA recoveries). Under a write-through policy it then queues the write-throughs the
     /// tree asks for (see the file comment; `start_writing` submits them), evicting host data for room and
@@ -777,10 +782,23 @@ private:
     // ---- the storage tier (detail/cache/storage.inl) ----
     using storage_link_type = detail::cache::storage_link_t<has_storage, storage_type, host_pools_type>;
     // Puts `node`'s host copy of `c` to the store, when one is attached (a best effort: a node gone or without that
-    // copy puts nothing).
-    void store_host_copy(NodeRef node, Component c);
-    // The tokens of the prefix that ends at `node` into `storage_.prefix`, and its namespace. O(depth + prefix).
-    KeyNamespace node_prefix(NodeRef node);
+    // copy puts nothing); true when a put was submitted. A buffer-only host's staged copy comes with its write's
+    // device lock (`staged`), which the put takes over.
+    bool store_host_copy(NodeRef node, Component c, LockReceipt* staged = nullptr);
+    // Under buffer-only: the acknowledged write-through `t`'s host copy goes to the store with `t`'s device lock, and
+    // is let go of at the store's answer; with nothing to put it to it goes now (not stored).
+    void stage_for_store(Ticket& t);
+    // Drops `node`'s host copy of `c` beside its device data (`drop_host` for `why`), if it still holds one. Cold.
+    void let_go(NodeRef node, Component c, HostDrop why);
+    // Under buffer-only, after a load: lets go of the staged copies (FULL, SWA) beside device data on the path from
+    // `node` to the root that no transfer reads (host lock 0); they came from the store. O(depth + pages).
+    void drop_staged(NodeRef node);
+    // Releases a storage task's locks (the host lock; a staged put's device lock).
+    template <class Task>
+    void release_locks(Task& task);
+    // The tokens of the prefix that ends at the node of `info` into `storage_.prefix`, and its namespace.
+    // O(depth + prefix).
+    KeyNamespace node_prefix(NodeInfo info);
     // The storage tasks' next steps, by phase.
     void finish_storage(std::size_t task, std::span<const PageResult> results);
     void start_fetch(std::size_t task, std::span<const PageResult> found);
@@ -805,7 +823,6 @@ private:
 
     HostWrites host_writes_;  // first: checked before any part is built
     HostMode host_mode_ = HostMode::cache;
-    HostHits host_hits_ = HostHits::include;  // `match`'s: host copies are matched under `HostMode::cache` only
     RetentionConfig retention_{};
     ReuseCounters reuse_{};
     allocator_type alloc_;

@@ -216,9 +216,9 @@ public:
         TreeFaults::hit(TreeFault::set_host);
         base::set_host(node, c, host);
     }
-    EvictResult drop_host(NodeRef node, Component c) {
+    EvictResult drop_host(NodeRef node, Component c, HostDrop why = HostDrop::failed) {
         TreeFaults::hit(TreeFault::drop_host);
-        return base::drop_host(node, c);
+        return base::drop_host(node, c, why);
     }
 };
 struct FaultyTreeCore {

@@ -3,7 +3,7 @@
 // a prefetch grafts the pages back as host copies and the request loads them and reads every row byte for byte;
 // another cache instance over the same store serves the first one's prefix; a corrupt object, an unusable store, a
 // slow prefetch, a host tier without room and a killed Redis node make the request compute, never serve a wrong row,
-// and leave `verify()` healthy.
+// and leave `verify()` healthy; a buffer-only host stages copies to and from the store and keeps none.
 
 #include <doctest/doctest.h>
 
@@ -201,6 +201,102 @@ TEST_CASE_TEMPLATE("host copies go to the store and come back after device and h
         CHECK(e.cache.reuse().host_hit_tokens - host_hits == got.length);
         CHECK(e.broken() == "");
     }
+}
+
+TEST_CASE_TEMPLATE("a buffer-only host stages copies: to the store until it answers (rows device-locked), from it until "
+                   "the load's ack, row for row",
+                   F, FileStore, RedisStore) {
+    using P = Stored<SwaFullLayout, F>;
+    constexpr std::int32_t ps = handle_test::page_size;
+    const F place;
+    auto store = place.open();
+    CacheConfig config = config_with(WritePolicy::through);
+    config.host.mode = HostMode::buffer_only;
+    HandleEngine<P> e(config);
+    e.cache.attach_storage(store, {.model = "m", .layout = "l"});
+    const auto host_empty = [&] {
+        return e.cache.tree().host_size(Component::full) == 0 && e.cache.tree().host_size(Component::swa) == 0;
+    };
+    const auto longer = tokens(900, 9 * ps + 2);
+    const auto prompt = std::vector<TokenId>(longer.begin(), longer.begin() + 8 * ps + 2);
+
+    // The write-throughs' acks hand the staged copies to the store; until it answers, eviction cannot take the rows
+    // they were copied from.
+    REQUIRE(e.serve(longer, 3) == 0);
+    write_through_acks(e);
+    CHECK(e.cache.storage_in_flight() > 0);
+    CHECK_FALSE(host_empty());
+    (void)e.cache.evict({Component::full, 1 << 20});
+    CHECK(e.cache.match({longer}).device_length == 9 * ps);
+    (void)settle(e);
+    CHECK(host_empty());  // the store holds them: the host lets go
+    const StorageCounters stored = e.cache.storage_counters();
+    CHECK(stored.put_objects > 0);
+    CHECK(stored.put_failed == 0);
+    const MatchResult m = e.cache.match({longer});
+    CHECK(e.cache.tree().node_info(m.best_node).stored == per_component<bool>{{true, true, false}});
+    // A stored node is not written again: the same request makes no write-through.
+    REQUIRE(e.serve(longer, 3) == 0);
+    CHECK(e.cache.writes_in_flight() == 0);
+    CHECK(e.broken() == "");
+
+    // Device gone: the prefix is in the store only. A prefetch stages it on the host; the request loads it, reads
+    // every row as computed, and the staged copies go at the load's ack.
+    evict_everything(e);
+    CHECK(e.cache.match({longer}).best_length == 0);
+    const PrefetchDone got = prefetch(e, longer);
+    REQUIRE(got.status == PrefetchDone::Status::grafted);
+    CHECK(got.length == 9 * ps);
+    CHECK_FALSE(host_empty());
+    CHECK(e.cache.match({longer}).best_length == 9 * ps);
+    std::int64_t host_hits = e.cache.reuse().host_hit_tokens;
+    CHECK(e.serve(longer, 2) == 0);
+    CHECK(e.cache.reuse().host_hit_tokens - host_hits == got.length);
+    write_through_acks(e);  // the decoded page is new: staged for the store
+    (void)settle(e);
+    CHECK(host_empty());
+    CHECK(e.broken() == "");
+
+    // A staged load onto resident FULL pages binds only the missing window rows: the first 8 pages on device
+    // without SWA rows (evicted), the store holding the 9th page and its window. The prefetch stages page 8 and the
+    // window's SWA pages 7 and 8; the load binds SWA rows under resident page 7 and reads them back.
+    evict_everything(e);
+    REQUIRE(e.serve(prompt, 1) == 0);
+    write_through_acks(e);
+    (void)settle(e);
+    LockReceipt keep = e.cache.lock(e.cache.match({prompt}).best_node, {.components = ComponentMask::of(Component::full)});
+    (void)e.cache.evict({Component::swa, 1 << 20});
+    e.cache.unlock(std::move(keep));
+    CHECK(e.cache.match({longer}).full_length == 8 * ps);
+    CHECK(e.cache.match({longer}).best_length < 8 * ps);
+    const PrefetchDone tail = prefetch(e, longer);
+    REQUIRE(tail.status == PrefetchDone::Status::grafted);
+    CHECK(tail.fetched == ps);
+    CHECK(e.cache.tree().host_size(Component::swa) == 2 * ps);
+    host_hits = e.cache.reuse().host_hit_tokens;
+    CHECK(e.serve(longer, 1) == 0);
+    CHECK(e.cache.reuse().host_hit_tokens > host_hits);
+    write_through_acks(e);
+    (void)settle(e);
+    CHECK(host_empty());
+    CHECK(e.broken() == "");
+}
+
+TEST_CASE("a buffer-only host is refused under write-back, at construction and at an attach's switch") {
+    using P = Stored<SwaFullLayout, FileStore>;
+    CacheConfig config = config_with(WritePolicy::back);
+    config.host.mode = HostMode::buffer_only;
+    CHECK_THROWS_WITH_AS(HandleEngine<P>{config}, doctest::Contains("use WritePolicy::through or WritePolicy::selective"),
+                         unikv::logic_error);
+    config.host.write = {.policy = WritePolicy::through, .threshold = 1};
+    HandleEngine<P> e(config);
+    const FileStore place;
+    auto store = place.open();
+    CHECK_THROWS_WITH_AS(e.cache.attach_storage(store, {.model = "m", .layout = "l", .write = HostWrites{.policy = WritePolicy::back}}),
+                         doctest::Contains("HostMode::buffer_only"), unikv::logic_error);
+    CHECK(e.cache.storage_counters().prefetches == 0);
+    const PrefetchStart s = e.cache.prefetch({tokens(1, 3 * handle_test::page_size)});
+    CHECK(s.status == PrefetchStart::Status::no_storage);  // nothing was attached
 }
 
 TEST_CASE_TEMPLATE("a second cache instance over the same store serves the first one's prefix byte for byte", F,

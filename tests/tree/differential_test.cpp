@@ -3,9 +3,8 @@
 // Both trees get the same random sequence of match / insert / lock / unlock / early SWA release / evict /
 // host-evict / host copy / backup completion / load-back commit / retention calls, storage prefetch grafts
 // (insert_host: host copies past a cached prefix, some from past it, some breaking a precondition), and, under a
-// write-through
-// threshold, the write-throughs inserts emit: committed (set_host), skipped, or undone after a failed copy
-// (drop_host), possibly after splits of the node. After each call the results
+// write-through threshold, the write-throughs inserts emit: committed (set_host), skipped, or dropped (drop_host)
+// after a failed copy or as stored (no second write), possibly after splits of the node. After each call the results
 // must be equal (lengths, pages, actions, freed units, thrown or not), and so must the sizes, node counts and KV
 // events. Every action list is also checked against the locks held at the time: nothing locked is ever freed.
 // Every few operations the whole structure is compared and RadixTree's own invariant check runs.
@@ -172,7 +171,7 @@ private:
             s << ']';
             for (Component c : all_components) {
                 s << " c" << index_of(c) << (info.device[c] ? 'D' : '-') << (info.backup_pending[c] ? 'P' : '-')
-                  << (info.write_through_pending[c] ? 'W' : '-') << " l"
+                  << (info.write_through_pending[c] ? 'W' : '-') << (info.stored[c] ? 'S' : '-') << " l"
                   << info.device_locks[c] << '/' << info.host_locks[c] << " h[";
                 for (auto h : info.host[c]) s << h.value() << ',';
                 s << ']';
@@ -497,7 +496,8 @@ private:
 
     // A receipt replayed on the wrong tree is rejected and changes nothing.
     // One write-through in flight: a pending one is committed (70%) or skipped; a committed one is acknowledged
-    // (60%) or its copy fails and drop_host undoes the commit. A node split since is seen in the page counts.
+    // (60%) or dropped (drop_host: a failed copy, or one the store holds). A node split since is seen in the page
+    // counts.
     struct Write {
         NodeRef fast, ref;
         Component c;
@@ -527,12 +527,14 @@ private:
             ++stats[ta ? "write_through skip rejected" : "write_through skipped"];
         } else if (chance(40)) {
             EvictResult a, b;
-            const bool ta = threw([&] { a = fast_.drop_host(w.fast, w.c); });
-            const bool tb = threw([&] { b = ref_.drop_host(w.ref, w.c); });
+            const HostDrop why = chance(50) ? HostDrop::stored : HostDrop::failed;
+            const bool ta = threw([&] { a = fast_.drop_host(w.fast, w.c, why); });
+            const bool tb = threw([&] { b = ref_.drop_host(w.ref, w.c, why); });
             expect(ta == tb, "drop_host precondition differs");
             expect(canon(a.actions) == canon(b.actions), "drop_host actions differ");
             expect(a.host_freed == b.host_freed, "drop_host freed units differ");
             ++stats[ta ? "drop_host rejected" : split ? "drop_host after a split" : "drop_host accepted"];
+            if (!ta && why == HostDrop::stored) ++stats["drop_host of a stored copy"];
             count(a.actions);
             a.actions.mark_executed();
             b.actions.mark_executed();

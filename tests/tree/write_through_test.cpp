@@ -1,7 +1,7 @@
 // Write-through in the tree, on both cores (reference §4.2, §11 rule 9): hits counted per insert, the threshold,
 // the write_through actions insert emits (FULL, SWA within one window of the end, Mamba on the end node), the
 // pending mark (no second emission, no eviction), the commit (set_host) and the skip, a split while the write is
-// pending or in flight, and drop_host after a failed copy.
+// pending or in flight, drop_host after a failed copy, and drop_host of a stored copy (no second write).
 
 #include <doctest/doctest.h>
 
@@ -183,6 +183,65 @@ TEST_CASE_TEMPLATE("drop_host after a failed copy frees the host pages of every 
     auto undo_c = tree.drop_host(c.node, F);
     CHECK(executed(undo_c.actions) == std::vector<Act>{free_host(F, {200, 201})});
     CHECK(tree.host_size(F) == 0);
+    CHECK(broken(tree).empty());
+}
+
+TEST_CASE_TEMPLATE("drop_host of a stored copy marks every part stored: no write-through of it is emitted again", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {1}, .swa_window = 4, .write_through_threshold = 1});
+    const auto key = run(1, 10);
+    auto a = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
+    CHECK(executed(a.actions) == std::vector<Act>{write_through(F, {1, 2, 3, 4, 5, 6, 7, 8}),
+                                                  write_through(S, {1, 2, 3, 4, 5, 6, 7, 8})});
+    tree.set_host(a.node, F, hpages(100, 8));
+    tree.set_host(a.node, S, hpages(200, 8));
+    CHECK(tree.match_prefix({std::span(key).first(4)}).device_length == 4);  // splits the staged copies at 4
+    const NodeRef upper = tree.node_info(a.node).parent;
+    REQUIRE_FALSE(upper.is_root());
+
+    // The store acknowledged both copies: a buffer-only host lets go of them.
+    auto full = tree.drop_host(a.node, F, HostDrop::stored);
+    CHECK(executed(full.actions) == std::vector<Act>{free_host(F, {100, 101, 102, 103, 104, 105, 106, 107})});
+    auto swa = tree.drop_host(upper, S, HostDrop::stored);
+    CHECK(executed(swa.actions) == std::vector<Act>{free_host(S, {200, 201, 202, 203, 204, 205, 206, 207})});
+    for (NodeRef n : {upper, a.node}) {
+        CHECK(tree.node_info(n).stored == marks(true, true, false));
+        CHECK(tree.node_info(n).host[F].empty());
+        CHECK(tree.node_info(n).host[S].empty());
+    }
+    CHECK(tree.host_size(F) == 0);
+    CHECK(tree.host_size(S) == 0);
+    CHECK(broken(tree).empty());
+
+    // Inserts over the stored parts write only what is new; a split of a stored node keeps the mark on both parts.
+    auto b = tree.insert({key}, {.pages = vpages(1, 10)});
+    CHECK(executed(b.actions) == std::vector<Act>{write_through(F, {9, 10}), write_through(S, {9, 10})});
+    CHECK(tree.match_prefix({std::span(key).first(2)}).device_length == 2);
+    const NodeRef top = tree.node_info(upper).parent;
+    REQUIRE_FALSE(top.is_root());
+    CHECK(tree.node_info(top).stored == marks(true, true, false));
+    auto same = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 8)});
+    CHECK(same.actions.empty());
+    // A failed copy's drop marks nothing: the next insert writes the node again.
+    tree.set_host(b.node, F, hpages(300, 2));
+    auto undo = tree.drop_host(b.node, F);
+    CHECK(executed(undo.actions) == std::vector<Act>{free_host(F, {300, 301})});
+    CHECK(tree.node_info(b.node).stored == marks(false, false, false));
+    tree.skip_write_through(b.node, S);
+    auto again = tree.insert({key}, {.pages = vpages(1, 10)});
+    CHECK(executed(again.actions) == std::vector<Act>{write_through(F, {9, 10}), write_through(S, {9, 10})});
+    CHECK(broken(tree).empty());
+}
+
+TEST_CASE_TEMPLATE("HostDrop::stored refuses a Mamba state, nothing changed", Core, RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full, Mamba> tree({.page_size = {1}, .write_through_threshold = 1});
+    const auto key = run(1, 4);
+    auto a = tree.insert({key}, {.pages = vpages(1, 4), .state = StateId{20}});
+    CHECK(executed(a.actions).size() == 2);  // FULL and the state written through
+    tree.set_host(a.node, Component::mamba, hpages(100, 1));
+    CHECK_THROWS_WITH_AS((void)tree.drop_host(a.node, Component::mamba, HostDrop::stored),
+                         doctest::Contains("Mamba states are not staged"), unikv::logic_error);
+    CHECK(ints(tree.node_info(a.node).host[Component::mamba]) == ints(hpages(100, 1)));
     CHECK(broken(tree).empty());
 }
 

@@ -37,6 +37,15 @@ enum class HostHits : std::uint8_t {
     include,  ///< the best node may extend into host-only data (to be loaded back)
 };
 
+/// Why a host copy beside device data is dropped (`drop_host`).
+enum class HostDrop : std::uint8_t {
+    /// Its copy failed: the rows never reached it, and a later insert may write the node again.
+    failed,
+    /// The storage tier holds it (a buffer-only host stages copies only): the node and the parts split off it are
+    /// marked stored, and no write-through of the component is emitted for them again (FULL and SWA only).
+    stored,
+};
+
 /// Options of `match_prefix`.
 struct MatchOptions {
     /// Whether host-only data counts for the best node.

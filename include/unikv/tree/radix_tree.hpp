@@ -192,13 +192,15 @@ public:
     /// (`logic_error`): a write-through of `component` is pending on `node`. O(parts + their children).
     void skip_write_through(NodeRef node, Component component);
 
-    /// Undoes the host copy a write-through committed (`set_host` after a `write_through` action) whose copy
-    /// then failed: frees the host pages of `component` on `node` and on every part split off it since the
-    /// copy was made (a split cuts one host value into parts), returned as `free_host` actions top-down. Device
-    /// data stays. Call it before the device lock held for the copy is released. Preconditions (`logic_error`,
-    /// nothing changes): `node` holds device data and a host copy of `component`; no backup pending.
-    /// O(parts + their children).
-    EvictResult drop_host(NodeRef node, Component component);
+    /// Drops the host copy of `component` that `node` holds beside its device data: frees its host pages on `node`
+    /// and on every part split off it since the copy was made (a split cuts one host value into parts), returned
+    /// as `free_host` actions top-down. Device data stays. `HostDrop::failed` undoes a write-through whose copy
+    /// failed (call it before the device lock held for the copy is released; a later insert may write it again);
+    /// `HostDrop::stored` lets go of a staged copy the storage tier holds, and marks the parts stored, so inserts
+    /// emit no write-through of the component for them again (a split keeps the mark on both parts).
+    /// Preconditions (`logic_error`, nothing changes): `node` holds device data and a host copy of `component`;
+    /// `HostDrop::stored` only for FULL and SWA; no backup pending. O(parts + their children).
+    EvictResult drop_host(NodeRef node, Component component, HostDrop why = HostDrop::failed);
 
     /// Completes a `backup` action: records `host` as the copy (one host page per page of the node; one for
     /// Mamba), or, when `host` is empty (no host room), drops the pending backup. Backups complete in any order.
@@ -370,7 +372,7 @@ private:
         bool alive = false;
         bool swa = false;                     // SWA rows bound to `pages`; false with pages = SWA tombstone
         std::uint8_t retention = 0;
-        // Write-through state, in the padding after `retention` (see `pending_bit`, `joined_bit`).
+        // Write-through state, in the padding after `retention` (see `pending_bit`, `joined_bit`, `stored_bit`).
         std::uint8_t write_bits = 0;
         std::array<ChildHint, child_hints> hints{};  // children recent walks took, newest first (may be stale)
 
@@ -447,6 +449,13 @@ private:
     // value, cut by a split (the node is the lower part). Set by a split, cleared when the host copy goes.
     [[nodiscard]] static constexpr std::uint8_t joined_bit(Component c) noexcept {
         return static_cast<std::uint8_t>(8u << index_of(c));
+    }
+    // `write_bits` (Full, Swa): the storage tier holds the node's data of the component (`HostDrop::stored`).
+    [[nodiscard]] static constexpr std::uint8_t stored_bit(Component c) noexcept {
+        return static_cast<std::uint8_t>(64u << index_of(c));
+    }
+    [[nodiscard]] static bool stored(const Node& n, Component c) noexcept {
+        return c != Component::mamba && (n.write_bits & stored_bit(c)) != 0;
     }
     [[nodiscard]] static bool write_pending(const Node& n, Component c) noexcept {
         return (n.write_bits & pending_bit(c)) != 0;

@@ -74,7 +74,7 @@ public:
     /// See `RadixTree::skip_write_through`.
     void skip_write_through(NodeRef node, Component component);
     /// See `RadixTree::drop_host`.
-    EvictResult drop_host(NodeRef node, Component component);
+    EvictResult drop_host(NodeRef node, Component component, HostDrop why = HostDrop::failed);
     /// See `RadixTree::finish_backup`.
     EvictResult finish_backup(NodeRef node, Component component, std::span<const HostPage> host);
     /// See `RadixTree::host_chain_break`.
@@ -150,6 +150,7 @@ private:
         per_component<bool> write_pending{};  // a write_through was emitted, not committed or skipped yet
         // Full, Swa: this node's pending write or host copy and its parent's are one value cut by a split.
         per_component<bool> joined{};
+        per_component<bool> stored{};  // Full, Swa: the storage tier holds it (`HostDrop::stored`)
         std::uint32_t hits = 0;  // inserts over the node (saturating)
         per_component<std::uint32_t> locks{};
         per_component<std::uint32_t> host_locks{};

@@ -233,6 +233,9 @@ struct NodeInfo {
     per_component<bool> write_through_pending{};
     /// FULL, SWA: the node's host copy (or pending write-through) and its parent's are one value cut by a split.
     per_component<bool> joined{};
+    /// FULL, SWA: the storage tier holds the node's data of the component (`drop_host` with `HostDrop::stored`), so
+    /// inserts emit no write-through of it.
+    per_component<bool> stored{};
     /// Inserts over the node so far (saturating), the count `TreeConfig::write_through_threshold` compares.
     std::uint32_t hits = 0;
     /// The Mamba device state (none when absent).

@@ -70,13 +70,14 @@ inline constexpr bool has_evict_host_v = requires(T& t, Component c, std::int64_
 };
 
 /// `set_host` and `finish_backup` record host copies, `skip_write_through` gives up a write-through and
-/// `drop_host` undoes a committed one; `finish_backup` and `drop_host` return an `EvictResult`.
+/// `drop_host` undoes a committed one or lets go of a stored one; `finish_backup` and `drop_host` return an
+/// `EvictResult`.
 template <class T>
 inline constexpr bool has_host_values_v = requires(T& t, NodeRef n, Component c, std::span<const HostPage> h) {
     t.set_host(n, c, h);
     { t.finish_backup(n, c, h) } -> std::same_as<EvictResult>;
     t.skip_write_through(n, c);
-    { t.drop_host(n, c) } -> std::same_as<EvictResult>;
+    { t.drop_host(n, c, HostDrop::stored) } -> std::same_as<EvictResult>;
 };
 
 /// `t.insert_host(key, values)` grafts host copies of a key's pages read back from a storage tier and returns a
@@ -184,7 +185,7 @@ consteval bool check_tree_core() {
     static_assert(has_evict_v<T>, "unikv: tree core needs `EvictResult evict(Component, int64, EvictOptions)`");
     static_assert(has_evict_host_v<T>, "unikv: tree core needs `EvictResult evict_host(Component, int64)`");
     static_assert(has_host_values_v<T>, "unikv: tree core needs `set_host`, `EvictResult finish_backup(...)`, "
-                                        "`skip_write_through(NodeRef, Component)` and `EvictResult drop_host(NodeRef, Component)`");
+                                        "`skip_write_through(NodeRef, Component)` and `EvictResult drop_host(NodeRef, Component, HostDrop)`");
     static_assert(has_host_insert_v<T>,
                   "unikv: tree core needs `HostInsertResult insert_host(TokenKey, const HostInsertValues&)`");
     static_assert(has_write_switch_v<T>, "unikv: tree core needs `HostChainBreak host_chain_break() const` and "

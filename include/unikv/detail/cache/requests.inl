@@ -16,7 +16,6 @@ template <class P>
 CacheCore<P>::CacheCore(backend_type& backend, const CacheConfig& config, stream_ref stream)
     : host_writes_(checked(config.host).write),
       host_mode_(config.host.mode),
-      host_hits_(config.host.mode == HostMode::cache ? HostHits::include : HostHits::exclude),
       retention_(checked(config.retention, config.arena)),
       alloc_(backend, config.arena, stream),
       host_(backend, alloc_.spec(), config.host, stream),
@@ -55,6 +54,11 @@ const HostConfig& CacheCore<P>::checked(const HostConfig& host) {
                       "is NoStorage, so its host copies would never be served; use HostConfig::mode = "
                       "HostMode::cache, or name a storage policy");
     }
+    UNIKV_EXPECTS(host.mode != HostMode::buffer_only || w.policy == WritePolicy::through ||
+                      w.policy == WritePolicy::selective,
+                  "Cache: HostMode::buffer_only stages write-throughs on their way to the storage tier (the device rows "
+                  "stay until the store holds them), but the write policy is ", write_policy_name(w.policy),
+                  "; use WritePolicy::through or WritePolicy::selective");
     return host;
 }
 

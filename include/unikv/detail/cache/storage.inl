@@ -64,7 +64,7 @@ void CacheCore<P>::detach_storage()
     if (storage_.store == nullptr) return;
     drain_storage();
     for (auto& t : storage_.tasks) {  // none unless an answer was lost to a throw: nothing reads or writes them now
-        if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
+        release_locks(t);
         free_pages(t.pages);
     }
     storage_.tasks.clear();
@@ -105,8 +105,7 @@ void CacheCore<P>::wait_for_store() noexcept {
         if (storage_.store == nullptr || storage_.tasks.empty()) return;  // every batch the store holds has a task
         try {
             while (storage_.store->in_flight() > 0) (void)storage_.store->poll(std::chrono::milliseconds(50));
-            for (auto& t : storage_.tasks)
-                if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
+            for (auto& t : storage_.tasks) release_locks(t);
         } catch (...) {  // a broken invariant of the store or the tree: nothing more can be waited for
         }
         storage_.tasks.clear();
@@ -114,9 +113,8 @@ void CacheCore<P>::wait_for_store() noexcept {
 }
 
 template <class P>
-KeyNamespace CacheCore<P>::node_prefix(NodeRef node) {
+KeyNamespace CacheCore<P>::node_prefix(NodeInfo info) {
     std::vector<TokenId>& out = storage_.prefix;
-    NodeInfo info = tree_.node_info(node);
     const KeyNamespace ns = info.ns;
     out.assign(static_cast<std::size_t>(info.start + info.length), TokenId{});
     for (;;) {
@@ -127,20 +125,18 @@ KeyNamespace CacheCore<P>::node_prefix(NodeRef node) {
 }
 
 template <class P>
-void CacheCore<P>::store_host_copy(NodeRef node, Component c) {
+bool CacheCore<P>::store_host_copy(NodeRef node, Component c, LockReceipt* staged) {
     if constexpr (has_storage) {
         using task_type = storage_task<typename storage_link_type::lease_type>;
-        if (storage_.store == nullptr || !tree_.contains(node)) return;
+        if (storage_.store == nullptr || !tree_.contains(node)) return false;
         NodeInfo info = tree_.node_info(node);
-        if (info.host[c].empty() || info.length == 0) return;
-        const KeyNamespace ns = node_prefix(node);
+        if (info.host[c].empty() || info.length == 0) return false;
+        const KeyNamespace ns = node_prefix(info);
         const std::int32_t ps = page_size(Component::full);
         storage_.keys.resize(static_cast<std::size_t>((info.start + info.length) / ps));
         (void)PageKeyChain::keys(PageKeyChain::root(storage_.digest, ns), storage_.prefix, ps, storage_.keys);
         task_type task;
         task.kind = task_type::phase::put;
-        task.node = node;
-        task.component = c;
         task.lease = host_.lease();
         const pinned_region_ref region = task.lease.region(c);
         const std::size_t bytes = task.lease.page_bytes(c);
@@ -164,12 +160,45 @@ void CacheCore<P>::store_host_copy(NodeRef node, Component c) {
             info = tree_.node_info(info.parent);
         }
         task.bytes = bytes * storage_.writes.size();
-        // Host-locked (the lock covers the joined ancestors) and leased until the store answers.
+        // Host-locked (the lock covers the joined ancestors) and leased until the store answers; a staged copy
+        // keeps its write's device lock as well, so it still sits beside its device data when it goes.
         task.lock = tree_.lock(node, {.tier = Tier::host, .components = ComponentMask::of(c)});
+        if (staged != nullptr) {
+            task.node = node;
+            task.component = c;
+            task.device = std::move(*staged);
+        }
         submit(std::move(task), [&] { return storage_.store->put(storage_.writes); });
+        return true;
     } else {
         (void)node;
         (void)c;
+        (void)staged;
+        return false;
+    }
+}
+
+template <class P>
+void CacheCore<P>::stage_for_store(Ticket& t) {
+    if (!store_host_copy(t.node, t.component, &t.device)) let_go(t.node, t.component, HostDrop::failed);
+}
+
+template <class P>
+void CacheCore<P>::let_go(NodeRef node, Component c, HostDrop why) {
+    if (!tree_.contains(node)) return;
+    const NodeInfo info = tree_.node_info(node);
+    if (info.host[c].empty() || !info.device[c]) return;
+    EvictResult dropped = tree_.drop_host(node, c, why);
+    run_actions(dropped);
+}
+
+template <class P>
+void CacheCore<P>::drop_staged(NodeRef node) {
+    for (NodeRef x = node; tree_.contains(x) && !x.is_root();) {
+        const NodeInfo info = tree_.node_info(x);
+        for (Component c : {Component::full, Component::swa})
+            if (!info.host[c].empty() && info.device[c] && info.host_locks[c] == 0) let_go(x, c, HostDrop::stored);
+        x = info.parent;
     }
 }
 
@@ -182,14 +211,14 @@ void CacheCore<P>::submit(Task&& task, Submit&& call) {
         try {
             storage_.tasks.push_back(std::forward<Task>(task));
         } catch (...) {
-            if (!task.lock.empty()) tree_.unlock(std::move(task.lock));
+            release_locks(task);
             throw;
         }
         try {
             storage_.tasks.back().ticket = call();
         } catch (...) {
             auto& t = storage_.tasks.back();
-            if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
+            release_locks(t);
             free_pages(t.pages);
             storage_.tasks.pop_back();
             throw;
@@ -275,6 +304,13 @@ void CacheCore<P>::report(std::size_t task, PrefetchDone::Status status, std::in
 }
 
 template <class P>
+template <class Task>
+void CacheCore<P>::release_locks(Task& task) {
+    if (!task.lock.empty()) tree_.unlock(std::move(task.lock));
+    if (!task.device.empty()) tree_.unlock(std::move(task.device));
+}
+
+template <class P>
 void CacheCore<P>::free_pages(per_component<std::vector<HostPage>>& pages) {
     for (Component c : all_components) {
         if (!pages[c].empty()) host_.free(c, pages[c]);
@@ -299,7 +335,14 @@ void CacheCore<P>::finish_storage(std::size_t task, std::span<const PageResult> 
                 ++(r == PageResult::hit ? storage_.counters.put_objects : storage_.counters.put_failed);
                 storage_.counters.bytes_written += r == PageResult::hit ? object_bytes : 0;
             }
+            // A staged copy goes once the store answered, marked stored when every object landed (before its device
+            // lock: `drop_host` needs the device data beside it).
+            const bool staged = !t.device.empty();
+            const bool all_stored =
+                std::all_of(results.begin(), results.end(), [](PageResult r) { return r == PageResult::hit; });
             if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
+            if (staged) let_go(t.node, t.component, all_stored ? HostDrop::stored : HostDrop::failed);
+            if (!t.device.empty()) tree_.unlock(std::move(t.device));
         }
         storage_.tasks.erase(storage_.tasks.begin() + static_cast<std::ptrdiff_t>(task));
     }

@@ -1,8 +1,8 @@
 #pragma once
 // A cache's side of its storage tier: the attached store, the namespace digest its keys start from, and the tasks in
 // flight. A task is one batch on the store: a put of one host copy (its node host-locked and the host pool leased
-// until the store acknowledges), or a prefetch's probe (`exists`) or fetch (`get` into host pages the task owns,
-// under a lease). Plain values only: the cache stays movable with tasks in flight (the store writes into host
+// until the store acknowledges; a buffer-only host's staged copy device-locked too, and let go of at the answer),
+// or a prefetch's probe (`exists`) or fetch (`get` into host pages the task owns, under a lease). Plain values only: the cache stays movable with tasks in flight (the store writes into host
 // memory, which does not move with the cache).
 
 #include <chrono>
@@ -25,11 +25,12 @@ struct storage_task {
     enum class phase : std::uint8_t { put, probe, fetch };
     phase kind = phase::put;
     StorageTicket ticket{};
-    // put: the host copy written (a node's component), its host lock and the pool's lease.
-    NodeRef node{};
-    Component component = Component::full;
+    // put: the host lock of the copy written and the pool's lease; a staged copy's node, component and device lock.
     LockReceipt lock{};
     Lease lease{};
+    NodeRef node{};
+    Component component = Component::full;
+    LockReceipt device{};
     std::uint64_t bytes = 0;
     // probe and fetch: the prefetch, its key, the chain keys of the key's pages, and the page range [from, end) the
     // fetch reads (FULL pages; the window's SWA pages and the state end at `end`).

@@ -172,7 +172,11 @@ void CacheCore<P>::finish(Ticket& t) {
         }
         if (t.succeeded && t.hosted && !t.stored) {  // the host copy holds the rows now: the store gets them too
             t.stored = true;
-            store_host_copy(t.node, t.component);
+            if (host_mode_ == HostMode::buffer_only) {
+                stage_for_store(t);
+            } else {
+                store_host_copy(t.node, t.component);
+            }
         }
         break;
     case CacheTag::Kind::write_back:
@@ -188,6 +192,7 @@ void CacheCore<P>::finish(Ticket& t) {
     // Last: a retry after a throw above still holds the locks.
     if (!t.device.empty()) tree_.unlock(std::move(t.device));
     if (!t.host.empty()) tree_.unlock(std::move(t.host));
+    if (t.tag.kind == CacheTag::Kind::load && t.succeeded && host_mode_ == HostMode::buffer_only) drop_staged(t.node);
 }
 
 template <class P>

@@ -517,6 +517,7 @@ NodeInfo RadixTree<Cs...>::node_info(NodeRef node) const {
     info.backup_pending = n.pending;
     for (Component c : all_components) info.write_through_pending[c] = write_pending(n, c);
     for (Component c : all_components) info.joined[c] = joined(n, c);
+    for (Component c : all_components) info.stored[c] = stored(n, c);
     info.hits = n.hits;
     info.state = n.state;
     info.device_locks = n.locks;

@@ -376,10 +376,12 @@ void RadixTree<Cs...>::skip_write_through(NodeRef node, Component component) {
 }
 
 template <class... Cs>
-EvictResult RadixTree<Cs...>::drop_host(NodeRef node, Component component) {
+EvictResult RadixTree<Cs...>::drop_host(NodeRef node, Component component, HostDrop why) {
     const Id id = checked(node, "drop_host");
     const Component c = component;
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(why != HostDrop::stored || c != Component::mamba,
+                  "drop_host: HostDrop::stored marks FULL and SWA data; Mamba states are not staged");
     expect_no_pending();
     const Node& n = nodes_[id];
     UNIKV_EXPECTS(has_host(n, c) && has_device(n, c), "drop_host: the node holds no host copy of component ",
@@ -389,6 +391,7 @@ EvictResult RadixTree<Cs...>::drop_host(NodeRef node, Component component) {
     detail::ActionsBuilder out{result.actions};
     for (std::size_t i = path_.size(); i-- > 0;) {
         free_host_value(path_[i], c, out, result);
+        if (why == HostDrop::stored) nodes_[path_[i]].write_bits |= stored_bit(c);
         sync(path_[i]);
     }
     return result;

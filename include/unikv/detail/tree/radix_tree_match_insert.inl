@@ -299,14 +299,14 @@ void RadixTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming,
 }
 
 // One hit on every node of the insert's path (`path_`, top-down, ending at `end` tokens). Under write-through, a
-// node that reached the threshold gets a `write_through` of each component it holds on device only and has none
-// pending: FULL, SWA within one window before `end` (what a later match ending there reads), Mamba on the end
-// node. O(1) per node.
+// node that reached the threshold gets a `write_through` of each component it holds on device only, has none
+// pending and has not stored: FULL, SWA within one window before `end` (what a later match ending there reads),
+// Mamba on the end node. O(1) per node.
 template <class... Cs>
 void RadixTree<Cs...>::count_hits(std::int32_t end, detail::ActionsBuilder& out) {
     const std::uint32_t threshold = config_.write_through_threshold;
     const auto wanted = [](const Node& n, Component c) {
-        return has_device(n, c) && !has_host(n, c) && !write_pending(n, c) && !n.pending[c];
+        return has_device(n, c) && !has_host(n, c) && !write_pending(n, c) && !n.pending[c] && !stored(n, c);
     };
     for (Id x : path_) {
         Node& n = nodes_[x];

@@ -116,6 +116,7 @@ auto ReferenceTree<Cs...>::split(Id id, std::int32_t at) -> Id {
     for (Component c : {Component::full, Component::swa}) {
         n.write_pending[c] = x.write_pending[c];
         n.joined[c] = x.joined[c];
+        n.stored[c] = x.stored[c];
         x.joined[c] = x.write_pending[c] || has_host(x, c);
     }
     n.children = {id};
@@ -267,6 +268,7 @@ NodeInfo ReferenceTree<Cs...>::node_info(NodeRef node) const {
     info.backup_pending = n.pending;
     info.write_through_pending = n.write_pending;
     info.joined = n.joined;
+    info.stored = n.stored;
     info.hits = n.hits;
     info.state = n.state;
     info.device_locks = n.locks;

@@ -242,10 +242,12 @@ void ReferenceTree<Cs...>::skip_write_through(NodeRef node, Component component)
 }
 
 template <class... Cs>
-EvictResult ReferenceTree<Cs...>::drop_host(NodeRef node, Component component) {
+EvictResult ReferenceTree<Cs...>::drop_host(NodeRef node, Component component, HostDrop why) {
     const Id id = id_of(node, "drop_host");
     const Component c = component;
     UNIKV_EXPECTS(components::mask.has(component), "component ", to_string(component), " is not in this tree");
+    UNIKV_EXPECTS(why != HostDrop::stored || c != Component::mamba,
+                  "drop_host: HostDrop::stored marks FULL and SWA data; Mamba states are not staged");
     UNIKV_EXPECTS(pending_backups_ == 0, "a backup is pending: call finish_backup for every backup action first");
     UNIKV_EXPECTS(has_host(nodes_[id], c) && has_device(nodes_[id], c), "drop_host: the node holds no host copy of component ",
                   to_string(component), " beside its device data");
@@ -258,6 +260,7 @@ EvictResult ReferenceTree<Cs...>::drop_host(NodeRef node, Component component) {
         result.host_freed[c] += units(nodes_[x], c);
         emit(EventKind::removed, c, Tier::host, x);
         forget_host(x, c);
+        if (why == HostDrop::stored) nodes_[x].stored[c] = true;
     }
     return result;
 }

@@ -220,7 +220,9 @@ void ReferenceTree<Cs...>::count_hits(const std::vector<Id>& path, std::int32_t 
         if (n.hits < std::numeric_limits<std::uint32_t>::max()) ++n.hits;
         if (threshold == 0 || n.hits < threshold) continue;
         for (Component c : all_components) {
-            if (!in_set(c) || !has_device(n, c) || has_host(n, c) || n.write_pending[c] || n.pending[c]) continue;
+            if (!in_set(c) || !has_device(n, c) || has_host(n, c) || n.write_pending[c] || n.pending[c] ||
+                n.stored[c])
+                continue;
             if (c == Component::swa && n.end() <= end - config_.swa_window) continue;
             if (c == Component::mamba && x != path.back()) continue;
             if (c == Component::mamba) {
