@@ -115,6 +115,22 @@ TEST_CASE_TEMPLATE("SWA tombstones are recovered inside the request's live SWA r
         CHECK(lower.device[S]);
         CHECK(tree.evictable_size(S) == 4);
     }
+    SUBCASE("a host lock that reaches the tombstone from a descendant's window does not keep the request's rows out") {
+        // A store reading the lower node's SWA copy host-locks its window, the tombstone above included; no load
+        // binds rows under the tombstone, so the request's rows must land there (they are the only ones).
+        Tree tree({.page_size = {2}, .swa_window = 4});
+        auto first = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 6});  // [0,6) tombstone, [6,8) live
+        tree.set_host(first.node, S, hpages(100, 1));
+        LockReceipt reading = tree.lock(first.node, {.tier = Tier::host, .components = ComponentMask::of(S)});
+        const NodeRef upper = tree.node_info(first.node).parent;
+        CHECK(tree.node_info(upper).host_locks[S] == 1);
+        auto again = tree.insert({key}, {.pages = vpages(11, 4), .swa_evicted = 0});
+        CHECK(executed(again.actions) == std::vector<Act>{free_pages({1, 2, 3, 14})});
+        CHECK(ints(tree.node_info(upper).pages) == std::vector<int>{11, 12, 13});
+        CHECK(tree.node_info(upper).device[S]);
+        tree.unlock(std::move(reading));
+        CHECK(broken(tree).empty());
+    }
     SUBCASE("under a locked FULL the node keeps its pages and the SWA binding moves to them") {
         Tree tree({.page_size = {2}, .swa_window = 4});
         auto first = tree.insert({key}, {.pages = vpages(1, 4), .swa_evicted = 4});

@@ -249,10 +249,12 @@ auto RadixTree<Cs...>::overlap(Id id, Walk& walk) -> Id {
     const bool disjoint = std::mismatch(incoming.begin(), incoming.end(), mine.begin(),
                                         [](VirtualPage a, VirtualPage b) { return a != b; })
                               .first == incoming.end();
-    // A host-locked SWA copy may be loading into rows bound under the node's pages (the cache's load-back): the
-    // load commits them at its ack, so the request's rows go as duplicates.
-    const bool recoverable = components::has_swa && !nodes_[id].swa && nodes_[id].host_locks[Component::swa] == 0 &&
-                             disjoint && walk.live_from < to;
+    // A load of the node's SWA copy binds its rows under the node's pages at its ack (the cache's load-back), so
+    // while one is in flight the request's rows go as duplicates. Only a recorded load counts: a host lock on the
+    // node's SWA may come from a descendant's window (a load or a store reading the descendant's copy) and says
+    // nothing about this node, whose tombstone must then take the request's rows.
+    const bool recoverable = components::has_swa && !nodes_[id].swa && disjoint && walk.live_from < to &&
+                             !loads_.loading(id, Component::swa);
     if (!recoverable) {
         for (std::size_t i = 0; i < incoming.size(); ++i)
             if (incoming[i] != nodes_[id].pages[i]) walk.out.free_pages(incoming.subspan(i, 1));

@@ -161,8 +161,8 @@ auto ReferenceTree<Cs...>::overlap(Id id, InsertState& st) -> Id {
         const auto& mine = nodes_[id].pages;
         bool shared = false;
         for (std::size_t i = 0; i < in.size(); ++i) shared = shared || in[i] == mine[i];
-        if (components::has_swa && !nodes_[id].swa && nodes_[id].host_locks[Component::swa] == 0 && !shared &&
-            live_from < b) {  // a host-locked SWA copy may be loading under these pages: see RadixTree
+        if (components::has_swa && !nodes_[id].swa && !shared && live_from < b &&
+            !loads_.loading(id, Component::swa)) {  // a load may be binding SWA rows under these pages: see RadixTree
             const auto dead_pages = static_cast<std::size_t>(std::max(0, live_from - a) / ps);
             if (dead_pages > 0) {
                 split(id, live_from - a);
