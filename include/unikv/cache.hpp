@@ -60,8 +60,10 @@
 ///   so such a backup is made as "no copy".
 /// * Buffer-only host (`HostMode::buffer_only`, `storage.inl`): a write-through's host copy goes to the store at
 ///   its ack, the put holding the write's device lock until the store answers; then the copy is let go of
-///   (`drop_host`, marked stored when every object landed, so it is not written again). A load's ack lets go of the
-///   staged copies it read (they came from the store). Matching includes them: they are the only host hits.
+///   (`drop_host`, marked stored when every object landed, so it is not written again); it is host-locked from its
+///   queueing on, so nothing lets go of it early. A load's ack lets go of the staged copies it read, and an insert
+///   of the ones a request computed beside them (`InsertResult::beside_host`): they came from the store.
+///   Matching includes them: they are the only host hits.
 /// * One write lane: write-backs and write-throughs share the controller's write queue, told apart by their
 ///   `CacheTag`. A policy does one or the other (`write_policies.hpp`), so the write-back drain of
 ///   `finish_evict`, run under `WritePolicy::back` only, meets backups alone.
@@ -714,7 +716,7 @@ private:
         NodeRef node{};
         Component component = Component::full;  // write-through, write-back: the component copied
         LockReceipt device;  // load: the node, every component; write-through: FULL and `component`
-        LockReceipt host;    // load: the host copies it reads
+        LockReceipt host;    // load: the host copies it reads; write-through under buffer-only: its host copy
         Reservation swa;     // load: its SWA rows' reservation (cancelled if never submitted)
         std::vector<HostPage> host_pages;  // write-back: the copy's; write-through: those the tree did not take
         bool acked = false;      // the controller acknowledged it (or it was never queued: a write-back short of room)

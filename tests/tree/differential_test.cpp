@@ -340,6 +340,8 @@ private:
         auto a = fast_.insert(k, v);
         auto b = ref_.insert(k, v);
         expect(a.prefix_length == b.prefix_length, "insert prefix length differs");
+        expect(a.beside_host == b.beside_host, "insert beside_host differs");
+        if (a.beside_host) ++stats["insert beside a host copy"];
         expect(canon(a.actions) == canon(b.actions), "insert actions differ");
         expect(span_of(fast_, a.node) == span_of(ref_, b.node), "insert end node differs");
         expect_not_held(a.actions);

@@ -144,6 +144,30 @@ TEST_CASE_TEMPLATE("a FULL graft past a device prefix is a host hit that the loa
     CHECK(broken(tree).empty());
 }
 
+TEST_CASE_TEMPLATE("an insert that puts the request's pages beside a grafted host copy says so", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full, Swa> tree({.page_size = {2}, .swa_window = 4});
+    const auto key = run(1, 16);
+    auto prefix = tree.insert({std::span(key).first(8)}, {.pages = vpages(1, 4)});
+    CHECK(executed(prefix.actions).empty());
+    CHECK_FALSE(prefix.beside_host);
+    // A prefetch lands while a request computes the same tokens: its insert takes them beside the host copies.
+    const HostInsertResult r = tree.insert_host({key}, {.from = 8, .full = hpages(100, 4), .swa = hpages(200, 2)});
+    REQUIRE(r.grafted);
+    auto computed = tree.insert({key}, {.pages = vpages(1, 8)});
+    CHECK(executed(computed.actions).empty());
+    CHECK(computed.beside_host);
+    const NodeInfo leaf = tree.node_info(computed.node);
+    CHECK(leaf.device[F]);
+    CHECK(leaf.device[S]);
+    CHECK_FALSE(leaf.host[F].empty());
+    // The same pages again take nothing new.
+    auto again = tree.insert({key}, {.pages = vpages(1, 8)});
+    CHECK(executed(again.actions).empty());
+    CHECK_FALSE(again.beside_host);
+    CHECK(broken(tree).empty());
+}
+
 // A key that diverges inside a cached node splits it there (as insert does); the new leaf hangs off the upper part.
 TEST_CASE_TEMPLATE("a graft splits the node its key diverges in and hangs a host-only leaf there", Core,
                    RadixTreeCore, ReferenceTreeCore) {

@@ -576,6 +576,7 @@ private:
     std::vector<KvEvent> events_;
     std::uint64_t clock_ = 0;
     std::int64_t pending_backups_ = 0;
+    bool beside_host_ = false;  // the running insert's `InsertResult::beside_host`
     // Scratch buffers owned by the tree so hot paths do not allocate once they have grown.
     std::vector<Id> path_;
     std::vector<std::span<const VirtualPage>> match_runs_;  // MatchResult::device_pages, one run per node

@@ -278,6 +278,7 @@ private:
     detail::tree::LoadRecords loads_;                       // loads between begin_load and finish_load
     std::uint64_t clock_ = 0;
     std::int64_t pending_backups_ = 0;
+    bool beside_host_ = false;  // the running insert's `InsertResult::beside_host`
 };
 
 }  // namespace unikv

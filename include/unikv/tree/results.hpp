@@ -118,6 +118,9 @@ struct [[nodiscard]] InsertResult {
     NodeRef node{};
     /// Tokens of the key that were already in the tree's structure before the call.
     std::int32_t prefix_length = 0;
+    /// A node of the key's path took the request's FULL pages or SWA rows beside a host copy of them (one a
+    /// prefetch grafted while the request computed): a host that only stages copies lets go of it.
+    bool beside_host = false;
     /// Duplicate pages and states to free, SWA recoveries to apply, write-throughs to queue (see
     /// `TreeConfig::write_through_threshold`): execute, then `mark_executed()`.
     TreeActions actions;

@@ -191,6 +191,7 @@ InsertResult RadixTree<Cs...>::insert(TokenKey key, const InsertValues& values) 
 
     InsertResult result;
     Walk walk{key, values, detail::ActionsBuilder{result.actions}, components::has_swa ? values.swa_evicted : 0};
+    beside_host_ = false;
     Id at = root;
     const std::uint64_t ns_seed = detail::tree::namespace_seed(key.ns);
     for (std::int32_t pos = 0; pos < length;) {
@@ -221,6 +222,7 @@ InsertResult RadixTree<Cs...>::insert(TokenKey key, const InsertValues& values) 
     count_hits(length, walk.out);
     refresh(path_);
     result.node = ref(at);
+    result.beside_host = beside_host_;
     return result;
 }
 
@@ -273,6 +275,8 @@ auto RadixTree<Cs...>::overlap(Id id, Walk& walk) -> Id {
 
 template <class... Cs>
 void RadixTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa) {
+    beside_host_ = beside_host_ || has_host(nodes_[id], Component::full) ||
+                   (swa == SwaRows::live && has_host(nodes_[id], Component::swa));
     set_pages(id, pages);
     emit(EventKind::stored, Component::full, Tier::device, id);
     if (swa == SwaRows::live) {
@@ -287,6 +291,7 @@ void RadixTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows 
 template <class... Cs>
 void RadixTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
+    beside_host_ = beside_host_ || has_host(n, Component::swa);
     if (n.locks[Component::full] == 0) {
         out.free_pages(n.pages);
         n.pages.assign(incoming.begin(), incoming.end());

@@ -110,6 +110,7 @@ InsertResult ReferenceTree<Cs...>::insert(TokenKey key, const InsertValues& valu
 
     InsertResult result;
     InsertState st{key, values, detail::ActionsBuilder{result.actions}};
+    beside_host_ = false;
     Id cur = root;
     std::int32_t pos = 0;
     while (pos < length) {
@@ -147,6 +148,7 @@ InsertResult ReferenceTree<Cs...>::insert(TokenKey key, const InsertValues& valu
     count_hits(path, length, st.out);
     refresh(cur);
     result.node = ref(cur);
+    result.beside_host = beside_host_;
     return result;
 }
 
@@ -188,6 +190,8 @@ auto ReferenceTree<Cs...>::overlap(Id id, InsertState& st) -> Id {
 
 template <class... Cs>
 void ReferenceTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaRows swa) {
+    beside_host_ = beside_host_ || has_host(nodes_[id], Component::full) ||
+                   (swa == SwaRows::live && has_host(nodes_[id], Component::swa));
     nodes_[id].pages.assign(pages.begin(), pages.end());
     emit(EventKind::stored, Component::full, Tier::device, id);
     if (swa == SwaRows::live) {
@@ -199,6 +203,7 @@ void ReferenceTree<Cs...>::adopt(Id id, std::span<const VirtualPage> pages, SwaR
 template <class... Cs>
 void ReferenceTree<Cs...>::recover_swa(Id id, std::span<const VirtualPage> incoming, detail::ActionsBuilder& out) {
     Node& n = nodes_[id];
+    beside_host_ = beside_host_ || has_host(n, Component::swa);
     if (n.locks[Component::full] == 0) {
         out.free_pages(n.pages);
         n.pages.assign(incoming.begin(), incoming.end());
