@@ -3,13 +3,18 @@
 // the store with 1 batch in flight (each waited for: the latency a prefetch sees) and with 4 (a stream of
 // prefetches or backups). Files live in a fresh directory under $TMPDIR: the page cache serves both sides alike,
 // so the figures are the store's overhead over the system calls (the header and its checksums, the index, the
-// lanes' hand-offs).
+// lanes' hand-offs). Each runs buffered and with O_DIRECT (`direct` = 1: the store's `direct_io` on, the floor's
+// file opened with O_DIRECT); buffers are 4 KiB aligned, as host-tier pages are, so the store takes its O_DIRECT
+// path. O_DIRECT goes to the disk: its floor is the device, and its figures read only against each other.
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,10 +47,25 @@ private:
     std::string path_;
 };
 
-std::vector<std::vector<std::byte>> payloads(std::size_t count, std::size_t bytes) {
-    std::vector<std::vector<std::byte>> out(count, std::vector<std::byte>(bytes));
-    for (std::size_t i = 0; i < count; ++i)
-        for (std::size_t b = 0; b < bytes; b += 64) out[i][b] = static_cast<std::byte>(i % batch + b / 64);
+// A payload in a 4 KiB-aligned buffer.
+struct Payload {
+    struct Free {
+        void operator()(std::byte* p) const noexcept { std::free(p); }
+    };
+    std::unique_ptr<std::byte[], Free> data;
+    std::size_t size = 0;
+    [[nodiscard]] std::span<std::byte> bytes() const { return {data.get(), size}; }
+    [[nodiscard]] bool operator==(const Payload& o) const { return size == o.size && std::memcmp(data.get(), o.data.get(), size) == 0; }
+};
+
+std::vector<Payload> payloads(std::size_t count, std::size_t bytes) {
+    std::vector<Payload> out;
+    for (std::size_t i = 0; i < count; ++i) {
+        Payload p{std::unique_ptr<std::byte[], Payload::Free>(static_cast<std::byte*>(std::aligned_alloc(4096, bytes))), bytes};
+        std::memset(p.data.get(), 0, bytes);
+        for (std::size_t b = 0; b < bytes; b += 64) p.data[b] = static_cast<std::byte>(i % batch + b / 64);
+        out.push_back(std::move(p));
+    }
     return out;
 }
 
@@ -83,13 +103,13 @@ void BM_FileStorage_put(benchmark::State& state) {
     const auto bytes = static_cast<std::size_t>(state.range(0));
     const auto depth = static_cast<std::size_t>(state.range(1));
     Scratch dir;
-    unikv::FileStorage store({.directory = dir.path(), .capacity_bytes = footprint});
+    unikv::FileStorage store({.directory = dir.path(), .capacity_bytes = footprint, .direct_io = state.range(2) != 0});
     const auto data = payloads(batch, bytes);
     std::vector<unikv::ObjectWrite> items(batch);
     std::uint64_t next = 0;
     Pipeline pipe(store, state, depth);
     for (auto _ : state) {
-        for (std::size_t i = 0; i < batch; ++i) items[i] = {key(next++), unikv::ObjectKind::full, data[i]};
+        for (std::size_t i = 0; i < batch; ++i) items[i] = {key(next++), unikv::ObjectKind::full, data[i].bytes()};
         pipe.submit([&] { (void)store.put(items); });
     }
     pipe.drain();
@@ -100,14 +120,14 @@ void BM_FileStorage_get(benchmark::State& state) {
     const auto bytes = static_cast<std::size_t>(state.range(0));
     const auto depth = static_cast<std::size_t>(state.range(1));
     Scratch dir;
-    unikv::FileStorage store({.directory = dir.path(), .capacity_bytes = 2 * footprint});
+    unikv::FileStorage store({.directory = dir.path(), .capacity_bytes = 2 * footprint, .direct_io = state.range(2) != 0});
     const auto data = payloads(batch, bytes);
     const std::uint64_t objects = footprint / bytes / batch * batch;
     {
         Pipeline fill(store, state, 1);
         std::vector<unikv::ObjectWrite> writes(batch);
         for (std::uint64_t n = 0; n < objects; n += batch) {
-            for (std::size_t i = 0; i < batch; ++i) writes[i] = {key(n + i), unikv::ObjectKind::full, data[i]};
+            for (std::size_t i = 0; i < batch; ++i) writes[i] = {key(n + i), unikv::ObjectKind::full, data[i].bytes()};
             fill.submit([&] { (void)store.put(writes); });
         }
         fill.drain();
@@ -119,27 +139,34 @@ void BM_FileStorage_get(benchmark::State& state) {
     Pipeline pipe(store, state, depth);
     for (auto _ : state) {
         for (std::size_t i = 0; i < batch; ++i)
-            items[i] = {key(next++ % objects), unikv::ObjectKind::full, into[set * batch + i]};
+            items[i] = {key(next++ % objects), unikv::ObjectKind::full, into[set * batch + i].bytes()};
         set = (set + 1) % depth;
         pipe.submit([&] { (void)store.get(items); });
     }
     pipe.drain();
     for (std::size_t i = 0; i < into.size(); ++i)
-        if (into[i] != data[i % batch]) state.SkipWithError("read back other bytes");
+        if (!(into[i] == data[i % batch])) state.SkipWithError("read back other bytes");
+    if ((state.range(2) != 0) != (store.direct_objects() > 0)) state.SkipWithError("O_DIRECT was not used as asked");
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * batch * bytes));
 }
 
 // The floor: the same payloads with one pwrite / pread each, at offsets cycling through the same footprint.
+int open_raw(const Scratch& dir, bool direct) {
+    const int fd = ::open((dir.path() + "/raw.dat").c_str(), O_RDWR | O_CREAT | (direct ? O_DIRECT : 0), 0644);
+    if (fd < 0) std::abort();
+    return fd;
+}
+
 void BM_raw_pwrite(benchmark::State& state) {
     const auto bytes = static_cast<std::size_t>(state.range(0));
     Scratch dir;
-    const int fd = ::open((dir.path() + "/raw.dat").c_str(), O_RDWR | O_CREAT, 0644);
+    const int fd = open_raw(dir, state.range(1) != 0);
     const auto data = payloads(batch, bytes);
     const std::uint64_t slots = footprint / bytes;
     std::uint64_t next = 0;
     for (auto _ : state)
         for (std::size_t i = 0; i < batch; ++i)
-            if (::pwrite(fd, data[i].data(), bytes, static_cast<off_t>((next++ % slots) * bytes)) != static_cast<ssize_t>(bytes))
+            if (::pwrite(fd, data[i].data.get(), bytes, static_cast<off_t>((next++ % slots) * bytes)) != static_cast<ssize_t>(bytes))
                 state.SkipWithError("pwrite failed");
     ::close(fd);
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * batch * bytes));
@@ -148,26 +175,31 @@ void BM_raw_pwrite(benchmark::State& state) {
 void BM_raw_pread(benchmark::State& state) {
     const auto bytes = static_cast<std::size_t>(state.range(0));
     Scratch dir;
-    const int fd = ::open((dir.path() + "/raw.dat").c_str(), O_RDWR | O_CREAT, 0644);
+    const int fd = open_raw(dir, state.range(1) != 0);
     const auto data = payloads(batch, bytes);
     const std::uint64_t objects = footprint / bytes / batch * batch;
     for (std::uint64_t n = 0; n < objects; ++n)
-        if (::pwrite(fd, data[n % batch].data(), bytes, static_cast<off_t>(n * bytes)) != static_cast<ssize_t>(bytes)) std::abort();
+        if (::pwrite(fd, data[n % batch].data.get(), bytes, static_cast<off_t>(n * bytes)) != static_cast<ssize_t>(bytes)) std::abort();
     auto into = payloads(batch, bytes);
     std::uint64_t next = 0;
     for (auto _ : state)
         for (std::size_t i = 0; i < batch; ++i, ++next)
-            if (::pread(fd, into[i].data(), bytes, static_cast<off_t>((next % objects) * bytes)) != static_cast<ssize_t>(bytes))
+            if (::pread(fd, into[i].data.get(), bytes, static_cast<off_t>((next % objects) * bytes)) != static_cast<ssize_t>(bytes))
                 state.SkipWithError("pread failed");
     ::close(fd);
     state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * batch * bytes));
 }
 
-void raw_sizes(benchmark::internal::Benchmark* b) { b->ArgNames({"bytes"})->Arg(64 << 10)->Arg(256 << 10)->Arg(1 << 20)->UseRealTime(); }
+void raw_sizes(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"bytes", "direct"})->UseRealTime();
+    for (int direct : {0, 1})
+        for (int bytes : {64 << 10, 256 << 10, 1 << 20}) b->Args({bytes, direct});
+}
 void store_sizes(benchmark::internal::Benchmark* b) {
-    b->ArgNames({"bytes", "in_flight"})->UseRealTime();
-    for (int depth : {1, 4})
-        for (int bytes : {64 << 10, 256 << 10, 1 << 20}) b->Args({bytes, depth});
+    b->ArgNames({"bytes", "in_flight", "direct"})->UseRealTime();
+    for (int direct : {0, 1})
+        for (int depth : {1, 4})
+            for (int bytes : {64 << 10, 256 << 10, 1 << 20}) b->Args({bytes, depth, direct});
 }
 
 BENCHMARK(BM_raw_pwrite)->Apply(raw_sizes);

@@ -6,7 +6,8 @@
 ///   (`slab-<payload bytes>.dat`) of fixed slots: a slot holds the payload, then the 64-byte header, padded to
 ///   4 KiB, so a payload starts on a page of the file (the kernel's copies are a third faster than from 64 bytes
 ///   in). A batch's objects are read and written with one `preadv` / `pwritev` each (payload and header in one
-///   call, no staging copy).
+///   call, no staging copy); payloads of whole 4 KiB blocks in aligned buffers go with O_DIRECT
+///   (`FileStorageConfig::direct_io`), the header in a block of its own.
 /// * **Two lanes**: reads and writes run on their own worker threads (`detail/storage/io_lanes.hpp`), so a large
 ///   write-back never queues ahead of a prefetch; `poll` hands their batches back on the driving thread.
 /// * **Bounded**: `capacity_bytes` bounds the slots held; a put that needs room evicts the least recently used
@@ -47,6 +48,10 @@ struct FileStorageConfig {
     std::string directory{};
     /// Bytes of slots the store may hold (each object: its payload plus a 64-byte header, padded to 4 KiB).
     std::uint64_t capacity_bytes = 0;
+    /// Moves payloads of whole 4 KiB blocks from 4 KiB-aligned buffers with O_DIRECT, past the page cache (a store
+    /// larger than memory then takes no second copy of the host tier's pages, and writes do not stall on the
+    /// kernel's write-back); other payloads, and a file system that refuses O_DIRECT (tmpfs), use the page cache.
+    bool direct_io = true;
 };
 
 /// The embedded file store (see the file comment). Move-only: moving keeps batches in flight valid.
@@ -93,6 +98,8 @@ public:
     [[nodiscard]] const std::string& status() const noexcept;
     /// Objects held (written, or being written).
     [[nodiscard]] std::size_t objects() const noexcept;
+    /// Objects read or written with O_DIRECT so far (`FileStorageConfig::direct_io`).
+    [[nodiscard]] std::uint64_t direct_objects() const noexcept;
     /// Bytes of the slots held (at most `capacity_bytes`).
     [[nodiscard]] std::uint64_t used_bytes() const noexcept;
     [[nodiscard]] std::uint64_t capacity_bytes() const noexcept;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -23,6 +24,9 @@ namespace unikv {
 
 namespace detail::storage {
 
+// What O_DIRECT asks of a buffer's address and length and of a file offset (4 KiB covers every common block size).
+inline constexpr std::size_t direct_io_alignment = 4096;
+
 inline constexpr std::uint32_t no_entry = std::numeric_limits<std::uint32_t>::max();
 
 // One object of a batch, as a lane sees it: where it goes on disk and in memory, and its outcome.
@@ -32,6 +36,7 @@ struct file_item {
     std::byte* data = nullptr;  // get: the caller's buffer; put: its payload (read only)
     std::size_t size = 0;
     int fd = -1;                // -1: no I/O (answered at submission)
+    bool direct = false;        // `fd` is opened with O_DIRECT: the header travels in a 4 KiB block
     std::uint64_t offset = 0;
     std::uint32_t entry = no_entry;
     PageResult result = PageResult::miss;
@@ -71,18 +76,28 @@ inline int transfer_all(int fd, iovec* iov, int count, std::uint64_t offset, boo
     return 0;
 }
 
+// The header's part of a transfer: the header alone, or under O_DIRECT the whole aligned block after the payload
+// (the rest of the slot, zeros).
+struct header_block {
+    alignas(direct_io_alignment) std::byte bytes[direct_io_alignment]{};
+    [[nodiscard]] iovec part(bool direct) noexcept {
+        return {bytes, direct ? sizeof bytes : object_header_bytes};
+    }
+};
+
 // The read lane's work: each item's payload and header in one `preadv`, then both checked.
 inline void read_items(file_batch& b) {
-    alignas(8) std::byte header[object_header_bytes];
+    header_block block;
+    std::byte* const header = block.bytes;
     for (file_item& it : b.items) {
         if (it.fd < 0) continue;
-        iovec iov[2] = {{it.data, it.size}, {header, sizeof header}};
+        iovec iov[2] = {{it.data, it.size}, block.part(it.direct)};
         const int err = transfer_all(it.fd, iov, 2, it.offset, false);
         if (err > 0) {
             it.result = PageResult::error;
             continue;
         }
-        const ObjectHeader h = load_header(std::span<const std::byte, object_header_bytes>(header, sizeof header));
+        const ObjectHeader h = load_header(std::span<const std::byte, object_header_bytes>(header, object_header_bytes));
         const bool good = err == 0 && check_header(h, it.key, it.kind, it.size) == ObjectCheck::good &&
                           check_payload(h, {it.data, it.size}) == ObjectCheck::good;
         it.result = good ? PageResult::hit : PageResult::miss;
@@ -93,12 +108,12 @@ inline void read_items(file_batch& b) {
 // The write lane's work: each item's payload and header (its checksum computed here, off the driving thread) in
 // one `pwritev`.
 inline void write_items(file_batch& b) {
-    alignas(8) std::byte header[object_header_bytes];
+    header_block block;
     for (file_item& it : b.items) {
         if (it.fd < 0) continue;
         store_header(make_header(it.key, it.kind, {it.data, it.size}),
-                     std::span<std::byte, object_header_bytes>(header, sizeof header));
-        iovec iov[2] = {{it.data, it.size}, {header, sizeof header}};
+                     std::span<std::byte, object_header_bytes>(block.bytes, object_header_bytes));
+        iovec iov[2] = {{it.data, it.size}, block.part(it.direct)};
         it.result = transfer_all(it.fd, iov, 2, it.offset, true) == 0 ? PageResult::hit : PageResult::error;
     }
 }
@@ -122,6 +137,7 @@ struct FileStorage::state {
         std::uint64_t payload_bytes = 0;
         std::uint64_t slot_bytes = 0;
         int fd = -1;
+        int direct_fd = -1;                 // the file opened with O_DIRECT; -1 when unaligned, off or refused
         std::uint32_t slots = 0;            // slots the file spans
         std::vector<std::uint32_t> free{};  // slots below `slots` holding nothing
     };
@@ -148,6 +164,7 @@ struct FileStorage::state {
     std::uint32_t newest = none;
     std::uint64_t used = 0;
     std::uint64_t journal_records = 0;
+    std::uint64_t direct_objects = 0;
     std::vector<record> journal_out;  // appended at the end of the call
     StorageStats stats{};
     std::uint64_t next_ticket = 1;
@@ -170,8 +187,10 @@ struct FileStorage::state {
         done.take(left, {});
         for (batch* b : left) finish(*b);
         flush_journal();
-        for (slab& s : slabs)
+        for (slab& s : slabs) {
             if (s.fd >= 0) ::close(s.fd);
+            if (s.direct_fd >= 0) ::close(s.direct_fd);
+        }
         if (journal >= 0) ::close(journal);
     }
 
@@ -262,6 +281,14 @@ struct FileStorage::state {
         }
     }
 
+    // The file `it` goes through: O_DIRECT when the slab has it and the caller's buffer is block aligned.
+    void place(detail::storage::file_item& it, const slab& sl) noexcept {
+        const auto address = reinterpret_cast<std::uintptr_t>(it.data);
+        it.direct = sl.direct_fd >= 0 && address % detail::storage::direct_io_alignment == 0;
+        it.fd = it.direct ? sl.direct_fd : sl.fd;
+        direct_objects += it.direct ? 1 : 0;
+    }
+
     // The slab of payloads of `payload` bytes, opened (and its span read) on first use; `none` when its file cannot
     // be opened.
     std::uint32_t slab_of(std::uint64_t payload) {
@@ -273,6 +300,10 @@ struct FileStorage::state {
         struct stat st {};
         const std::uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
         slab sl{.payload_bytes = payload, .slot_bytes = FileStorage::slot_bytes(payload), .fd = fd};
+        // O_DIRECT for payloads of whole blocks (the slot is then the payload and one block); a file system that
+        // refuses it (tmpfs) keeps the page cache.
+        if (config.direct_io && payload % detail::storage::direct_io_alignment == 0)
+            sl.direct_fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_DIRECT);
         sl.slots = static_cast<std::uint32_t>(size / sl.slot_bytes);
         for (std::uint32_t slot = sl.slots; slot-- > 0;) sl.free.push_back(slot);
         slabs.push_back(std::move(sl));
@@ -487,7 +518,7 @@ inline StorageTicket FileStorage::get(std::span<const ObjectRead> items) {
         ++x.pins;
         s.touch(found->second);
         it.entry = found->second;
-        it.fd = sl.fd;
+        s.place(it, sl);
         it.offset = x.slot * sl.slot_bytes;
     }
     s.dispatch(b, s.reads);
@@ -519,7 +550,7 @@ inline StorageTicket FileStorage::put(std::span<const ObjectWrite> items) {
         }
         if (!s.take_slot(slab, slot)) continue;  // no room: declined
         it.entry = s.new_entry(it.key, it.kind, slab, slot);
-        it.fd = s.slabs[slab].fd;
+        s.place(it, s.slabs[slab]);
         it.offset = slot * s.slabs[slab].slot_bytes;
     }
     s.dispatch(b, s.writes);
@@ -549,6 +580,7 @@ inline std::size_t FileStorage::in_flight() const noexcept { return state_->in_f
 inline StorageStats FileStorage::stats() const noexcept { return state_->stats; }
 inline const std::string& FileStorage::status() const noexcept { return state_->status; }
 inline std::size_t FileStorage::objects() const noexcept { return state_->index.size(); }
+inline std::uint64_t FileStorage::direct_objects() const noexcept { return state_->direct_objects; }
 inline std::uint64_t FileStorage::used_bytes() const noexcept { return state_->used; }
 inline std::uint64_t FileStorage::capacity_bytes() const noexcept { return state_->config.capacity_bytes; }
 
