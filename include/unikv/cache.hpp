@@ -538,7 +538,7 @@ public:
     /// with a write-policy switch from write-back.
     void attach_storage(storage_type& store, const StorageOptions& options = {})
         requires has_storage;
-    /// Waits for every storage task in flight (puts, prefetches: grafted when they succeed, reported by the next
+    /// Waits for every storage ticket in flight (puts, prefetches: grafted when they succeed, reported by the next
     /// `storage_check`) and detaches the store. No-op when none is attached. Blocks on the store.
     void detach_storage()
         requires has_storage;
@@ -551,19 +551,19 @@ public:
     /// synchronous work: `FileStorage` opens a slab or appends its journal). O(key) hashing plus the match.
     PrefetchStart prefetch(TokenKey key)
         requires has_storage;
-    /// Finishes the storage tasks the store completed (puts: locks and leases released; prefetches: their next
+    /// Finishes the storage tickets the store completed (puts: locks and leases released; prefetches: their next
     /// phase, or their graft) and reports the prefetches that finished or timed out since the last call; the span is
     /// valid until the next call. With `wait` 0 (an engine's step) it waits for no copy (as `prefetch`, the store's
-    /// own bookkeeping aside); otherwise, with tasks in flight and none answered yet, it waits up to `wait` for the
+    /// own bookkeeping aside); otherwise, with tickets in flight and none answered yet, it waits up to `wait` for the
     /// store's next answer (a caller that must settle the store, without polling in a loop). Precondition
     /// (`logic_error`): no eviction run open. A throw while finishing one answer leaves the others for the next
-    /// call. O(tasks + objects completed).
+    /// call. O(tickets + objects completed).
     [[nodiscard]] std::span<const PrefetchDone> storage_check(std::chrono::nanoseconds wait = {})
         requires has_storage;
-    /// Storage tasks (batches on the store) in flight.
+    /// Storage tickets (batches on the store) in flight.
     [[nodiscard]] std::size_t storage_in_flight() const noexcept {
         if constexpr (has_storage) {
-            return storage_.tasks.size();
+            return stores_.size();
         } else {
             return 0;
         }
@@ -707,16 +707,25 @@ private:
     // Back to idle, capacity kept.
     static void reset(Sequence& seq) noexcept;
 
-    // One copy in flight, from its queueing to its finish: a load-back, a write-through or a write-back
-    // (`tag.kind`; a retraction drains its own copy within its call). Plain values only, so the cache stays
-    // movable. `finish` commits or undoes it by kind and is idempotent (each step leaves a mark, so a call after a
-    // throw goes on where it stopped); `abandon` releases it without an ack (the cache's destructor).
+    // The storage parts (`detail/cache/storage_link.hpp`): the link to the attached store, and what a storage ticket
+    // carries beyond the common fields.
+    using storage_types = detail::cache::storage_parts<has_storage, storage_type, host_pools_type>;
+
+    // One copy in flight, from its queueing to its finish: a load-back, a write-through or a write-back between
+    // device and host, or a put or a prefetch on the storage tier (`tag.kind`; a retraction drains its own copy
+    // within its call). Plain values only, so the cache stays movable. The controller's copies finish in `finish`,
+    // which commits or undoes them by kind and is idempotent (each step leaves a mark, so a call after a throw goes
+    // on where it stopped); the store's in `finish_store`, with the store's answer. `abandon` releases a ticket
+    // without an ack (the cache's destructor).
     struct Ticket {
         CacheTag tag{};
         NodeRef node{};
-        Component component = Component::full;  // write-through, write-back: the component copied
-        LockReceipt device;  // load: the node, every component; write-through: FULL and `component`
-        LockReceipt host;    // load: the host copies it reads; write-through under buffer-only: its host copy
+        Component component = Component::full;  // write-through, write-back, store_put: the component copied
+        // load: the node, every component; write-through: FULL and `component`; store_put of a buffer-only host's
+        // staged copy: the write-through's, taken over.
+        LockReceipt device;
+        // load: the host copies it reads; write-through under buffer-only, store_put: the host copy.
+        LockReceipt host;
         Reservation swa;     // load: its SWA rows' reservation (cancelled if never submitted)
         std::vector<HostPage> host_pages;  // write-back: the copy's; write-through: those the tree did not take
         bool acked = false;      // the controller acknowledged it (or it was never queued: a write-back short of room)
@@ -725,6 +734,7 @@ private:
         bool undone = false;     // write-through: a failed copy's host value was dropped (`drop_host` returned)
         bool installed = false;  // load: the tree finished it (`finish_load` returned)
         bool stored = false;     // write-through: its host copy was handed to the storage tier
+        typename storage_types::part store{};  // store_put, prefetch: the batch and what it reads or fills
     };
 
     // `host` with its write policy and host mode checked against each other and the policies (see the
@@ -782,7 +792,6 @@ private:
     void run_actions(Result& result);
     void free_host(const HostActions& work);
     // ---- the storage tier (detail/cache/storage.inl) ----
-    using storage_link_type = detail::cache::storage_link_t<has_storage, storage_type, host_pools_type>;
     // Puts `node`'s host copy of `c` to the store, when one is attached (a best effort: a node gone or without that
     // copy puts nothing); true when a put was submitted. A buffer-only host's staged copy comes with its write's
     // device lock (`staged`), which the put takes over.
@@ -795,28 +804,29 @@ private:
     // Under buffer-only, after a load: lets go of the staged copies (FULL, SWA) beside device data on the path from
     // `node` to the root that no transfer reads (host lock 0); they came from the store. O(depth + pages).
     void drop_staged(NodeRef node);
-    // Releases a storage task's locks (the host lock; a staged put's device lock).
-    template <class Task>
-    void release_locks(Task& task);
+    // Releases a storage ticket's locks (the host lock; a staged put's device lock).
+    void release_locks(Ticket& t);
     // The tokens of the prefix that ends at the node of `info` into `storage_.prefix`, and its namespace.
     // O(depth + prefix).
     KeyNamespace node_prefix(NodeInfo info);
-    // The storage tasks' next steps, by phase.
-    void finish_storage(std::size_t task, std::span<const PageResult> results);
-    void start_fetch(std::size_t task, std::span<const PageResult> found);
-    void graft(std::size_t task, std::span<const PageResult> got);
-    void report(std::size_t task, PrefetchDone::Status status, std::int32_t length = 0, std::int32_t fetched = 0);
+    // The storage ticket `stores_[i]`'s next step with the store's answer `results`, by kind and phase: a put is
+    // counted (and a staged copy let go of); a probe goes on with its fetch, a fetch is grafted. The ticket leaves
+    // the lane once finished.
+    void finish_store(std::size_t i, std::span<const PageResult> results);
+    void start_fetch(std::size_t i, std::span<const PageResult> found);
+    void graft(std::size_t i, std::span<const PageResult> got);
+    void report(Ticket& t, PrefetchDone::Status status, std::int32_t length = 0, std::int32_t fetched = 0);
     void free_pages(per_component<std::vector<HostPage>>& pages);
-    // Polls the store until no task is in flight (detach, destruction).
+    // Polls the store until no storage ticket is in flight (detach, destruction).
     void drain_storage();
     // Finishes the store's answers `polled` (none: those a throw left from the last poll), in order; a throw leaves
     // the rest for the next call.
     void finish_answers(std::span<const StorageDone> polled = {});
-    // Waits for every batch the store holds, finishing none (the destructor's), and lets go of the tasks.
+    // Waits for every batch the store holds, finishing none (the destructor's), and lets go of the tickets.
     void wait_for_store() noexcept;
-    // Puts `task` in the list and hands the store its batch (`call()`); a throw from either leaves neither.
-    template <class Task, class Submit>
-    void submit(Task&& task, Submit&& call);
+    // Puts `t` in the storage lane and hands the store its batch (`call()`); a throw from either leaves neither.
+    template <class Submit>
+    void submit(Ticket&& t, Submit&& call);
     // The pages of one SWA window (0 without Swa).
     [[nodiscard]] std::int32_t window_pages() const noexcept {
         const std::int32_t ps = page_size(Component::full);
@@ -854,7 +864,8 @@ private:
     std::vector<VirtualPage> swa_slid_;       // scratch of `decode`: pages whose SWA rows left the window
     std::uint64_t decode_mark_ = 0;           // `decode`'s batch number (a handle named twice)
     std::uint64_t id_ = next_cache_id();      // which cache a handle runs in
-    storage_link_type storage_{};             // the attached store and its tasks (host memory they use is host_'s)
+    typename storage_types::link storage_{};  // the attached store (host memory its batches use is host_'s)
+    std::vector<Ticket> stores_;              // batches on the store, in submission order
     controller_type ctl_;  // last: destroyed first, so its stream finishes copies into the memory above
 };
 

@@ -167,7 +167,8 @@ struct BytesMoved {
 /// their acks apart.
 struct CacheTag {
     /// What the transfer is.
-    enum class Kind : std::uint8_t { load, write_back, write_through, retraction };
+    /// `store_put` and `prefetch` are batches on the storage tier, acknowledged by the store, not the controller.
+    enum class Kind : std::uint8_t { load, write_back, write_through, retraction, store_put, prefetch };
     Kind kind = Kind::load;
     std::uint64_t id = 0;
 };

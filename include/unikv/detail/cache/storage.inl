@@ -1,5 +1,5 @@
 #pragma once
-// Definitions of `CacheCore` (cache.hpp): the storage tier (attach, puts of host copies, prefetch, its tasks).
+// Definitions of `CacheCore` (cache.hpp): the storage tier (attach, puts of host copies, prefetch, its tickets: kinds `store_put` and `prefetch`).
 
 #include <algorithm>
 #include <chrono>
@@ -63,11 +63,11 @@ void CacheCore<P>::detach_storage()
 {
     if (storage_.store == nullptr) return;
     drain_storage();
-    for (auto& t : storage_.tasks) {  // none unless an answer was lost to a throw: nothing reads or writes them now
+    for (Ticket& t : stores_) {  // none unless an answer was lost to a throw: nothing reads or writes them now
         release_locks(t);
-        free_pages(t.pages);
+        free_pages(t.store.pages);
     }
-    storage_.tasks.clear();
+    stores_.clear();
     storage_.store = nullptr;
 }
 
@@ -75,7 +75,7 @@ template <class P>
 void CacheCore<P>::drain_storage() {
     if constexpr (has_storage) {
         finish_answers();
-        while (!storage_.tasks.empty() && storage_.store->in_flight() > 0)
+        while (!stores_.empty() && storage_.store->in_flight() > 0)
             finish_answers(storage_.store->poll(std::chrono::milliseconds(50)));
     }
 }
@@ -90,9 +90,9 @@ void CacheCore<P>::finish_answers(std::span<const StorageDone> polled) {
         }
         while (storage_.next_answer < storage_.answers.size()) {
             const StorageDone& d = storage_.answers[storage_.next_answer++];  // past it before a throw
-            const auto it = std::find_if(storage_.tasks.begin(), storage_.tasks.end(),
-                                         [&](const auto& t) { return t.ticket == d.ticket; });
-            if (it != storage_.tasks.end()) finish_storage(static_cast<std::size_t>(it - storage_.tasks.begin()), d.results);
+            const auto it = std::find_if(stores_.begin(), stores_.end(),
+                                         [&](const Ticket& t) { return t.store.batch == d.ticket; });
+            if (it != stores_.end()) finish_store(static_cast<std::size_t>(it - stores_.begin()), d.results);
         }
     } else {
         (void)polled;
@@ -102,13 +102,13 @@ void CacheCore<P>::finish_answers(std::span<const StorageDone> polled) {
 template <class P>
 void CacheCore<P>::wait_for_store() noexcept {
     if constexpr (has_storage) {
-        if (storage_.store == nullptr || storage_.tasks.empty()) return;  // every batch the store holds has a task
+        if (storage_.store == nullptr || stores_.empty()) return;  // every batch the store holds has a ticket
         try {
             while (storage_.store->in_flight() > 0) (void)storage_.store->poll(std::chrono::milliseconds(50));
-            for (auto& t : storage_.tasks) release_locks(t);
+            for (Ticket& t : stores_) release_locks(t);
         } catch (...) {  // a broken invariant of the store or the tree: nothing more can be waited for
         }
-        storage_.tasks.clear();
+        stores_.clear();
     }
 }
 
@@ -127,7 +127,6 @@ KeyNamespace CacheCore<P>::node_prefix(NodeInfo info) {
 template <class P>
 bool CacheCore<P>::store_host_copy(NodeRef node, Component c, LockReceipt* staged) {
     if constexpr (has_storage) {
-        using task_type = storage_task<typename storage_link_type::lease_type>;
         if (storage_.store == nullptr || !tree_.contains(node)) return false;
         NodeInfo info = tree_.node_info(node);
         if (info.host[c].empty() || info.length == 0) return false;
@@ -135,11 +134,13 @@ bool CacheCore<P>::store_host_copy(NodeRef node, Component c, LockReceipt* stage
         const std::int32_t ps = page_size(Component::full);
         storage_.keys.resize(static_cast<std::size_t>((info.start + info.length) / ps));
         (void)PageKeyChain::keys(PageKeyChain::root(storage_.digest, ns), storage_.prefix, ps, storage_.keys);
-        task_type task;
-        task.kind = task_type::phase::put;
-        task.lease = host_.lease();
-        const pinned_region_ref region = task.lease.region(c);
-        const std::size_t bytes = task.lease.page_bytes(c);
+        Ticket t;
+        t.tag = {.kind = CacheTag::Kind::store_put};
+        t.node = node;
+        t.component = c;
+        t.store.lease = host_.lease();
+        const pinned_region_ref region = t.store.lease.region(c);
+        const std::size_t bytes = t.store.lease.page_bytes(c);
         const ObjectKind kind = c == Component::full ? ObjectKind::full : c == Component::swa ? ObjectKind::swa : ObjectKind::mamba;
         storage_.writes.clear();
         // A copy whose node was split while it was in flight is one value over the node and the ancestors it is
@@ -148,7 +149,7 @@ bool CacheCore<P>::store_host_copy(NodeRef node, Component c, LockReceipt* stage
         for (;;) {
             const std::vector<HostPage>& host = info.host[c];
             storage_.physical.resize(host.size());
-            task.lease.physical(c, host, storage_.physical);
+            t.store.lease.physical(c, host, storage_.physical);
             const auto first = static_cast<std::size_t>(info.start / ps);
             for (std::size_t i = 0; i < host.size(); ++i) {
                 const ObjectKey page = storage_.keys[c == Component::mamba ? storage_.keys.size() - 1 : first + i];
@@ -159,16 +160,12 @@ bool CacheCore<P>::store_host_copy(NodeRef node, Component c, LockReceipt* stage
             if (c == Component::mamba || !info.joined[c]) break;
             info = tree_.node_info(info.parent);
         }
-        task.bytes = bytes * storage_.writes.size();
+        t.store.bytes = bytes * storage_.writes.size();
         // Host-locked (the lock covers the joined ancestors) and leased until the store answers; a staged copy
         // keeps its write's device lock as well, so it still sits beside its device data when it goes.
-        task.lock = tree_.lock(node, {.tier = Tier::host, .components = ComponentMask::of(c)});
-        if (staged != nullptr) {
-            task.node = node;
-            task.component = c;
-            task.device = std::move(*staged);
-        }
-        submit(std::move(task), [&] { return storage_.store->put(storage_.writes); });
+        t.host = tree_.lock(node, {.tier = Tier::host, .components = ComponentMask::of(c)});
+        if (staged != nullptr) t.device = std::move(*staged);
+        submit(std::move(t), [&] { return storage_.store->put(storage_.writes); });
         return true;
     } else {
         (void)node;
@@ -203,28 +200,28 @@ void CacheCore<P>::drop_staged(NodeRef node) {
 }
 
 template <class P>
-template <class Task, class Submit>
-void CacheCore<P>::submit(Task&& task, Submit&& call) {
+template <class Submit>
+void CacheCore<P>::submit(Ticket&& t, Submit&& call) {
     if constexpr (has_storage) {
-        // In the list before the store has the batch, out of it again if the store refuses it: a batch the store
-        // holds always has its task.
+        // In the lane before the store has the batch, out of it again if the store refuses it: a batch the store
+        // holds always has its ticket.
         try {
-            storage_.tasks.push_back(std::forward<Task>(task));
+            stores_.push_back(std::move(t));
         } catch (...) {
-            release_locks(task);
+            release_locks(t);
             throw;
         }
         try {
-            storage_.tasks.back().ticket = call();
+            stores_.back().store.batch = call();
         } catch (...) {
-            auto& t = storage_.tasks.back();
-            release_locks(t);
-            free_pages(t.pages);
-            storage_.tasks.pop_back();
+            Ticket& back = stores_.back();
+            release_locks(back);
+            free_pages(back.store.pages);
+            stores_.pop_back();
             throw;
         }
     } else {
-        (void)task;
+        (void)t;
         (void)call;
     }
 }
@@ -233,38 +230,38 @@ template <class P>
 PrefetchStart CacheCore<P>::prefetch(TokenKey key)
     requires has_storage
 {
-    using task_type = storage_task<typename storage_link_type::lease_type>;
     if (storage_.store == nullptr) return {.status = PrefetchStart::Status::no_storage};
     const std::int32_t ps = page_size(Component::full);
     const auto end = static_cast<std::int32_t>(key.tokens.size()) / ps;
     const MatchResult m = tree_.match_prefix(key, {.host_hits = HostHits::include});
     const std::int32_t from = std::max(m.best_length, m.full_length) / ps;
     if (from >= end) return {.status = PrefetchStart::Status::cached, .cached_length = m.best_length};
-    task_type task;
-    task.kind = task_type::phase::probe;
-    task.id = storage_.next_prefetch++;
-    task.tokens.assign(key.tokens.begin(), key.tokens.begin() + static_cast<std::ptrdiff_t>(end) * ps);
-    task.ns = key.ns;
-    task.chain.resize(static_cast<std::size_t>(end));
-    (void)PageKeyChain::keys(PageKeyChain::root(storage_.digest, key.ns), task.tokens, ps, task.chain);
-    task.from = from;
-    task.end = end;
-    task.deadline = std::chrono::steady_clock::now() + storage_.timeout;
+    Ticket t;
+    t.tag = {.kind = CacheTag::Kind::prefetch, .id = storage_.next_prefetch++};
+    auto& f = t.store;
+    f.tokens.assign(key.tokens.begin(), key.tokens.begin() + static_cast<std::ptrdiff_t>(end) * ps);
+    f.ns = key.ns;
+    f.chain.resize(static_cast<std::size_t>(end));
+    (void)PageKeyChain::keys(PageKeyChain::root(storage_.digest, key.ns), f.tokens, ps, f.chain);
+    f.from = from;
+    f.end = end;
+    f.deadline = std::chrono::steady_clock::now() + storage_.timeout;
     // What could serve a match ending at any page in (from, end]: the FULL pages from `from`, the SWA pages of a
     // window ending there, the states there. In this order; `start_fetch` reads the results back the same way.
     storage_.keys.clear();
-    for (std::int32_t p = from; p < end; ++p) storage_.keys.push_back(task.chain[static_cast<std::size_t>(p)]);
+    for (std::int32_t p = from; p < end; ++p) storage_.keys.push_back(f.chain[static_cast<std::size_t>(p)]);
     if constexpr (has_swa) {
         for (std::int32_t p = std::max(0, from - window_pages()); p < end; ++p)
-            storage_.keys.push_back(object_key(task.chain[static_cast<std::size_t>(p)], ObjectKind::swa));
+            storage_.keys.push_back(object_key(f.chain[static_cast<std::size_t>(p)], ObjectKind::swa));
     }
     if constexpr (has_mamba) {
         for (std::int32_t p = from; p < end; ++p)
-            storage_.keys.push_back(object_key(task.chain[static_cast<std::size_t>(p)], ObjectKind::mamba));
+            storage_.keys.push_back(object_key(f.chain[static_cast<std::size_t>(p)], ObjectKind::mamba));
     }
-    submit(std::move(task), [&] { return storage_.store->exists(storage_.keys); });
+    const std::uint64_t id = t.tag.id;
+    submit(std::move(t), [&] { return storage_.store->exists(storage_.keys); });
     ++storage_.counters.prefetches;
-    return {.status = PrefetchStart::Status::started, .id = storage_.tasks.back().id, .cached_length = m.best_length};
+    return {.status = PrefetchStart::Status::started, .id = id, .cached_length = m.best_length};
 }
 
 template <class P>
@@ -277,13 +274,12 @@ std::span<const PrefetchDone> CacheCore<P>::storage_check(std::chrono::nanosecon
     storage_.done.swap(storage_.pending);
     if (storage_.store == nullptr) return storage_.done;
     finish_answers();  // left by a throw in the last call
-    if (!storage_.tasks.empty()) {
+    if (!stores_.empty()) {
         finish_answers(storage_.store->poll(wait));
         const auto now = std::chrono::steady_clock::now();
-        for (std::size_t i = 0; i < storage_.tasks.size(); ++i) {
-            auto& t = storage_.tasks[i];
-            if (t.kind != decltype(t.kind)::put && !t.reported && now >= t.deadline) {
-                report(i, PrefetchDone::Status::timed_out);
+        for (Ticket& t : stores_) {
+            if (t.tag.kind == CacheTag::Kind::prefetch && !t.store.reported && now >= t.store.deadline) {
+                report(t, PrefetchDone::Status::timed_out);
                 ++storage_.counters.timed_out;
             }
         }
@@ -294,20 +290,23 @@ std::span<const PrefetchDone> CacheCore<P>::storage_check(std::chrono::nanosecon
 }
 
 template <class P>
-void CacheCore<P>::report(std::size_t task, PrefetchDone::Status status, std::int32_t length, std::int32_t fetched) {
+void CacheCore<P>::report(Ticket& t, PrefetchDone::Status status, std::int32_t length, std::int32_t fetched) {
     if constexpr (has_storage) {
-        auto& t = storage_.tasks[task];
-        if (t.reported) return;
-        t.reported = true;
-        storage_.pending.push_back({.id = t.id, .status = status, .length = length, .fetched = fetched});
+        if (t.store.reported) return;
+        t.store.reported = true;
+        storage_.pending.push_back({.id = t.tag.id, .status = status, .length = length, .fetched = fetched});
+    } else {
+        (void)t;
+        (void)status;
+        (void)length;
+        (void)fetched;
     }
 }
 
 template <class P>
-template <class Task>
-void CacheCore<P>::release_locks(Task& task) {
-    if (!task.lock.empty()) tree_.unlock(std::move(task.lock));
-    if (!task.device.empty()) tree_.unlock(std::move(task.device));
+void CacheCore<P>::release_locks(Ticket& t) {
+    if (!t.host.empty()) tree_.unlock(std::move(t.host));
+    if (!t.device.empty()) tree_.unlock(std::move(t.device));
 }
 
 template <class P>
@@ -319,18 +318,18 @@ void CacheCore<P>::free_pages(per_component<std::vector<HostPage>>& pages) {
 }
 
 template <class P>
-void CacheCore<P>::finish_storage(std::size_t task, std::span<const PageResult> results) {
+void CacheCore<P>::finish_store(std::size_t i, std::span<const PageResult> results) {
     if constexpr (has_storage) {
-        auto& t = storage_.tasks[task];
-        using phase = typename std::remove_reference_t<decltype(t)>::phase;
-        if (t.kind == phase::probe) {
-            start_fetch(task, results);  // the task goes on with its next batch, or ends
+        Ticket& t = stores_[i];
+        t.acked = true;
+        if (t.tag.kind == CacheTag::Kind::prefetch && !t.store.fetching) {
+            start_fetch(i, results);  // the ticket goes on with its next batch, or ends
             return;
         }
-        if (t.kind == phase::fetch) {
-            graft(task, results);
+        if (t.tag.kind == CacheTag::Kind::prefetch) {
+            graft(i, results);
         } else {
-            const std::uint64_t object_bytes = results.empty() ? 0 : t.bytes / results.size();  // one size a put
+            const std::uint64_t object_bytes = results.empty() ? 0 : t.store.bytes / results.size();  // one size a put
             for (PageResult r : results) {
                 ++(r == PageResult::hit ? storage_.counters.put_objects : storage_.counters.put_failed);
                 storage_.counters.bytes_written += r == PageResult::hit ? object_bytes : 0;
@@ -340,96 +339,100 @@ void CacheCore<P>::finish_storage(std::size_t task, std::span<const PageResult> 
             const bool staged = !t.device.empty();
             const bool all_stored =
                 std::all_of(results.begin(), results.end(), [](PageResult r) { return r == PageResult::hit; });
-            if (!t.lock.empty()) tree_.unlock(std::move(t.lock));
+            if (!t.host.empty()) tree_.unlock(std::move(t.host));
             if (staged) let_go(t.node, t.component, all_stored ? HostDrop::stored : HostDrop::failed);
             if (!t.device.empty()) tree_.unlock(std::move(t.device));
         }
-        storage_.tasks.erase(storage_.tasks.begin() + static_cast<std::ptrdiff_t>(task));
+        stores_.erase(stores_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+        (void)i;
+        (void)results;
     }
 }
 
 template <class P>
-void CacheCore<P>::start_fetch(std::size_t task, std::span<const PageResult> found) {
+void CacheCore<P>::start_fetch(std::size_t i, std::span<const PageResult> found) {
     if constexpr (has_storage) {
-        auto& t = storage_.tasks[task];
-        using phase = typename std::remove_reference_t<decltype(t)>::phase;
-        const auto hit = [&](std::size_t i) { return found[i] == PageResult::hit; };
-        const std::int32_t full_count = t.end - t.from;
-        const std::int32_t swa_first = std::max(0, t.from - window_pages());
+        Ticket& t = stores_[i];
+        auto& f = t.store;
+        const auto hit = [&](std::size_t k) { return found[k] == PageResult::hit; };
+        const std::int32_t full_count = f.end - f.from;
+        const std::int32_t swa_first = std::max(0, f.from - window_pages());
         const auto swa_at = static_cast<std::size_t>(full_count);                              // SWA results' start
-        const auto mamba_at = swa_at + (has_swa ? static_cast<std::size_t>(t.end - swa_first) : 0);  // Mamba results'
+        const auto mamba_at = swa_at + (has_swa ? static_cast<std::size_t>(f.end - swa_first) : 0);  // Mamba results'
         // The FULL pages run from `from` to the first miss; a match may end on any page of it whose window and state
         // the store holds. The deepest such end is fetched.
-        std::int32_t run = t.from;
-        while (run < t.end && hit(static_cast<std::size_t>(run - t.from))) ++run;
-        std::int32_t best = t.from;
-        for (std::int32_t e = run; e > t.from && best == t.from; --e) {
+        std::int32_t run = f.from;
+        while (run < f.end && hit(static_cast<std::size_t>(run - f.from))) ++run;
+        std::int32_t best = f.from;
+        for (std::int32_t e = run; e > f.from && best == f.from; --e) {
             bool ok = true;
             if constexpr (has_swa) {
                 for (std::int32_t p = std::max(0, e - window_pages()); p < e && ok; ++p)
                     ok = hit(swa_at + static_cast<std::size_t>(p - swa_first));
             }
-            if constexpr (has_mamba) ok = ok && hit(mamba_at + static_cast<std::size_t>(e - 1 - t.from));
+            if constexpr (has_mamba) ok = ok && hit(mamba_at + static_cast<std::size_t>(e - 1 - f.from));
             if (ok) best = e;
         }
         const auto finish_missed = [&] {
-            report(task, PrefetchDone::Status::missed);
-            storage_.tasks.erase(storage_.tasks.begin() + static_cast<std::ptrdiff_t>(task));
+            report(t, PrefetchDone::Status::missed);
+            stores_.erase(stores_.begin() + static_cast<std::ptrdiff_t>(i));
         };
-        if (best == t.from) return finish_missed();
+        if (best == f.from) return finish_missed();
         // Host pages for the run, the window ending at its end, and the state there; all or none.
-        t.end = best;
+        f.end = best;
         per_component<std::size_t> want{};
-        want[Component::full] = static_cast<std::size_t>(best - t.from);
+        want[Component::full] = static_cast<std::size_t>(best - f.from);
         if constexpr (has_swa) want[Component::swa] = static_cast<std::size_t>(std::min(window_pages(), best));
         if constexpr (has_mamba) want[Component::mamba] = 1;
-        // The task ends here when anything below throws: its pages go back, it leaves the list.
+        // The ticket ends here when anything below throws: its pages go back, it leaves the lane.
         const auto abandon = [&] {
-            t.lease = {};
-            free_pages(t.pages);
-            storage_.tasks.erase(storage_.tasks.begin() + static_cast<std::ptrdiff_t>(task));
+            f.lease = {};
+            free_pages(f.pages);
+            stores_.erase(stores_.begin() + static_cast<std::ptrdiff_t>(i));
         };
         for (Component c : all_components) {  // one component at a time: a failure frees only what was taken
             if (want[c] == 0) continue;
-            t.pages[c].resize(want[c]);
+            f.pages[c].resize(want[c]);
             bool room = false;
             try {
-                room = host_room(c, t.pages[c]);
+                room = host_room(c, f.pages[c]);
             } catch (...) {
-                t.pages[c].clear();  // not allocated
+                f.pages[c].clear();  // not allocated
                 abandon();
                 throw;
             }
             if (!room) {
-                t.pages[c].clear();
-                free_pages(t.pages);
+                f.pages[c].clear();
+                free_pages(f.pages);
                 return finish_missed();
             }
         }
-        t.lease = host_.lease();
+        f.lease = host_.lease();
         storage_.reads.clear();
         for (Component c : all_components) {
-            const std::vector<HostPage>& host = t.pages[c];
+            const std::vector<HostPage>& host = f.pages[c];
             if (host.empty()) continue;
             storage_.physical.resize(host.size());
-            t.lease.physical(c, host, storage_.physical);
-            const pinned_region_ref region = t.lease.region(c);
-            const std::size_t bytes = t.lease.page_bytes(c);
+            f.lease.physical(c, host, storage_.physical);
+            const pinned_region_ref region = f.lease.region(c);
+            const std::size_t bytes = f.lease.page_bytes(c);
             const ObjectKind kind = c == Component::full ? ObjectKind::full : c == Component::swa ? ObjectKind::swa : ObjectKind::mamba;
             // FULL pages from `from`; the window's SWA pages end at `end`; the state is the page `end` ends on.
-            const std::int32_t first = c == Component::full ? t.from
-                                       : c == Component::swa ? t.end - static_cast<std::int32_t>(host.size())
-                                                             : t.end - 1;
+            const std::int32_t first = c == Component::full ? f.from
+                                       : c == Component::swa ? f.end - static_cast<std::int32_t>(host.size())
+                                                             : f.end - 1;
             for (std::size_t i = 0; i < host.size(); ++i) {
-                const ObjectKey page = t.chain[static_cast<std::size_t>(first) + i];
+                const ObjectKey page = f.chain[static_cast<std::size_t>(first) + i];
                 storage_.reads.push_back({object_key(page, kind),
                                           kind,
                                           {region.data + static_cast<std::size_t>(storage_.physical[i]) * bytes, bytes}});
             }
         }
-        t.kind = phase::fetch;
+        f.fetching = true;
+        t.acked = false;
         try {
-            t.ticket = storage_.store->get(storage_.reads);
+            f.batch = storage_.store->get(storage_.reads);
         } catch (...) {
             abandon();
             throw;
@@ -438,13 +441,14 @@ void CacheCore<P>::start_fetch(std::size_t task, std::span<const PageResult> fou
 }
 
 template <class P>
-void CacheCore<P>::graft(std::size_t task, std::span<const PageResult> got) {
+void CacheCore<P>::graft(std::size_t i, std::span<const PageResult> got) {
     if constexpr (has_storage) {
-        auto& t = storage_.tasks[task];
-        t.lease = {};  // the store is done with the host pages
+        Ticket& t = stores_[i];
+        auto& f = t.store;
+        f.lease = {};  // the store is done with the host pages
         const std::int32_t ps = page_size(Component::full);
         // Results come in the order the reads were queued: FULL, then SWA, then Mamba.
-        const auto full_count = t.pages[Component::full].size();
+        const auto full_count = f.pages[Component::full].size();
         std::size_t run = 0;
         while (run < full_count && got[run] == PageResult::hit) ++run;
         const bool aux_ok = std::all_of(got.begin() + static_cast<std::ptrdiff_t>(full_count), got.end(),
@@ -456,32 +460,32 @@ void CacheCore<P>::graft(std::size_t task, std::span<const PageResult> got) {
         const bool whole = run == full_count && aux_ok;
         const bool partial_ok = !has_swa && !has_mamba && run > 0;
         if (!whole && !partial_ok) {
-            free_pages(t.pages);
-            report(task, PrefetchDone::Status::missed);
+            free_pages(f.pages);
+            report(t, PrefetchDone::Status::missed);
             return;
         }
         if (!whole) {  // FULL only: give back the pages after the run
-            host_.free(Component::full, std::span<const HostPage>(t.pages[Component::full]).subspan(run));
-            t.pages[Component::full].resize(run);
-            t.end = t.from + static_cast<std::int32_t>(run);
+            host_.free(Component::full, std::span<const HostPage>(f.pages[Component::full]).subspan(run));
+            f.pages[Component::full].resize(run);
+            f.end = f.from + static_cast<std::int32_t>(run);
         }
-        const TokenKey key{std::span<const TokenId>(t.tokens).first(static_cast<std::size_t>(t.end) * static_cast<std::size_t>(ps)), t.ns};
-        HostInsertValues values{.from = t.from * ps, .full = t.pages[Component::full]};
-        if constexpr (has_swa) values.swa = t.pages[Component::swa];
-        if constexpr (has_mamba) values.state = t.pages[Component::mamba].front();
+        const TokenKey key{std::span<const TokenId>(f.tokens).first(static_cast<std::size_t>(f.end) * static_cast<std::size_t>(ps)), f.ns};
+        HostInsertValues values{.from = f.from * ps, .full = f.pages[Component::full]};
+        if constexpr (has_swa) values.swa = f.pages[Component::swa];
+        if constexpr (has_mamba) values.state = f.pages[Component::mamba].front();
         HostInsertResult r = tree_.insert_host(key, values);
         for (Component c : all_components) {
             if (!r.unused[c].empty()) host_.free(c, r.unused[c]);
-            storage_.counters.bytes_read += (t.pages[c].size() - r.unused[c].size()) * alloc_.spec()[c].page_bytes;
-            t.pages[c].clear();  // the tree's now, or freed above
+            storage_.counters.bytes_read += (f.pages[c].size() - r.unused[c].size()) * alloc_.spec()[c].page_bytes;
+            f.pages[c].clear();  // the tree's now, or freed above
         }
         if (!r.grafted) {
-            report(task, PrefetchDone::Status::missed);
+            report(t, PrefetchDone::Status::missed);
             return;
         }
         ++storage_.counters.grafted;
-        storage_.counters.fetched_tokens += static_cast<std::int64_t>(t.end - t.from) * ps;
-        report(task, PrefetchDone::Status::grafted, t.end * ps, (t.end - t.from) * ps);
+        storage_.counters.fetched_tokens += static_cast<std::int64_t>(f.end - f.from) * ps;
+        report(t, PrefetchDone::Status::grafted, f.end * ps, (f.end - f.from) * ps);
     }
 }
 

@@ -1,9 +1,11 @@
 #pragma once
-// A cache's side of its storage tier: the attached store, the namespace digest its keys start from, and the tasks in
-// flight. A task is one batch on the store: a put of one host copy (its node host-locked and the host pool leased
-// until the store acknowledges; a buffer-only host's staged copy device-locked too, and let go of at the answer),
-// or a prefetch's probe (`exists`) or fetch (`get` into host pages the task owns, under a lease). Plain values only: the cache stays movable with tasks in flight (the store writes into host
-// memory, which does not move with the cache).
+// A cache's side of its storage tier: the attached store, the namespace digest its keys start from, the store's
+// answers not finished yet and the prefetch reports. The batches on the store are the cache's tickets (kinds
+// `store_put` and `prefetch`), which carry what only they need in a `store_part`: a put of one host copy (its node
+// host-locked and the host pool leased until the store acknowledges; a buffer-only host's staged copy
+// device-locked too, and let go of at the answer), or a prefetch's probe (`exists`) then fetch (`get` into host
+// pages it owns, under a lease). Plain values only: the cache stays movable with batches in flight (the store
+// writes into host memory, which does not move with the cache).
 
 #include <chrono>
 #include <cstdint>
@@ -20,21 +22,15 @@
 
 namespace unikv::detail::cache {
 
+// What a storage ticket carries beyond a copy's common fields (`node`, `component`, its `host` and `device` locks).
 template <class Lease>
-struct storage_task {
-    enum class phase : std::uint8_t { put, probe, fetch };
-    phase kind = phase::put;
-    StorageTicket ticket{};
-    // put: the host lock of the copy written and the pool's lease; a staged copy's node, component and device lock.
-    LockReceipt lock{};
-    Lease lease{};
-    NodeRef node{};
-    Component component = Component::full;
-    LockReceipt device{};
-    std::uint64_t bytes = 0;
-    // probe and fetch: the prefetch, its key, the chain keys of the key's pages, and the page range [from, end) the
-    // fetch reads (FULL pages; the window's SWA pages and the state end at `end`).
-    std::uint64_t id = 0;
+struct store_part {
+    StorageTicket batch{};    // the store's batch in flight
+    Lease lease{};            // the host pool's, while the store reads or writes host pages
+    std::uint64_t bytes = 0;  // store_put: payload bytes
+    // prefetch: its key, the chain keys of the key's pages, the page range [from, end) the fetch reads (FULL pages;
+    // the window's SWA pages and the state end at `end`), the fetch's host pages, and its deadline.
+    bool fetching = false;  // the probe was answered: `batch` is the fetch
     std::vector<TokenId> tokens{};
     KeyNamespace ns{};
     std::vector<ObjectKey> chain{};
@@ -45,13 +41,11 @@ struct storage_task {
     bool reported = false;  // its `PrefetchDone` went out (a timed-out prefetch reports before it finishes)
 };
 
-template <class Store, class Lease>
+template <class Store>
 struct storage_link {
-    using lease_type = Lease;
     Store* store = nullptr;
     std::uint64_t digest = 0;
     std::chrono::milliseconds timeout{};
-    std::vector<storage_task<Lease>> tasks{};
     // The store's answers of the last `poll` not finished yet (a throw while finishing one leaves the rest here,
     // finished before the next `poll`, while their results are still valid).
     std::vector<StorageDone> answers{};
@@ -68,19 +62,21 @@ struct storage_link {
     std::vector<std::int32_t> physical{};
 };
 
-// The stand-in of a cache without a storage tier.
+// The stand-ins of a cache without a storage tier.
 struct no_storage_link {};
+struct no_store_part {};
 
-// The link of a cache whose storage policy is `Store` (a backend when `on`) over host pools `Host`.
+// The link and the tickets' storage part of a cache whose storage policy is `Store` (a backend when `on`) over host
+// pools `Host`.
 template <bool on, class Store, class Host>
-struct storage_link_for {
-    using type = no_storage_link;
+struct storage_parts {
+    using link = no_storage_link;
+    using part = no_store_part;
 };
 template <class Store, class Host>
-struct storage_link_for<true, Store, Host> {
-    using type = storage_link<Store, decltype(std::declval<Host&>().lease())>;
+struct storage_parts<true, Store, Host> {
+    using link = storage_link<Store>;
+    using part = store_part<decltype(std::declval<Host&>().lease())>;
 };
-template <bool on, class Store, class Host>
-using storage_link_t = typename storage_link_for<on, Store, Host>::type;
 
 }  // namespace unikv::detail::cache

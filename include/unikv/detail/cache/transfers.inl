@@ -188,6 +188,10 @@ void CacheCore<P>::finish(Ticket& t) {
     case CacheTag::Kind::retraction:
         UNIKV_ASSERT(false);  // drained within `backup` / `restore`: never a ticket
         return;
+    case CacheTag::Kind::store_put:
+    case CacheTag::Kind::prefetch:
+        UNIKV_ASSERT(false);  // the store acknowledges these: `finish_store`
+        return;
     }
     // Last: a retry after a throw above still holds the locks.
     if (!t.device.empty()) tree_.unlock(std::move(t.device));
