@@ -98,7 +98,8 @@ public:
     [[nodiscard]] const std::string& status() const noexcept;
     /// Objects held (written, or being written).
     [[nodiscard]] std::size_t objects() const noexcept;
-    /// Objects read or written with O_DIRECT so far (`FileStorageConfig::direct_io`).
+    /// Objects whose read or write went to O_DIRECT first so far (`FileStorageConfig::direct_io`; one that O_DIRECT
+    /// fails, such as a slot an older writer left short, is then moved through the page cache).
     [[nodiscard]] std::uint64_t direct_objects() const noexcept;
     /// Bytes of the slots held (at most `capacity_bytes`).
     [[nodiscard]] std::uint64_t used_bytes() const noexcept;

@@ -35,8 +35,8 @@ struct file_item {
     ObjectKind kind = ObjectKind::full;
     std::byte* data = nullptr;  // get: the caller's buffer; put: its payload (read only)
     std::size_t size = 0;
-    int fd = -1;                // -1: no I/O (answered at submission)
-    bool direct = false;        // `fd` is opened with O_DIRECT: the header travels in a 4 KiB block
+    int fd = -1;                // the slab's file through the page cache; -1: no I/O (answered at submission)
+    int direct_fd = -1;         // the same file with O_DIRECT, tried first when the buffer is aligned
     std::uint64_t offset = 0;
     std::uint32_t entry = no_entry;
     PageResult result = PageResult::miss;
@@ -76,28 +76,39 @@ inline int transfer_all(int fd, iovec* iov, int count, std::uint64_t offset, boo
     return 0;
 }
 
-// The header's part of a transfer: the header alone, or under O_DIRECT the whole aligned block after the payload
-// (the rest of the slot, zeros).
+// The header's part of a transfer: the header alone, or the whole block after the payload (the rest of the slot,
+// zeros). A slab whose payloads are whole blocks always writes the block, so its file ends on a slot's end and an
+// O_DIRECT read of its last slot is never short.
 struct header_block {
     alignas(direct_io_alignment) std::byte bytes[direct_io_alignment]{};
-    [[nodiscard]] iovec part(bool direct) noexcept {
-        return {bytes, direct ? sizeof bytes : object_header_bytes};
-    }
+    [[nodiscard]] iovec part(bool whole) noexcept { return {bytes, whole ? sizeof bytes : object_header_bytes}; }
 };
 
-// The read lane's work: each item's payload and header in one `preadv`, then both checked.
+// Payload and header of `it` in one call at its offset: with O_DIRECT first when it may, then (that failing: a
+// file system that refuses it mid-way, a slot a page-cache write of an older version left short) through the page
+// cache. Returns `transfer_all`'s result.
+inline int transfer_item(const file_item& it, header_block& block, bool write) {
+    const bool whole = it.size % direct_io_alignment == 0;
+    if (it.direct_fd >= 0) {
+        iovec iov[2] = {{it.data, it.size}, block.part(true)};
+        if (transfer_all(it.direct_fd, iov, 2, it.offset, write) == 0) return 0;
+    }
+    iovec iov[2] = {{it.data, it.size}, block.part(write && whole)};
+    return transfer_all(it.fd, iov, 2, it.offset, write);
+}
+
+// The read lane's work: each item's payload and header, then both checked.
 inline void read_items(file_batch& b) {
     header_block block;
-    std::byte* const header = block.bytes;
     for (file_item& it : b.items) {
         if (it.fd < 0) continue;
-        iovec iov[2] = {{it.data, it.size}, block.part(it.direct)};
-        const int err = transfer_all(it.fd, iov, 2, it.offset, false);
+        const int err = transfer_item(it, block, false);
         if (err > 0) {
             it.result = PageResult::error;
             continue;
         }
-        const ObjectHeader h = load_header(std::span<const std::byte, object_header_bytes>(header, object_header_bytes));
+        const ObjectHeader h =
+            load_header(std::span<const std::byte, object_header_bytes>(block.bytes, object_header_bytes));
         const bool good = err == 0 && check_header(h, it.key, it.kind, it.size) == ObjectCheck::good &&
                           check_payload(h, {it.data, it.size}) == ObjectCheck::good;
         it.result = good ? PageResult::hit : PageResult::miss;
@@ -113,8 +124,7 @@ inline void write_items(file_batch& b) {
         if (it.fd < 0) continue;
         store_header(make_header(it.key, it.kind, {it.data, it.size}),
                      std::span<std::byte, object_header_bytes>(block.bytes, object_header_bytes));
-        iovec iov[2] = {{it.data, it.size}, block.part(it.direct)};
-        it.result = transfer_all(it.fd, iov, 2, it.offset, true) == 0 ? PageResult::hit : PageResult::error;
+        it.result = transfer_item(it, block, true) == 0 ? PageResult::hit : PageResult::error;
     }
 }
 
@@ -284,9 +294,10 @@ struct FileStorage::state {
     // The file `it` goes through: O_DIRECT when the slab has it and the caller's buffer is block aligned.
     void place(detail::storage::file_item& it, const slab& sl) noexcept {
         const auto address = reinterpret_cast<std::uintptr_t>(it.data);
-        it.direct = sl.direct_fd >= 0 && address % detail::storage::direct_io_alignment == 0;
-        it.fd = it.direct ? sl.direct_fd : sl.fd;
-        direct_objects += it.direct ? 1 : 0;
+        const bool direct = sl.direct_fd >= 0 && address % detail::storage::direct_io_alignment == 0;
+        it.fd = sl.fd;
+        it.direct_fd = direct ? sl.direct_fd : -1;
+        direct_objects += direct ? 1 : 0;
     }
 
     // The slab of payloads of `payload` bytes, opened (and its span read) on first use; `none` when its file cannot
