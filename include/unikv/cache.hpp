@@ -60,9 +60,9 @@
 ///   so such a backup is made as "no copy".
 /// * Buffer-only host (`HostMode::buffer_only`, `storage.inl`): a write-through's host copy goes to the store at
 ///   its ack, the put holding the write's device lock until the store answers; then the copy is let go of
-///   (`drop_host`, marked stored when every object landed, so it is not written again); it is host-locked from its
-///   queueing on, so nothing lets go of it early. A load's ack lets go of the staged copies it read, and an insert
-///   of the ones a request computed beside them (`InsertResult::beside_host`): they came from the store.
+///   (`drop_host`, marked stored when every object landed, so it is not written again); while its write or put is in
+///   flight nothing else lets go of it. A load's ack lets go of the staged copies it read, and an insert of the
+///   ones a request computed beside them (`InsertResult::beside_host`): they came from the store.
 ///   Matching includes them: they are the only host hits.
 /// * One write lane: write-backs and write-throughs share the controller's write queue, told apart by their
 ///   `CacheTag`. A policy does one or the other (`write_policies.hpp`), so the write-back drain of
@@ -724,7 +724,7 @@ private:
         // load: the node, every component; write-through: FULL and `component`; store_put of a buffer-only host's
         // staged copy: the write-through's, taken over.
         LockReceipt device;
-        // load: the host copies it reads; write-through under buffer-only, store_put: the host copy.
+        // load: the host copies it reads; store_put: the host copy.
         LockReceipt host;
         Reservation swa;     // load: its SWA rows' reservation (cancelled if never submitted)
         std::vector<HostPage> host_pages;  // write-back: the copy's; write-through: those the tree did not take
@@ -799,11 +799,16 @@ private:
     // Under buffer-only: the acknowledged write-through `t`'s host copy goes to the store with `t`'s device lock, and
     // is let go of at the store's answer; with nothing to put it to it goes now (not stored).
     void stage_for_store(Ticket& t);
+    // Ends put `t`: its host lock released, a staged copy let go of (`why`), then its device lock released.
+    void end_put(Ticket& t, HostDrop why);
     // Drops `node`'s host copy of `c` beside its device data (`drop_host` for `why`), if it still holds one. Cold.
     void let_go(NodeRef node, Component c, HostDrop why);
-    // Under buffer-only, after a load: lets go of the staged copies (FULL, SWA) beside device data on the path from
-    // `node` to the root that no transfer reads (host lock 0); they came from the store. O(depth + pages).
+    // Under buffer-only, after a load or an insert beside grafted copies: lets go of the staged copies (FULL, SWA)
+    // beside device data on the path from `node` to the root whose value no write-through or put has in flight;
+    // they came from the store. O(depth * (tickets + parts) + pages).
     void drop_staged(NodeRef node);
+    // A write-through or a put in flight holds the value of which `x`'s copy of `c` is a part. Cold.
+    bool staged_in_flight(NodeRef x, Component c);
     // Releases a storage ticket's locks (the host lock; a staged put's device lock).
     void release_locks(Ticket& t);
     // The tokens of the prefix that ends at the node of `info` into `storage_.prefix`, and its namespace.

@@ -233,6 +233,42 @@ TEST_CASE_TEMPLATE("drop_host of a stored copy marks every part stored: no write
     CHECK(broken(tree).empty());
 }
 
+TEST_CASE_TEMPLATE("a stored drop of a split copy takes only the parts beside device data", Core,
+                   RadixTreeCore, ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
+    const auto key = run(1, 8);
+    // A prefetch grafts [0,8) as one host copy; a request computes [0,4) (splitting it) beside the copy.
+    const HostInsertResult g = tree.insert_host({key}, {.from = 0, .full = hpages(100, 4)});
+    REQUIRE(g.grafted);
+    auto computed = tree.insert({std::span(key).first(4)}, {.pages = vpages(1, 2)});
+    CHECK(executed(computed.actions).empty());
+    CHECK(computed.beside_host);
+    const NodeRef upper = computed.node;
+    REQUIRE(tree.node_info(g.node).parent == upper);
+    CHECK(tree.node_info(g.node).joined[F]);
+
+    // The upper part goes; the lower part, whose only copy it is, stays as a host copy of its own.
+    auto let_go = tree.drop_host(upper, F, HostDrop::stored);
+    CHECK(executed(let_go.actions) == std::vector<Act>{free_host(F, {100, 101})});
+    CHECK(tree.node_info(upper).host[F].empty());
+    CHECK(tree.node_info(upper).stored[F]);
+    const NodeInfo lower = tree.node_info(g.node);
+    CHECK(ints(lower.host[F]) == ints(hpages(102, 2)));
+    CHECK_FALSE(lower.joined[F]);
+    CHECK_FALSE(lower.stored[F]);
+    CHECK(tree.match_prefix({key}, {.host_hits = HostHits::include}).best_length == 8);
+    CHECK(broken(tree).empty());
+
+    // Loaded, the lower part goes too.
+    LockReceipt load = tree.lock(g.node, {.tier = Tier::host});
+    tree.commit_load_back(g.node, F, {.pages = vpages(20, 2)});
+    tree.unlock(std::move(load));
+    auto gone = tree.drop_host(g.node, F, HostDrop::stored);
+    CHECK(executed(gone.actions) == std::vector<Act>{free_host(F, {102, 103})});
+    CHECK(tree.host_size(F) == 0);
+    CHECK(broken(tree).empty());
+}
+
 TEST_CASE_TEMPLATE("HostDrop::stored refuses a Mamba state, nothing changed", Core, RadixTreeCore, ReferenceTreeCore) {
     typename Core::template impl<Full, Mamba> tree({.page_size = {1}, .write_through_threshold = 1});
     const auto key = run(1, 4);

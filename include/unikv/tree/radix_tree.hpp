@@ -196,8 +196,9 @@ public:
     /// and on every part split off it since the copy was made (a split cuts one host value into parts), returned
     /// as `free_host` actions top-down. Device data stays. `HostDrop::failed` undoes a write-through whose copy
     /// failed (call it before the device lock held for the copy is released; a later insert may write it again);
-    /// `HostDrop::stored` lets go of a staged copy the storage tier holds, and marks the parts stored, so inserts
-    /// emit no write-through of the component for them again (a split keeps the mark on both parts).
+    /// `HostDrop::stored` lets go of a staged copy the storage tier holds, on the parts beside device data only (a
+    /// part without it keeps its copy, as a value of its own), and marks them stored, so inserts emit no
+    /// write-through of the component for them again (a split keeps the mark on both parts).
     /// Preconditions (`logic_error`, nothing changes): `node` holds device data and a host copy of `component`;
     /// `HostDrop::stored` only for FULL and SWA; no backup pending. O(parts + their children).
     EvictResult drop_host(NodeRef node, Component component, HostDrop why = HostDrop::failed);

@@ -100,8 +100,6 @@ CacheInsert CacheCore<P>::insert_then(TokenKey key, const InsertValues& values, 
     CacheInsert out{.node = r.node, .prefix_length = r.prefix_length, .first_write = next_write_};
     HostActions work = exec_.execute(alloc_, r);
     free_host(work);
-    // A buffer-only host keeps no copy beside device data: one a prefetch grafted while the request computed goes.
-    if (r.beside_host && host_mode_ == HostMode::buffer_only) drop_staged(r.node);
     inserted(out);
     const std::span<const TreeAction> actions = work.actions();
     // A write-through may relieve the host (`evict_host`), and the collection after it could remove the node
@@ -129,6 +127,9 @@ CacheInsert CacheCore<P>::insert_then(TokenKey key, const InsertValues& values, 
         throw;
     }
     exec_.complete(alloc_, std::move(work));
+    // A buffer-only host keeps no copy beside device data: one a prefetch grafted while the request computed goes
+    // (last: a throw here leaves an ordinary host copy, and the writes queued above are host-locked, so skipped).
+    if (r.beside_host && host_mode_ == HostMode::buffer_only) drop_staged(r.node);
     return out;
 }
 

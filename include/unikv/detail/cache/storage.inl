@@ -64,6 +64,7 @@ void CacheCore<P>::detach_storage()
     if (storage_.store == nullptr) return;
     drain_storage();
     for (Ticket& t : stores_) {  // none unless an answer was lost to a throw: nothing reads or writes them now
+        if (t.tag.kind == CacheTag::Kind::store_put) end_put(t, HostDrop::failed);
         release_locks(t);
         free_pages(t.store.pages);
     }
@@ -177,7 +178,23 @@ bool CacheCore<P>::store_host_copy(NodeRef node, Component c, LockReceipt* stage
 
 template <class P>
 void CacheCore<P>::stage_for_store(Ticket& t) {
-    if (!store_host_copy(t.node, t.component, &t.device)) let_go(t.node, t.component, HostDrop::failed);
+    bool put = false;
+    try {
+        put = store_host_copy(t.node, t.component, &t.device);
+    } catch (...) {  // the store refused the batch: the copy is not stored, and nothing else lets go of it
+        let_go(t.node, t.component, HostDrop::failed);
+        throw;
+    }
+    if (!put) let_go(t.node, t.component, HostDrop::failed);
+}
+
+template <class P>
+void CacheCore<P>::end_put(Ticket& t, HostDrop why) {
+    // A staged copy goes before its device lock: `drop_host` needs the device data beside it.
+    const bool staged = !t.device.empty();
+    if (!t.host.empty()) tree_.unlock(std::move(t.host));
+    if (staged) let_go(t.node, t.component, why);
+    if (!t.device.empty()) tree_.unlock(std::move(t.device));
 }
 
 template <class P>
@@ -194,9 +211,27 @@ void CacheCore<P>::drop_staged(NodeRef node) {
     for (NodeRef x = node; tree_.contains(x) && !x.is_root();) {
         const NodeInfo info = tree_.node_info(x);
         for (Component c : {Component::full, Component::swa})
-            if (!info.host[c].empty() && info.device[c] && info.host_locks[c] == 0) let_go(x, c, HostDrop::stored);
+            if (!info.host[c].empty() && info.device[c] && !staged_in_flight(x, c)) let_go(x, c, HostDrop::stored);
         x = info.parent;
     }
+}
+
+template <class P>
+bool CacheCore<P>::staged_in_flight(NodeRef x, Component c) {
+    // A value's ticket names its lowest part (a split keeps that slot below); its parts go up by their joined bits.
+    const auto holds = [&](const Ticket& t) {
+        if (t.component != c || !tree_.contains(t.node)) return false;
+        for (NodeRef p = t.node;;) {
+            if (p == x) return true;
+            const NodeInfo info = tree_.node_info(p);
+            if (!info.joined[c]) return false;
+            p = info.parent;
+        }
+    };
+    return std::any_of(writes_.begin(), writes_.end(),
+                       [&](const Ticket& t) { return t.tag.kind == CacheTag::Kind::write_through && holds(t); }) ||
+           std::any_of(stores_.begin(), stores_.end(),
+                       [&](const Ticket& t) { return t.tag.kind == CacheTag::Kind::store_put && holds(t); });
 }
 
 template <class P>
@@ -334,14 +369,10 @@ void CacheCore<P>::finish_store(std::size_t i, std::span<const PageResult> resul
                 ++(r == PageResult::hit ? storage_.counters.put_objects : storage_.counters.put_failed);
                 storage_.counters.bytes_written += r == PageResult::hit ? object_bytes : 0;
             }
-            // A staged copy goes once the store answered, marked stored when every object landed (before its device
-            // lock: `drop_host` needs the device data beside it).
-            const bool staged = !t.device.empty();
+            // A staged copy goes once the store answered, marked stored when every object landed.
             const bool all_stored =
                 std::all_of(results.begin(), results.end(), [](PageResult r) { return r == PageResult::hit; });
-            if (!t.host.empty()) tree_.unlock(std::move(t.host));
-            if (staged) let_go(t.node, t.component, all_stored ? HostDrop::stored : HostDrop::failed);
-            if (!t.device.empty()) tree_.unlock(std::move(t.device));
+            end_put(t, all_stored ? HostDrop::stored : HostDrop::failed);
         }
         stores_.erase(stores_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {

@@ -260,10 +260,6 @@ bool CacheCore<P>::write_through(const HostActions& work, const TreeAction& a) {
         throw;
     }
     writes_.back().hosted = true;
-    // A buffer-only host lets go of copies beside device data that nothing reads (`drop_staged`): this one is read
-    // by its copy and then by the store, so it is host-locked until the store's put holds its own lock.
-    if (host_mode_ == HostMode::buffer_only)
-        writes_.back().host = tree_.lock(a.node, {.tier = Tier::host, .components = ComponentMask::of(c)});
     return true;
 }
 

@@ -390,9 +390,13 @@ EvictResult RadixTree<Cs...>::drop_host(NodeRef node, Component component, HostD
     EvictResult result;
     detail::ActionsBuilder out{result.actions};
     for (std::size_t i = path_.size(); i-- > 0;) {
-        free_host_value(path_[i], c, out, result);
-        if (why == HostDrop::stored) nodes_[path_[i]].write_bits |= stored_bit(c);
-        sync(path_[i]);
+        const Id x = path_[i];
+        // A stored copy's part without device data beside it is that part's only copy: it stays, cut off from the
+        // parts that go (freeing a part unjoins its neighbours).
+        if (why == HostDrop::stored && !has_device(nodes_[x], c)) continue;
+        free_host_value(x, c, out, result);
+        if (why == HostDrop::stored) nodes_[x].write_bits |= stored_bit(c);
+        sync(x);
     }
     return result;
 }

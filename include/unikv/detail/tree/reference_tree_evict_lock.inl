@@ -256,6 +256,8 @@ EvictResult ReferenceTree<Cs...>::drop_host(NodeRef node, Component component, H
     std::vector<Id> targets = parts(id, c);
     std::reverse(targets.begin(), targets.end());
     for (Id x : targets) {
+        // See RadixTree: a stored copy's part without device data beside it stays.
+        if (why == HostDrop::stored && !has_device(nodes_[x], c)) continue;
         out.free_host(c, nodes_[x].host[c]);
         result.host_freed[c] += units(nodes_[x], c);
         emit(EventKind::removed, c, Tier::host, x);
