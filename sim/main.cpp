@@ -67,8 +67,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "unikv-sim: %s\n", e.what());
         return exit_bad_command_line;
     }
-    if (!o.plot_path.empty() && !gnuplot_available()) {
-        std::fprintf(stderr, "unikv-sim: %s\n", std::string(gnuplot_missing).c_str());
+    try {  // outputs are checked before the replay, not found unwritable after it
+        if (!o.csv_path.empty()) check_writable(o.csv_path, "--csv");
+        if (!o.plot_path.empty()) {
+            check_writable(o.plot_path, "--plot");
+            if (!gnuplot_available()) throw InputError(std::string(gnuplot_missing));
+        }
+    } catch (const InputError& e) {
+        std::fprintf(stderr, "unikv-sim: %s\n", e.what());
         return exit_output_failed;
     }
 

@@ -102,7 +102,14 @@ struct CommandLine {
     app.add_option("--csv", o.csv_path, "Write per-step occupancy and hit rate to this CSV file");
     app.add_option("--plot", o.plot_path, "Draw occupancy and hit rate over time into this PNG file");
     app.add_option("--max-requests", o.max_requests, "Replay at most this many requests of the trace")
-        ->check(CLI::PositiveNumber);
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                return v.find_first_not_of('0') == std::string::npos
+                           ? std::string("0 requests replays nothing; give a positive count, or leave it out for the "
+                                         "whole trace")
+                           : std::string();
+            },
+            "POSITIVE"));
     std::string storage_size = "1TiB";
     app.add_option("--storage", o.storage,
                    "A storage tier below the host: file:DIR (a FileStorage in DIR, made empty for each run) or "

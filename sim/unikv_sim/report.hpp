@@ -9,9 +9,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
+
+#include <unistd.h>
 
 #include <unikv_sim/byte_size.hpp>
 #include <unikv_sim/metrics.hpp>
@@ -306,6 +310,21 @@ inline bool write_steps_csv(std::FILE* out, std::span<const StepRecord> steps, s
                      static_cast<unsigned long long>(s.work.bytes_written), static_cast<double>(s.cache_ns) / 1e3);
     }
     return std::ferror(out) == 0;
+}
+
+/// Throws `InputError` naming `flag` unless the file `path` can be written: its directory exists and takes new
+/// files, or the file exists and can be written. Changes nothing on disk.
+inline void check_writable(const std::string& path, std::string_view flag) {
+    std::error_code ec;
+    const std::filesystem::path p(path);
+    if (std::filesystem::exists(p, ec)) {
+        if (std::filesystem::is_directory(p, ec) || ::access(path.c_str(), W_OK) != 0)
+            throw InputError(message(flag, ": cannot write '", path, "'"));
+        return;
+    }
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    if (!std::filesystem::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
+        throw InputError(message(flag, ": cannot write '", path, "': no writable directory '", dir.string(), "'"));
 }
 
 /// Writes the CSV of `steps` to the file `path`. Throws `InputError` naming `flag` when the file cannot be
