@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -106,6 +107,10 @@ int main(int argc, char** argv) {
         }
     } catch (const InputError& e) {
         std::fprintf(stderr, "unikv-sim: %s\n", e.what());
+        return exit_bad_input;
+    } catch (const std::bad_alloc& e) {  // this machine's memory, not a bug (unikv::out_of_memory included)
+        std::fprintf(stderr, "unikv-sim: the replay ran out of this machine's memory (%s); give less --device-memory "
+                             "or --host-memory\n", e.what());
         return exit_bad_input;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "unikv-sim: the replay failed: %s\n", e.what());

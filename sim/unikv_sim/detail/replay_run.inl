@@ -7,6 +7,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include <unistd.h>
+
 #include <unikv/budget/partitioned_mamba_budget.hpp>
 #include <unikv/budget/partitioned_swa_budget.hpp>
 #include <unikv/budget/shared_hybrid_budget.hpp>
@@ -77,6 +79,32 @@ ReplayResult replay_with(const Trace& trace, const ReplaySetup& setup, const Cos
 
 }  // namespace detail
 
+namespace detail {
+
+// Refuses, before anything is allocated, memory whose 1/`k` scale the replay would really allocate beyond half of
+// this machine's memory (the arena and the host pools are real buffers), naming the largest host memory that fits.
+inline void expect_fits(const SimOptions& o, std::uint64_t k) {
+    const auto ram = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                     static_cast<std::uint64_t>(::sysconf(_SC_PAGE_SIZE));
+    const std::uint64_t room = ram / 2;
+    const std::uint64_t device = o.device_memory_bytes / k;
+    const std::uint64_t host = o.host_memory_bytes / k;
+    const auto whole_gib = [](std::uint64_t bytes) { return format_bytes(bytes >> 30 << 30); };  // a size to pass
+    if (device > room)
+        throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes), " is ",
+                                 format_bytes_rounded(device), " at the replay's 1/", k,
+                                 " byte scale, more than half of this machine's ", format_bytes_rounded(ram),
+                                 "; the largest that fits is ", whole_gib(room * k)));
+    if (host > room - device)
+        throw InputError(message("--host-memory: ", format_bytes(o.host_memory_bytes), " is ",
+                                 format_bytes_rounded(host), " at the replay's 1/", k,
+                                 " byte scale, which with the device's ", format_bytes_rounded(device),
+                                 " is more than half of this machine's ", format_bytes_rounded(ram),
+                                 "; the largest host memory that fits is ", whole_gib((room - device) * k)));
+}
+
+}  // namespace detail
+
 template <class P>
 RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
     using L = typename P::layout;
@@ -86,6 +114,7 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
         setup.cache = replay_cache_config<P>(o.device_memory_bytes, o.host_memory_bytes);
         setup.cache.host.write = detail::host_writes(o.write_policy);
         setup.byte_scale = replay_byte_scale<P>(o.device_memory_bytes);
+        detail::expect_fits(o, setup.byte_scale);
         setup.engine.continue_outputs = !o.fresh_outputs;
         setup.cache.retention = o.retention;
         if (const std::int32_t page = setup.cache.arena.page_sizes.full.tokens; o.retention.every_tokens % page != 0) {
