@@ -716,7 +716,7 @@ private:
     // within its call). Plain values only, so the cache stays movable. The controller's copies finish in `finish`,
     // which commits or undoes them by kind and is idempotent (each step leaves a mark, so a call after a throw goes
     // on where it stopped); the store's in `finish_store`, with the store's answer. `abandon` releases a ticket
-    // without an ack (the cache's destructor).
+    // without an ack (the cache's destructor; a store batch refused, waited for or detached).
     struct Ticket {
         CacheTag tag{};
         NodeRef node{};
@@ -809,8 +809,6 @@ private:
     void drop_staged(NodeRef node);
     // A write-through or a put in flight holds the value of which `x`'s copy of `c` is a part. Cold.
     bool staged_in_flight(NodeRef x, Component c);
-    // Releases a storage ticket's locks (the host lock; a staged put's device lock).
-    void release_locks(Ticket& t);
     // The tokens of the prefix that ends at the node of `info` into `storage_.prefix`, and its namespace.
     // O(depth + prefix).
     KeyNamespace node_prefix(NodeInfo info);

@@ -65,7 +65,7 @@ void CacheCore<P>::detach_storage()
     drain_storage();
     for (Ticket& t : stores_) {  // none unless an answer was lost to a throw: nothing reads or writes them now
         if (t.tag.kind == CacheTag::Kind::store_put) end_put(t, HostDrop::failed);
-        release_locks(t);
+        abandon(t);
         free_pages(t.store.pages);
     }
     stores_.clear();
@@ -106,7 +106,7 @@ void CacheCore<P>::wait_for_store() noexcept {
         if (storage_.store == nullptr || stores_.empty()) return;  // every batch the store holds has a ticket
         try {
             while (storage_.store->in_flight() > 0) (void)storage_.store->poll(std::chrono::milliseconds(50));
-            for (Ticket& t : stores_) release_locks(t);
+            for (Ticket& t : stores_) abandon(t);
         } catch (...) {  // a broken invariant of the store or the tree: nothing more can be waited for
         }
         stores_.clear();
@@ -211,7 +211,10 @@ void CacheCore<P>::drop_staged(NodeRef node) {
     for (NodeRef x = node; tree_.contains(x) && !x.is_root();) {
         const NodeInfo info = tree_.node_info(x);
         for (Component c : {Component::full, Component::swa})
-            if (!info.host[c].empty() && info.device[c] && !staged_in_flight(x, c)) let_go(x, c, HostDrop::stored);
+            if (!info.host[c].empty() && info.device[c] && !staged_in_flight(x, c)) {
+                EvictResult dropped = tree_.drop_host(x, c, HostDrop::stored);
+                run_actions(dropped);
+            }
         x = info.parent;
     }
 }
@@ -243,14 +246,14 @@ void CacheCore<P>::submit(Ticket&& t, Submit&& call) {
         try {
             stores_.push_back(std::move(t));
         } catch (...) {
-            release_locks(t);
+            abandon(t);
             throw;
         }
         try {
             stores_.back().store.batch = call();
         } catch (...) {
             Ticket& back = stores_.back();
-            release_locks(back);
+            abandon(back);
             free_pages(back.store.pages);
             stores_.pop_back();
             throw;
@@ -339,12 +342,6 @@ void CacheCore<P>::report(Ticket& t, PrefetchDone::Status status, std::int32_t l
 }
 
 template <class P>
-void CacheCore<P>::release_locks(Ticket& t) {
-    if (!t.host.empty()) tree_.unlock(std::move(t.host));
-    if (!t.device.empty()) tree_.unlock(std::move(t.device));
-}
-
-template <class P>
 void CacheCore<P>::free_pages(per_component<std::vector<HostPage>>& pages) {
     for (Component c : all_components) {
         if (!pages[c].empty()) host_.free(c, pages[c]);
@@ -356,7 +353,6 @@ template <class P>
 void CacheCore<P>::finish_store(std::size_t i, std::span<const PageResult> results) {
     if constexpr (has_storage) {
         Ticket& t = stores_[i];
-        t.acked = true;
         if (t.tag.kind == CacheTag::Kind::prefetch && !t.store.fetching) {
             start_fetch(i, results);  // the ticket goes on with its next batch, or ends
             return;
@@ -461,7 +457,6 @@ void CacheCore<P>::start_fetch(std::size_t i, std::span<const PageResult> found)
             }
         }
         f.fetching = true;
-        t.acked = false;
         try {
             f.batch = storage_.store->get(storage_.reads);
         } catch (...) {
