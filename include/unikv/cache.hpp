@@ -195,7 +195,8 @@ public:
     static_assert(check_host_pool<typename P::host_pools, backend_type, layout_type>());
 
     /// The backups of one eviction, submitted and not yet recorded (`start_evict`). Move-only; hand it to
-    /// `finish_evict`, which must be the next call on the cache (the tree takes no other call meanwhile).
+    /// `finish_evict`, which must be the next call on the cache (the tree takes no other call meanwhile; only the
+    /// read-only `peek` may come between).
     class [[nodiscard]] WriteBackRun {
     public:
         WriteBackRun(WriteBackRun&&) noexcept = default;
@@ -234,6 +235,12 @@ public:
     /// `HostMode::buffer_only` the host holds staged copies only: prefetched ones on their way to the device, and
     /// copies on their way to the store). Same cost and validity as `match_prefix`.
     MatchResult match(TokenKey key) { return tree_.match_prefix(key, {.host_hits = HostHits::include}); }
+    /// How much of `key` this cache holds, for a cache-aware router asking several caches: the `device_length`
+    /// and `best_length` that `match` would return (host hits counted), read by the tree's `peek_prefix`. Changes
+    /// nothing: no split, no LRU refresh, no lock taken, nothing allocated. Allowed wherever `match` is, and inside
+    /// an open eviction run too (`start_evict` .. `finish_evict`), where data whose backup is pending counts on
+    /// neither tier until `finish_evict` records its copy. O(K + D) for K key tokens over D path nodes.
+    [[nodiscard]] PrefixPeek peek(TokenKey key) const { return tree_.peek_prefix(key); }
     /// Caches `key` with the request's `values` (its pages from `allocator()`) and executes the actions
     /// (duplicate pages freed, SWA recoveries). Under a write-through policy it then queues the write-throughs the
     /// tree asks for (see the file comment; `start_writing` submits them), evicting host data for room and

@@ -1021,3 +1021,50 @@ TEST_CASE("a static Mamba partition bounds the states: at the bound a new state 
     cache.free_state(std::span(&next, 1));
     CHECK(cache.verify().empty());
 }
+
+TEST_CASE("peek gives match's lengths on device, host and partial keys, and leaves the cache as it was") {
+    Engine<Policies> e;
+    // A: 12 tokens cached; B: A's 12, then 8 of its own.
+    Request a{.tokens = tokens(100, 14)};
+    LockReceipt a_lock = e.start(a, e.cache->match(a.key(14)));
+    e.extend(a, 14);
+    (void)e.finish(a, std::move(a_lock));
+    Request b{.tokens = a.tokens};
+    b.tokens.resize(12);
+    for (TokenId t : tokens(500, 14)) b.tokens.push_back(t);
+    LockReceipt b_lock = e.start(b, e.cache->match(b.key(20)));
+    e.extend(b, 20);
+    (void)e.finish(b, std::move(b_lock));
+    REQUIRE(e.broken() == "");
+
+    // Peeks through a const cache; nothing changes (nodes, sizes, verify), then the match agrees.
+    const auto peek_then_match = [&](TokenKey key) {
+        const auto& view = *e.cache;
+        const std::size_t nodes = view.tree().node_count();
+        const std::int64_t evictable = view.tree().evictable_size(Component::full);
+        const PrefixPeek p = view.peek(key);
+        CHECK(view.tree().node_count() == nodes);
+        CHECK(view.tree().evictable_size(Component::full) == evictable);
+        CHECK(e.broken() == "");
+        const MatchResult m = e.cache->match(key);
+        CHECK(p.device_length == m.device_length);
+        CHECK(p.best_length == m.best_length);
+        return p;
+    };
+    CHECK(peek_then_match(b.key(20)) == PrefixPeek{20, 20});
+    CHECK(peek_then_match(b.key(17)) == PrefixPeek{16, 16});  // a partial page
+    CHECK(peek_then_match(a.key(6)) == PrefixPeek{4, 4});     // inside A's node (W = 8: tombstone-free from root)
+    CHECK(peek_then_match(TokenKey{tokens(900, 8)}) == PrefixPeek{});
+
+    // Write-back of everything unlocked: a peek inside the open run sees the evicted data on neither tier, and
+    // after the run the host copies as host hits.
+    auto run = e.cache->start_evict({Component::full, 1 << 20});
+    CHECK(std::as_const(*e.cache).peek(b.key(20)) == PrefixPeek{});
+    const Eviction ev = e.cache->finish_evict(std::move(run));
+    CHECK(ev.backed_up >= 2);
+    REQUIRE(e.broken() == "");
+    CHECK(peek_then_match(b.key(26)) == PrefixPeek{0, 20});
+    CHECK(peek_then_match(b.key(15)) == PrefixPeek{0, 12});
+    CHECK(peek_then_match(a.key(12)) == PrefixPeek{0, 12});
+    CHECK(e.broken() == "");
+}

@@ -1,7 +1,8 @@
 // Randomized differential test: RadixTree against ReferenceTree, operation by operation.
 //
 // Both trees get the same random sequence of match / insert / lock / unlock / early SWA release / evict /
-// host-evict / host copy / backup completion / load-back commit / retention calls, storage prefetch grafts
+// host-evict / host copy / backup completion / load-back commit / retention calls, read-only peeks (before every
+// match, which must then give the peek's lengths, and between backup completions), storage prefetch grafts
 // (insert_host: host copies past a cached prefix, some from past it, some breaking a precondition), and, under a
 // write-through threshold, the write-throughs inserts emit: committed (set_host), skipped, or dropped (drop_host)
 // after a failed copy or as stored (no second write), possibly after splits of the node. After each call the results
@@ -274,10 +275,25 @@ private:
     struct Matched {
         MatchResult fast, ref;
     };
+    // The read-only query on both trees, which must agree (and, checked by the callers, give a match's lengths).
+    PrefixPeek peek_both(TokenKey key) {
+        const PrefixPeek a = std::as_const(fast_).peek_prefix(key);
+        const PrefixPeek b = std::as_const(ref_).peek_prefix(key);
+        expect(a == b, "peek lengths differ");
+        expect(a.device_length <= a.best_length, "peek: device length beyond best length");
+        return a;
+    }
+
     Matched match_both(TokenKey key, MatchOptions options) {
+        const PrefixPeek p = peek_both(key);  // first: a peek must change nothing the match then sees
         Matched m{fast_.match_prefix(key, options), ref_.match_prefix(key, options)};
         const auto& a = m.fast;
         const auto& b = m.ref;
+        expect(p.device_length == a.device_length, "peek device length differs from the match's");
+        if (options.host_hits == HostHits::include) {
+            expect(p.best_length == a.best_length, "peek best length differs from the match's");
+            ++stats["peek checked with host hits"];
+        }
         expect(a.device_length == b.device_length && a.best_length == b.best_length &&
                    a.host_hit_length == b.host_hit_length && a.swa_host_hit_length == b.swa_host_hit_length &&
                    a.full_length == b.full_length && a.swa_branching_length == b.swa_branching_length &&
@@ -571,6 +587,12 @@ private:
             std::vector<HostPage> host;
             const int pages = x.component == Component::mamba ? 1 : static_cast<int>(x.count);
             for (int j = 0; j < pages && first_host > 0; ++j) host.emplace_back(first_host + j);
+            if (chance(20)) {  // a peek is allowed while backups are pending (match_prefix is not)
+                last_op_ = "peek with backups pending";
+                auto [key, ns] = some_key();
+                (void)peek_both(TokenKey{key, ns});
+                ++stats["peek with backups pending"];
+            }
             last_op_ = "finish_backup";
             auto a = fast_.finish_backup(x.node, x.component, host);
             auto b = ref_.finish_backup(y.node, y.component, host);
@@ -943,6 +965,8 @@ void report(const char* name, Differential<Cs...>& d, std::int64_t ops) {
         CHECK(d.stats["evict made progress"] > 0);
         CHECK(d.stats["host evict made progress"] > 0);
         CHECK(d.stats["match host hit"] > 0);
+        CHECK(d.stats["peek checked with host hits"] > 0);
+        CHECK(d.stats["peek with backups pending"] > 0);
         CHECK(d.stats["action free_pages"] > 0);
         if (Set::has_swa) CHECK(d.stats["action free_swa"] > 0);
         if (Set::has_swa) CHECK(d.stats["action recover_swa_locked_full"] > 0);

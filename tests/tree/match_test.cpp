@@ -1,7 +1,12 @@
 // match_prefix behaviour, on both tree cores: page granularity, namespaces, splits (with locks held), the three
-// validators (SWA window smaller than, equal to and larger than a node), host hits, branching lengths, LRU.
+// validators (SWA window smaller than, equal to and larger than a node), host hits, branching lengths, LRU; and
+// peek_prefix, the read-only query that reports match_prefix's lengths without changing the tree.
 
 #include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+#include <utility>
 
 #include "tree_test_support.hpp"
 
@@ -346,4 +351,242 @@ TEST_CASE_TEMPLATE("swa_host_hit_length counts host-only SWA within one window o
     // A boundary at B's end needs B and A: 2 + 4 tokens reach W = 4 only with A's.
     CHECK(tree.match_prefix({std::span(key).first(6)}, {.host_hits = HostHits::include}).swa_host_hit_length == 6);
     tree.unlock(std::move(keep));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// peek_prefix
+
+namespace unikv {
+inline std::ostream& operator<<(std::ostream& os, const PrefixPeek& p) {
+    return os << "{device " << p.device_length << ", best " << p.best_length << '}';
+}
+}  // namespace unikv
+
+namespace {
+
+// Everything the contract shows of every node, in node order: equal dumps mean peek changed no node.
+template <class Tree>
+std::string dump(const Tree& t) {
+    std::ostringstream s;
+    s << t.node_count() << " nodes;";
+    for (NodeRef n : t.nodes()) {
+        const NodeInfo i = t.node_info(n);
+        s << ' ' << n.index() << '/' << n.generation() << " <" << i.parent.index() << ' ' << i.ns.value << ' '
+          << i.start << '+' << i.length << " ch" << i.children << " r" << int(i.retention) << " w"
+          << int(i.window_class) << " st" << i.state.value() << " hits" << i.hits << " p";
+        for (int p : ints(i.pages)) s << p << ',';
+        for (Component c : all_components) {
+            s << " c" << index_of(c) << i.device[c] << i.backup_pending[c] << i.write_through_pending[c] << i.joined[c]
+              << i.stored[c] << " l" << i.device_locks[c] << '/' << i.host_locks[c] << " h";
+            for (int h : ints(i.host[c])) s << h << ',';
+        }
+    }
+    return s.str();
+}
+
+// Peeks `key` (through a const reference), checks that nothing changed, then matches it with host hits and checks
+// the peek gave the match's lengths. Returns the peek.
+template <class Tree>
+PrefixPeek peek_then_match(Tree& tree, TokenKey key) {
+    const std::string before = dump(tree);
+    const Tree& view = tree;
+    const PrefixPeek p = view.peek_prefix(key);
+    CHECK(dump(tree) == before);
+    CHECK(broken(tree).empty());
+    const MatchResult m = tree.match_prefix(key, {.host_hits = HostHits::include});
+    CHECK(p.device_length == m.device_length);
+    CHECK(p.best_length == m.best_length);
+    CHECK(p.best_length >= p.device_length);
+    return p;
+}
+
+// A tree (page 2, W = 4 where Swa is a component) with: A = [0, 12) inserted with its SWA gone before token 4 (a
+// tombstone node [0, 4), a live one [4, 12)) and state 1; B = A's first 8 tokens then 8 of its own, state 2 (A's
+// live node splits at 8); C = [200, 210) with host copies of every component, then evicted from device (host-only).
+// A and B stay device-locked. Returns the tree and the locks.
+template <class Tree>
+std::pair<Tree, std::vector<LockReceipt>> peek_fixture() {
+    using Set = typename Tree::components;
+    Tree tree({.page_size = {2}, .swa_window = Set::has_swa ? 4 : 0});
+    std::vector<LockReceipt> locks;
+    const auto a = run(1, 12);
+    const auto b = cat(run(1, 8), run(100, 8));
+    const auto c = run(200, 10);
+    auto ia = tree.insert({a}, {.pages = vpages(1, 6), .swa_evicted = Set::has_swa ? 4 : 0, .state = StateId{1}});
+    CHECK(executed(ia.actions).empty());
+    locks.push_back(tree.lock(ia.node));
+    auto ib = tree.insert({b}, {.pages = cat_pages(vpages(1, 4), vpages(20, 4)), .state = StateId{2}});
+    CHECK(executed(ib.actions).empty());
+    locks.push_back(tree.lock(ib.node));
+    auto ic = tree.insert({c}, {.pages = vpages(40, 5), .state = StateId{3}});
+    CHECK(executed(ic.actions).empty());
+    tree.set_host(ic.node, F, hpages(50, 5));
+    if constexpr (Set::has_swa) tree.set_host(ic.node, S, hpages(60, 5));
+    if constexpr (Set::has_mamba) tree.set_host(ic.node, M, hpages(70, 1));
+    auto ev = tree.evict(F, 10);
+    executed(ev.actions);
+    CHECK(ev.freed(F) == 10);
+    CHECK_FALSE(tree.node_info(ic.node).device[F]);
+    return {std::move(tree), std::move(locks)};
+}
+
+template <class Tree>
+void peek_agrees_on_every_key() {
+    auto [tree, locks] = peek_fixture<Tree>();
+    const auto a = run(1, 12);
+    const auto b = cat(run(1, 8), run(100, 8));
+    auto b_diverged = b;
+    b_diverged[11] = -1;  // inside B's second page of its own
+    const std::vector<std::pair<std::vector<TokenId>, KeyNamespace>> keys{
+        {a, {}},
+        {run(1, 11), {}},                  // a partial page at the end
+        {run(1, 6), {}},                   // ends inside the live node [4, 8)
+        {run(1, 3), {}},                   // ends inside the tombstone
+        {run(1, 7), {}},                   // inside, on a partial page
+        {b, {}},                           // shares A's prefix
+        {cat(run(1, 8), run(100, 3)), {}}, // inside B's own node, partial page
+        {b_diverged, {}},                  // diverges inside a page
+        {run(200, 10), {}},                // host-only
+        {run(200, 5), {}},                 // inside the host-only node
+        {cat(run(200, 10), run(7, 4)), {}},
+        {run(200, 10), KeyNamespace{1}},   // another namespace: a miss
+        {{}, {}},
+        {run(1, 1), {}},                   // less than a page
+    };
+    int device_hits = 0;
+    int host_hits = 0;
+    for (int round = 0; round < 2; ++round) {  // the second round walks the nodes the first round's matches split
+        for (const auto& [key, ns] : keys) {
+            CAPTURE(round);
+            CAPTURE(key.size());
+            const PrefixPeek p = peek_then_match(tree, TokenKey{key, ns});
+            device_hits += p.device_length > 0 ? 1 : 0;
+            host_hits += p.best_length > p.device_length ? 1 : 0;
+        }
+    }
+    CHECK(device_hits > 0);
+    CHECK(host_hits > 0);
+    for (auto& l : locks) tree.unlock(std::move(l));
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("peek_prefix gives match_prefix's lengths and changes no node", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    SUBCASE("Full") { peek_agrees_on_every_key<typename Core::template impl<Full>>(); }
+    SUBCASE("Full, Swa") { peek_agrees_on_every_key<typename Core::template impl<Full, Swa>>(); }
+    SUBCASE("Full, Mamba") { peek_agrees_on_every_key<typename Core::template impl<Full, Mamba>>(); }
+    SUBCASE("Full, Swa, Mamba") { peek_agrees_on_every_key<typename Core::template impl<Full, Swa, Mamba>>(); }
+}
+
+TEST_CASE_TEMPLATE("peek_prefix counts a node it ends inside as the split's upper part", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    SUBCASE("FULL: the matched whole pages") {
+        typename Core::template impl<Full> tree({.page_size = {4}});
+        const auto key = run(100, 12);
+        auto ins = tree.insert({key}, {.pages = vpages(10, 3)});
+        CHECK(tree.peek_prefix({std::span(key).first(10)}) == PrefixPeek{8, 8});
+        CHECK(tree.node_count() == 1);
+        auto other = key;
+        other[6] = -1;
+        CHECK(tree.peek_prefix({other}) == PrefixPeek{4, 4});
+        CHECK(tree.node_count() == 1);
+    }
+    SUBCASE("SWA: the run counts the matched tokens only") {
+        // Tombstone [0, 4), live [4, 8), W = 2: a boundary at 5 has one SWA token, at 6 two.
+        using Tree = typename Core::template impl<Full, Swa>;
+        Tree tree = tombstone_then_live<Tree>(2);
+        const auto key = run(1, 8);
+        CHECK(tree.peek_prefix({std::span(key).first(5)}) == PrefixPeek{0, 0});
+        CHECK(tree.peek_prefix({std::span(key).first(6)}) == PrefixPeek{6, 6});
+        CHECK(tree.peek_prefix({key}) == PrefixPeek{8, 8});
+        CHECK(tree.node_count() == 2);
+    }
+    SUBCASE("Mamba: the state stays on the lower part") {
+        typename Core::template impl<Full, Mamba> tree({.page_size = {1}});
+        const auto key = run(1, 10);
+        auto a = tree.insert({std::span(key).first(6)}, {.pages = vpages(1, 6), .state = StateId{1}});
+        auto b = tree.insert({key}, {.pages = vpages(1, 10), .state = StateId{2}});
+        CHECK(tree.peek_prefix({std::span(key).first(8)}) == PrefixPeek{6, 6});
+        CHECK(tree.peek_prefix({key}) == PrefixPeek{10, 10});
+        CHECK(tree.node_count() == 2);
+    }
+    SUBCASE("host-only FULL counts in best_length only") {
+        typename Core::template impl<Full> tree({.page_size = {2}});
+        const auto key = run(1, 8);
+        auto ins = tree.insert({key}, {.pages = vpages(1, 4)});
+        tree.set_host(ins.node, F, hpages(50, 4));
+        auto ev = tree.evict(F, 8);
+        executed(ev.actions);
+        CHECK(tree.peek_prefix({key}) == PrefixPeek{0, 8});
+        CHECK(tree.peek_prefix({std::span(key).first(5)}) == PrefixPeek{0, 4});
+        CHECK(tree.node_count() == 1);
+    }
+}
+
+// X then Y inserted, so X is the older in every component; a match of X would make Y the first victim. A peek of
+// X must leave the order as it was: evicting one node's worth of each component takes X, as on a tree never peeked.
+template <class Tree>
+void peek_keeps_eviction_order() {
+    using Set = typename Tree::components;
+    const auto build = [] {
+        Tree tree({.page_size = {2}, .swa_window = Set::has_swa ? 2 : 0});
+        auto x = tree.insert({run(10, 4)}, {.pages = vpages(10, 2), .state = StateId{1}});
+        auto y = tree.insert({run(20, 4)}, {.pages = vpages(20, 2), .state = StateId{2}});
+        CHECK(executed(x.actions).empty());
+        CHECK(executed(y.actions).empty());
+        return tree;
+    };
+    for (Component c : {F, S, M}) {
+        if (!Set::mask.has(c)) continue;
+        CAPTURE(c);
+        Tree peeked = build();
+        Tree plain = build();
+        Tree matched = build();
+        CHECK(peeked.peek_prefix({run(10, 4)}).device_length == 4);
+        CHECK(peeked.peek_prefix({run(10, 3)}).device_length == (Set::has_mamba ? 0 : 2));  // inside X: no state
+        CHECK(matched.match_prefix({run(10, 4)}).device_length == 4);
+        CHECK(dump(peeked) == dump(plain));
+        auto a = peeked.evict(c, c == M ? 1 : 4);
+        auto b = plain.evict(c, c == M ? 1 : 4);
+        auto m = matched.evict(c, c == M ? 1 : 4);
+        const auto victim = executed(a.actions);
+        CHECK(victim == executed(b.actions));
+        CHECK(victim != executed(m.actions));  // the control: a match does reorder
+        CHECK(dump(peeked) == dump(plain));
+    }
+}
+
+TEST_CASE_TEMPLATE("peek_prefix refreshes no LRU stamp", Core, RadixTreeCore, ReferenceTreeCore) {
+    SUBCASE("Full") { peek_keeps_eviction_order<typename Core::template impl<Full>>(); }
+    SUBCASE("Full, Swa") { peek_keeps_eviction_order<typename Core::template impl<Full, Swa>>(); }
+    SUBCASE("Full, Mamba") { peek_keeps_eviction_order<typename Core::template impl<Full, Mamba>>(); }
+    SUBCASE("Full, Swa, Mamba") { peek_keeps_eviction_order<typename Core::template impl<Full, Swa, Mamba>>(); }
+}
+
+TEST_CASE_TEMPLATE("peek_prefix is allowed while a backup is pending, where match_prefix is not", Core, RadixTreeCore,
+                   ReferenceTreeCore) {
+    typename Core::template impl<Full> tree({.page_size = {2}});
+    const auto key = run(1, 8);
+    auto ins = tree.insert({key}, {.pages = vpages(1, 4)});
+    auto ev = tree.evict(F, 8, {.write_back = EvictBackups::on});
+    CHECK(executed(ev.actions) == std::vector<Act>{backup(F, {1, 2, 3, 4}), free_pages({1, 2, 3, 4})});
+    const std::string before = dump(tree);
+    // The eviction took the rows from the tree and the copy is not recorded yet: neither tier serves the key.
+    CHECK(tree.peek_prefix({key}) == PrefixPeek{0, 0});
+    CHECK(tree.peek_prefix({std::span(key).first(5)}) == PrefixPeek{0, 0});
+    CHECK(dump(tree) == before);
+    CHECK_THROWS_AS((void)tree.match_prefix({key}), logic_error);
+    CHECK(finish(tree, ins.node, F, hpages(30, 4)).empty());
+    CHECK(tree.peek_prefix({key}) == PrefixPeek{0, 8});  // recorded: a host hit
+    CHECK(tree.peek_prefix({std::span(key).first(5)}) == PrefixPeek{0, 4});
+    CHECK(tree.match_prefix({key}, {.host_hits = HostHits::include}).best_length == 8);
+}
+
+TEST_CASE_TEMPLATE("peek_prefix on a moved-from tree throws", Core, RadixTreeCore, ReferenceTreeCore) {
+    using Tree = typename Core::template impl<Full>;
+    Tree tree({.page_size = {2}});
+    Tree other = std::move(tree);
+    CHECK(other.peek_prefix({run(1, 4)}) == PrefixPeek{});
+    CHECK_THROWS_AS((void)tree.peek_prefix({run(1, 4)}), logic_error);  // NOLINT(bugprone-use-after-move)
 }

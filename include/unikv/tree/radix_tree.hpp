@@ -27,6 +27,7 @@
 /// | `lock`/`unlock` | O(D + w) counter updates, O(log n) per node whose lock goes 0 <-> 1       |
 /// | `evict`         | O((e + s) log n), s = stale heap entries repaired on the way              |
 /// | sizes           | O(1)                                                                      |
+/// | `peek_prefix`   | O(K + D) as `match_prefix`, changing nothing (no split, refresh, runs)    |
 ///
 /// The rules (validators, window semantics, recovery, cascade) are written out in `docs/tree.md`.
 /// `ReferenceTree` implements the same contract simply; the differential test holds the two equal. A composed
@@ -103,6 +104,19 @@ public:
     /// each node costs a hint check (or an edge hash and probe), a validator step, a run and a stamp. Takes no
     /// lock; allocation-free once the scratch buffers have grown (a split allocates its new node).
     MatchResult match_prefix(TokenKey key, MatchOptions options = {});
+
+    /// The lengths `match_prefix` would return for `key`, without changing anything: `device_length` as
+    /// `match_prefix(key)` gives it, `best_length` as `match_prefix(key, {.host_hits = HostHits::include})` does.
+    ///
+    /// No split (a walk ending inside a node counts the node's matched whole pages with that node's data, as the
+    /// split's upper part would: its FULL and SWA data, no Mamba state, an SWA run of the matched tokens only), no
+    /// LRU refresh, no walk hints filed, no scratch buffer written: a const read, so a cache-aware router can ask
+    /// many trees. Unlike `match_prefix` it is allowed while backups are pending, and reports the tree as it stands:
+    /// data whose backup is pending counts on neither tier (its eviction took the rows, `finish_backup` has not
+    /// recorded the copy yet). O(K + D) for K key tokens over D path nodes: the tokens are compared once, plus a
+    /// hint check (or an edge hash and probe) and a validator step per node. Takes no lock, allocates nothing.
+    /// Throws `logic_error` only on a moved-from tree.
+    [[nodiscard]] PrefixPeek peek_prefix(TokenKey key) const;
 
     /// Caches `key` with the request's `values` and returns the node ending at the key's end.
     ///
@@ -503,6 +517,9 @@ private:
     // a 1K-token match took twice as long (measured, see docs/tree.md).
     [[nodiscard, gnu::always_inline]] Step descend(Id parent, KeyNamespace ns, std::uint64_t ns_seed,
                                                    const TokenId* key, std::int32_t available) noexcept;
+    // `descend` without filing a hint: the read-only step of `peek_prefix`.
+    [[nodiscard, gnu::always_inline]] Step find_step(Id parent, KeyNamespace ns, std::uint64_t ns_seed,
+                                                     const TokenId* key, std::int32_t available) const noexcept;
     void expect_live() const;
     void take(RadixTree& other) noexcept;
     Id new_node();

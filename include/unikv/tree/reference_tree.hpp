@@ -57,6 +57,8 @@ public:
     [[nodiscard]] const TreeConfig& config() const noexcept { return config_; }
     /// See `RadixTree::match_prefix`.
     MatchResult match_prefix(TokenKey key, MatchOptions options = {});
+    /// See `RadixTree::peek_prefix`.
+    [[nodiscard]] PrefixPeek peek_prefix(TokenKey key) const;
     /// See `RadixTree::insert`.
     InsertResult insert(TokenKey key, const InsertValues& values);
     /// See `RadixTree::lock`.

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// Results of tree calls: `MatchResult`, `InsertResult`, `EvictResult`, `HostInsertResult`, and `NodeInfo` for
-/// inspection.
+/// Results of tree calls: `MatchResult`, `PrefixPeek`, `InsertResult`, `EvictResult`, `HostInsertResult`, and
+/// `NodeInfo` for inspection.
 
 #include <array>
 #include <cstddef>
@@ -110,6 +110,19 @@ struct [[nodiscard]] MatchResult {
     /// FULL virtual pages of `[0, device_length)`, one run per node (see `PageRuns`): valid until the next
     /// non-const call on the tree.
     PageRuns device_pages{};
+};
+
+/// What `peek_prefix` (the tree) or `peek` (the cache) found: the two lengths a match of the same key would return,
+/// read without changing anything, for a router that asks several caches how much of a request each holds.
+/// Lengths are in tokens and are whole pages; a miss is both 0.
+struct [[nodiscard]] PrefixPeek {
+    /// The prefix a match would serve from device with every component valid: `MatchResult::device_length` of
+    /// `match_prefix` on the same key.
+    std::int32_t device_length = 0;
+    /// The same with host-only data counted (what a load-back would add): `MatchResult::best_length` of
+    /// `match_prefix` with `HostHits::include`. At least `device_length`.
+    std::int32_t best_length = 0;
+    friend bool operator==(const PrefixPeek&, const PrefixPeek&) = default;
 };
 
 /// What `insert` did.

@@ -38,6 +38,12 @@ inline constexpr bool has_match_prefix_v = requires(T& t, TokenKey k, MatchOptio
     { t.match_prefix(k, o) } -> std::same_as<MatchResult>;
 };
 
+/// `t.peek_prefix(key)` on a const tree returns a `PrefixPeek`: `match_prefix`'s lengths, changing nothing.
+template <class T>
+inline constexpr bool has_peek_prefix_v = requires(const T& t, TokenKey k) {
+    { t.peek_prefix(k) } -> std::same_as<PrefixPeek>;
+};
+
 /// `t.insert(key, values)` returns an `InsertResult`.
 template <class T>
 inline constexpr bool has_insert_v = requires(T& t, TokenKey k, const InsertValues& v) {
@@ -165,10 +171,10 @@ inline constexpr bool is_move_only_owner_v =
 /// True when `T` meets every requirement of the tree-core contract.
 template <class T>
 inline constexpr bool is_tree_core_v =
-    has_tree_config_v<T> && has_match_prefix_v<T> && has_insert_v<T> && has_lock_v<T> && has_unlock_v<T> &&
-    has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_host_insert_v<T> && has_write_switch_v<T> &&
-    has_commit_load_back_v<T> && has_load_back_plan_v<T> && has_sizes_v<T> && has_set_retention_v<T> &&
-    has_take_events_v<T> && has_inspection_v<T> && is_move_only_owner_v<T>;
+    has_tree_config_v<T> && has_match_prefix_v<T> && has_peek_prefix_v<T> && has_insert_v<T> && has_lock_v<T> &&
+    has_unlock_v<T> && has_evict_v<T> && has_evict_host_v<T> && has_host_values_v<T> && has_host_insert_v<T> &&
+    has_write_switch_v<T> && has_commit_load_back_v<T> && has_load_back_plan_v<T> && has_sizes_v<T> &&
+    has_set_retention_v<T> && has_take_events_v<T> && has_inspection_v<T> && is_move_only_owner_v<T>;
 
 /// A tree core: a policy a cache can hold to decide what is cached, matched and evicted.
 template <class T>
@@ -179,6 +185,7 @@ template <class T>
 consteval bool check_tree_core() {
     static_assert(has_tree_config_v<T>, "unikv: tree core needs `components` and `config()`");
     static_assert(has_match_prefix_v<T>, "unikv: tree core needs `MatchResult match_prefix(TokenKey, MatchOptions)`");
+    static_assert(has_peek_prefix_v<T>, "unikv: tree core needs `PrefixPeek peek_prefix(TokenKey) const`");
     static_assert(has_insert_v<T>, "unikv: tree core needs `InsertResult insert(TokenKey, const InsertValues&)`");
     static_assert(has_lock_v<T>, "unikv: tree core needs `LockReceipt lock(NodeRef, LockOptions)`");
     static_assert(has_unlock_v<T>, "unikv: tree core needs `unlock(LockReceipt&&)` and `release_swa(LockReceipt&)`");

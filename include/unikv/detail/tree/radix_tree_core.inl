@@ -213,6 +213,32 @@ inline auto RadixTree<Cs...>::descend(Id parent, KeyNamespace ns, std::uint64_t 
     return {child, same};
 }
 
+// `descend` read-only: the same child (a radix tree has one child per parent, namespace and first page, whichever
+// way it is found), without filing it as a hint. The hints are read, so a prefix recent walks took still skips the
+// hash and the probe. O(node) for the compare, O(1) otherwise.
+template <class... Cs>
+inline auto RadixTree<Cs...>::find_step(Id parent, KeyNamespace ns, std::uint64_t ns_seed, const TokenId* key,
+                                        std::int32_t available) const noexcept -> Step {
+    const std::uint32_t print = page_print(key);
+    Id hinted = npos;
+    for (const ChildHint& h : nodes_[parent].hints) hinted = h.print == print ? h.child : hinted;
+    if (hinted != npos) {
+        const Node& h = nodes_[hinted];
+        if (h.alive && h.parent == parent && h.ns == ns) {
+            const std::int32_t same = common_length(h, key, available);
+            if (same > 0) return {hinted, same};
+        }
+    }
+    std::int32_t same = 0;
+    const Id child = edges_.find(parent, edge_hash(ns_seed, key), [&](Id c) {
+        const Node& n = nodes_[c];
+        if (n.token_data[0] != key[0] || !(n.ns == ns)) return false;
+        same = common_length(n, key, available);
+        return same > 0;
+    });
+    return {child, same};
+}
+
 // O(child_hints).
 template <class... Cs>
 void RadixTree<Cs...>::add_hint(Id child) noexcept {

@@ -155,6 +155,59 @@ MatchResult RadixTree<Cs...>::match_prefix(TokenKey key, MatchOptions options) {
     return r;
 }
 
+// match_prefix's walk and validators in one pass, without a path: each node is judged as it is reached. A node
+// the walk ends inside is judged as the upper part a split would make of it (`split`): its FULL pages and host
+// pages are present exactly when the whole node's are, it keeps the SWA presence, and has no Mamba state on
+// either tier (those stay on the lower part), over `same` tokens.
+template <class... Cs>
+PrefixPeek RadixTree<Cs...>::peek_prefix(TokenKey key) const {
+    expect_live();
+    const std::int32_t usable = whole_pages_of(static_cast<std::int32_t>(key.tokens.size()));
+    const std::uint64_t ns_seed = detail::tree::namespace_seed(key.ns);
+    constexpr std::int64_t unbroken = std::numeric_limits<std::int64_t>::max() / 2;
+    const std::int64_t window = config_.swa_window;
+    std::int64_t run_device = unbroken;
+    std::int64_t run_any = unbroken;
+    constexpr std::uint8_t all = 0b111;
+    std::uint8_t full_chain = 0b11;  // as in match_prefix
+    PrefixPeek r;
+    Id at = root;
+    for (std::int32_t pos = 0; pos < usable;) {
+        const auto [child, same] = find_step(at, key.ns, ns_seed, key.tokens.data() + pos, usable - pos);
+        if (child == npos) break;
+        const Node& n = nodes_[child];
+        const bool whole = same == n.length;
+        const bool fd = !n.pages.empty();
+        full_chain &= static_cast<std::uint8_t>((fd ? 1 : 0) | ((fd || has_host(n, Component::full)) ? 2 : 0));
+        if ((full_chain & 2) == 0) break;
+        std::uint8_t device = 1;
+        std::uint8_t any = 1;
+        if constexpr (components::has_swa) {
+            run_device = n.swa ? run_device + same : 0;
+            run_any = (n.swa || has_host(n, Component::swa)) ? run_any + same : 0;
+            device |= run_device >= window ? 2 : 0;
+            any |= run_any >= window ? 2 : 0;
+        } else {
+            device |= 2;
+            any |= 2;
+        }
+        if constexpr (components::has_mamba) {
+            device |= whole && n.state.is_valid() ? 4 : 0;
+            any |= whole && (n.state.is_valid() || n.state_host.is_valid()) ? 4 : 0;
+        } else {
+            device |= 4;
+            any |= 4;
+        }
+        const std::int32_t end = n.start + same;
+        if ((full_chain & 1) != 0 && device == all) r.device_length = end;
+        if (any == all) r.best_length = end;
+        if (!whole) break;
+        at = child;
+        pos += same;
+    }
+    return r;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // insert
 

@@ -88,6 +88,55 @@ MatchResult ReferenceTree<Cs...>::match_prefix(TokenKey key, MatchOptions option
     return r;
 }
 
+// The lengths match_prefix would return, without splitting: a node the walk ends inside is judged as the upper part
+// a split would make of it (same FULL, SWA and host presence over the matched tokens, no Mamba state).
+template <class... Cs>
+PrefixPeek ReferenceTree<Cs...>::peek_prefix(TokenKey key) const {
+    expect_live();
+    const std::int32_t ps = config_.page_size.tokens;
+    const auto usable = static_cast<std::int32_t>(key.tokens.size()) / ps * ps;
+    constexpr std::int64_t unbroken = std::numeric_limits<std::int64_t>::max() / 2;
+    const std::int64_t window = config_.swa_window;
+    std::int64_t swa_device_run = unbroken;
+    std::int64_t swa_any_run = unbroken;
+    bool full_device = true;
+    bool full_any = true;
+    PrefixPeek r;
+    Id cur = root;
+    std::int32_t pos = 0;
+    while (pos < usable) {
+        const auto child = find_child(cur, key.ns, key.tokens.subspan(pos, ps));
+        if (!child) break;
+        const Node& n = nodes_[*child];
+        std::int32_t m = 0;
+        while (m < n.length() && pos + m < usable &&
+               std::equal(n.tokens.begin() + m, n.tokens.begin() + m + ps, key.tokens.begin() + pos + m)) {
+            m += ps;
+        }
+        const bool whole = m == n.length();
+        full_device = full_device && has_device(n, Component::full);
+        full_any = full_any && (has_device(n, Component::full) || has_host(n, Component::full));
+        if (!full_any) break;
+        bool swa_device_ok = true, swa_any_ok = true, mamba_device_ok = true, mamba_any_ok = true;
+        if constexpr (components::has_swa) {
+            swa_device_run = has_device(n, Component::swa) ? swa_device_run + m : 0;
+            swa_any_run = (has_device(n, Component::swa) || has_host(n, Component::swa)) ? swa_any_run + m : 0;
+            swa_device_ok = swa_device_run >= window;
+            swa_any_ok = swa_any_run >= window;
+        }
+        if constexpr (components::has_mamba) {
+            mamba_device_ok = whole && has_device(n, Component::mamba);
+            mamba_any_ok = whole && (has_device(n, Component::mamba) || has_host(n, Component::mamba));
+        }
+        if (full_device && swa_device_ok && mamba_device_ok) r.device_length = n.start + m;
+        if (swa_any_ok && mamba_any_ok) r.best_length = n.start + m;
+        if (!whole) break;
+        pos += m;
+        cur = *child;
+    }
+    return r;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // insert
 
