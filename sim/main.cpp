@@ -48,8 +48,40 @@ Run run(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
     return {.report = {.label = spec.label,
                        .budget = std::move(out.budget),
                        .swa_full_ratio = spec.swa_full_ratio,
-                       .figures = compute_figures(out.result)},
+                       .figures = compute_figures(out.result),
+                       .instances = instance_figures(out.result)},
             .steps = std::move(out.result.steps)};
+}
+
+// The arrival scale `o` asks for: `--target-load`'s, else `--arrival-scale`'s.
+double arrival_scale(const SimOptions& o, const TraceSummary& summary) {
+    if (o.target_load <= 0) return o.arrival_scale;
+    const double load = offered_load(o, summary, 1);
+    if (load <= 0)
+        throw InputError("--target-load: the trace's arrivals span no time, so no scale of them sets a load; give "
+                         "--arrival-scale instead");
+    return load / o.target_load;
+}
+
+// The runs of --compare-tiers: the unified arena without the storage tier (when one is given) and without the
+// host tier, and the static split at SGLang's default ratio with every tier (a preset without one has none).
+std::vector<RunSpec> tier_runs(const SimOptions& o) {
+    std::vector<RunSpec> out{{.budget = BudgetChoice::unified, .label = "unified, device only", .host_tier = false}};
+    if (!o.storage.empty())
+        out.push_back({.budget = BudgetChoice::unified, .label = "unified, device + host", .storage_tier = false});
+    const bool split = with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_split_built<P>; });
+    if (split)
+        out.push_back({.budget = BudgetChoice::static_split,
+                       .swa_full_ratio = sglang_swa_full_tokens_ratio,
+                       .label = message("static ", sglang_swa_full_tokens_ratio, o.storage.empty() ? ", device + host" : ", every tier")});
+    return out;
+}
+
+// Each instance's steps of `steps`, for the plot.
+std::vector<std::vector<StepRecord>> steps_by_instance(const std::vector<StepRecord>& steps, std::int32_t instances) {
+    std::vector<std::vector<StepRecord>> out(static_cast<std::size_t>(instances));
+    for (const StepRecord& s : steps) out[static_cast<std::size_t>(s.instance)].push_back(s);
+    return out;
 }
 
 // The better static split: the one that drops fewer requests (a hit rate over fewer requests is no gain),
@@ -61,7 +93,7 @@ std::string ratio_label(double ratio, const char* what) { return message("static
 int main(int argc, char** argv) {
     const CommandLine command_line = parse_command_line(argc, argv);
     if (!command_line.options) return command_line.exit_code;
-    const SimOptions& o = *command_line.options;
+    SimOptions o = *command_line.options;  // the arrival scale is settled once the trace is read
     try {
         with_preset(o.model, "--model", [&]<class P>(std::type_identity<P>) { return check_built<P>(o), 0; });
     } catch (const InputError& e) {
@@ -80,6 +112,7 @@ int main(int argc, char** argv) {
     }
 
     std::vector<Run> runs;  // the unified run, then the sweep in order
+    std::vector<Run> tiers;  // --compare-tiers: the unified run with fewer tiers, the static split with all
     std::size_t best = 0, engine_default = 0;  // indexes into `runs`
     TraceSummary summary;
     std::int32_t block_tokens = 0;
@@ -87,9 +120,12 @@ int main(int argc, char** argv) {
         const Trace trace = load_trace(o);
         summary = o.fresh_outputs ? summarize(trace) : summarize(trace, continuations(trace));
         block_tokens = trace.block_tokens();
+        o.arrival_scale = arrival_scale(o, summary);
         if (!o.json) print_summary_table(stdout, o, summary, block_tokens);
         std::fflush(stdout);
         runs.push_back(run(trace, o, {.budget = BudgetChoice::unified, .label = "unified"}));
+        if (o.compare_tiers)
+            for (const RunSpec& spec : tier_runs(o)) tiers.push_back(run(trace, o, spec));
         if (o.compare_static) {
             const auto ratios =
                 with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_ratios<P>(); });
@@ -137,13 +173,33 @@ int main(int argc, char** argv) {
                 "], \"hit_rate_gap_default\": ", runs[0].report.figures.hit_rate() - compared[1].figures.hit_rate(),
                 ", \"hit_rate_gap_best\": ", runs[0].report.figures.hit_rate() - compared[2].figures.hit_rate(), "}");
         }
+        if (o.compare_tiers) {
+            out += ", \"compare_tiers\": [";
+            for (std::size_t i = 0; i < tiers.size(); ++i) out += (i ? ", " : "") + run_json(tiers[i].report);
+            out += "]";
+        }
         std::printf("%s}\n", out.c_str());
     } else {
         std::printf("\n");
         print_replay_table(stdout, runs[0].report, summary);
+        if (runs[0].report.instances.size() > 1) {
+            std::printf("\n");
+            print_instances_table(stdout, runs[0].report);
+        }
         if (o.compare_static) {
             std::printf("\n");
             print_comparison_table(stdout, compared, sweep);
+        }
+        if (o.compare_tiers) {
+            std::vector<ReportedRun> ladder;  // the unified runs from fewest tiers up, then the static split
+            for (const Run& t : tiers)
+                if (t.report.swa_full_ratio == 0) ladder.push_back(t.report);
+            ladder.push_back(runs[0].report);
+            ladder.back().label = o.storage.empty() ? "unified, device + host" : "unified, every tier";
+            for (const Run& t : tiers)
+                if (t.report.swa_full_ratio != 0) ladder.push_back(t.report);
+            std::printf("\n");
+            print_tiers_table(stdout, ladder);
         }
     }
     std::fflush(stdout);
@@ -156,10 +212,18 @@ int main(int argc, char** argv) {
                 plotted.push_back({compared[1].label, runs[engine_default].steps});
                 if (best != engine_default) plotted.push_back({compared[2].label, runs[best].steps});
             }
+            for (const Run& t : tiers) plotted.push_back({t.report.label, t.steps});
+            const auto by_instance = steps_by_instance(runs[0].steps, o.cluster.instances);
+            std::vector<PlotRun> instances;
+            if (by_instance.size() > 1)
+                for (std::size_t i = 0; i < by_instance.size(); ++i) instances.push_back({message("instance ", i), by_instance[i]});
             plot_replay(o.plot_path, message("unikv-sim: ", o.model, ", ", describe_input(o), ", device ",
                                              format_bytes(o.device_memory_bytes), ", host ",
-                                             format_bytes(o.host_memory_bytes)),
-                        plotted);
+                                             format_bytes(o.host_memory_bytes),
+                                             o.cluster.instances > 1 ? message(", ", o.cluster.instances, " instances, router ",
+                                                                               router_name(o.cluster.router))
+                                                                     : std::string()),
+                        plotted, instances);
         }
     } catch (const InputError& e) {
         std::fprintf(stderr, "unikv-sim: %s\n", e.what());

@@ -535,9 +535,10 @@ public:
     }
 
     // ---- the storage tier (needs `has_storage`; docs/storage.md) --------------------------------------------
-    /// Attaches `store` (which must outlive the attachment at its address; one cache per store object) below the
-    /// host tier: from now on every host copy the cache makes (a write-through's ack, a write-back's backup) is put
-    /// to the store, and `prefetch` asks it for the pages a request's prefix lacks. Its keys start from the store
+    /// Attaches `store` (which must outlive the attachment at its address; one cache per store object, several
+    /// caches share one store through `SharedStorage` shares) below the host tier: from now on every host copy
+    /// the cache makes (a write-through's ack, a write-back's backup) is put to the store, and `prefetch` asks it
+    /// for the pages a request's prefix lacks. Its keys start from the store
     /// namespace of `options` and the arena's geometry (page tokens and bytes per component, window), so instances
     /// of the same model, layout and rank share objects. `options.write` switches the write policy (see
     /// `StorageOptions::write`). Throws `logic_error` with nothing changed: a store attached already, a timeout of

@@ -50,6 +50,10 @@ struct CommandLine {
         "(PartitionedMambaBudget for FULL+Mamba models). Built for every preset but the FULL-only\n"
         "llama-3.1-8b; both replays run the --write-policy given.\n\n"
         "Write policies: all three run on every preset (a runtime value of the cache; docs/simulator.md).\n\n"
+        "--instances N replays N engine instances on one simulated clock, each its own cache with the memory\n"
+        "given, behind --router, sharing one --storage tier; --target-load F scales arrivals so that prefilling\n"
+        "every prompt without reuse takes F of their compute peak, and --compare-tiers shows what the host and\n"
+        "storage tiers buy (docs/simulator.md, \"A cluster\").\n\n"
         "Exit status: 0 done, 1 bad trace or memory too small for a request, 2 bad command line, 3 an output\n"
         "could not be written (--csv, --plot, gnuplot missing), 4 the replay found a broken invariant (a bug).\n");
     // A flag given twice takes its last value, so a script's defaults can be overridden by arguments after them.
@@ -58,7 +62,8 @@ struct CommandLine {
         return "unikv-sim: " + std::string(e.what()) + "\nRun with --help for more information.\n";
     });
 
-    std::string trace_path, workload, model = "gemma-3-27b", device = "8GiB", host = "32GiB", policy = "through";
+    std::string trace_path, workload, model = "gemma-3-27b", device = "8GiB", host = "32GiB", policy = "through",
+                router = "round-robin";
     GeneratorConfig gen;
     SimOptions o;
     std::vector<std::string> workloads, policies;
@@ -118,6 +123,34 @@ struct CommandLine {
                    "The store's capacity in the model's bytes, like --host-memory (a file store's bound; a Redis "
                    "cluster's is its own maxmemory)")
         ->capture_default_str();
+    app.add_option("--instances", o.cluster.instances,
+                   "Engine instances, each its own cache with the memory given, behind the router")
+        ->check(CLI::Range(1, 64))
+        ->capture_default_str();
+    std::vector<std::string> routers;
+    for (const RouterChoice r : all_routers) routers.emplace_back(router_name(r));
+    app.add_option("--router", router,
+                   "How arrivals are spread over the instances: round-robin, least-loaded (fewest queued prompt "
+                   "tokens) or prefix (the instance whose cache holds the longest prefix, unless its queue is "
+                   "--balance-tokens longer than the shortest)")
+        ->check(CLI::IsMember(routers))
+        ->capture_default_str();
+    app.add_option("--balance-tokens", o.cluster.balance_tokens,
+                   "The prefix router's threshold: queued prompt tokens beyond the least loaded instance's")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    auto* scale_opt = app.add_option("--arrival-scale", o.arrival_scale,
+                                     "Multiply the trace's arrival times by this (2: half the load)")
+                          ->check(CLI::Range(1e-6, 1e6))
+                          ->capture_default_str();
+    auto* load_opt = app.add_option("--target-load", o.target_load,
+                                    "Scale arrivals so that prefilling every prompt without reuse takes this share "
+                                    "of the instances' compute peak (the cost model's); printed in the summary")
+                         ->check(CLI::Range(0.01, 10.0));
+    scale_opt->excludes(load_opt);
+    app.add_flag("--compare-tiers", o.compare_tiers,
+                 "Also replay without the storage tier (when --storage is given) and without the host tier, and "
+                 "the static split (SGLang's default ratio) with every tier: what each tier buys");
     app.add_option("--host-link-gbps", o.host_link_gbps,
                    "Host <-> device link of the cost model, GB/s per direction (PCIe 5.0 x16: 64 raw)")
         ->check(CLI::Range(0.001, 1e6))
@@ -145,6 +178,7 @@ struct CommandLine {
         o.storage_bytes = parse_bytes(storage_size, "--storage-size");
         if (!o.storage.empty()) (void)parse_storage(o.storage);
         o.write_policy = *write_policy_from_name(policy);  // IsMember checked it
+        o.cluster.router = *router_from_name(router);       // IsMember checked it
         o.retention.prompt_ends = retain == "all" || retain == "prompt-ends";
         o.retention.branch_points = retain == "all" || retain == "branch-points";
     } catch (const InputError& e) {

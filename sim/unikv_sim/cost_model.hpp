@@ -20,9 +20,12 @@
 ///   blocking compute. The link is full duplex, so loads and writes do not share it; whichever direction
 ///   carries more bounds the step;
 /// * **the storage link** (with a storage tier): the bytes the step's admitted requests prefetched from the store
-///   (one latency plus the bytes at the read rate: the prefetch runs before the admission, which waits for it)
-///   and the bytes the step put (at the write rate, in the background). Defaults: a datacenter NVMe SSD for
-///   `file:` (7 GB/s read, 4 GB/s write, 0.1 ms), a 25 Gb/s network for `redis://` (3 GB/s each way, 0.5 ms).
+///   (one latency plus the bytes at the read rate: the prefetch runs before the admission, which waits for it).
+///   The bytes the step put do not bound it: a put copies host memory to the store, off the accelerator and its
+///   link, while the forward runs (`storage_write_seconds` prices them for a reader to set against the span; a
+///   store whose write side is busier than the span could not keep up, and the replay then flatters it).
+///   Defaults: a datacenter NVMe SSD for `file:` (7 GB/s read, 4 GB/s write, 0.1 ms), a 25 Gb/s network for
+///   `redis://` (3 GB/s each way, 0.5 ms).
 ///
 /// Step time is the largest of the four. Peaks, not achieved rates: the model is a lower bound on a real
 /// engine's step time (no kernel-launch or scheduler overhead), so compare runs with each other, not with a
@@ -164,11 +167,13 @@ public:
         return double(std::max(w.bytes_loaded, w.bytes_written)) / hw_.host_link_bytes_per_s;
     }
 
-    /// The storage bound: a prefetch's latency and bytes, the puts' bytes, over the storage link.
+    /// The storage bound: a prefetch's latency and bytes over the store's read side.
     [[nodiscard]] constexpr double storage_seconds(const StepWork& w) const noexcept {
-        return (w.bytes_fetched > 0 ? hw_.storage_latency_s : 0) +
-               std::max(double(w.bytes_fetched) / hw_.storage_read_bytes_per_s,
-                        double(w.bytes_stored) / hw_.storage_write_bytes_per_s);
+        return (w.bytes_fetched > 0 ? hw_.storage_latency_s : 0) + double(w.bytes_fetched) / hw_.storage_read_bytes_per_s;
+    }
+    /// The store's write side busy with the step's puts (not a bound of the step; see the file comment).
+    [[nodiscard]] constexpr double storage_write_seconds(const StepWork& w) const noexcept {
+        return double(w.bytes_stored) / hw_.storage_write_bytes_per_s;
     }
 
     /// The accelerator priced against.
@@ -188,5 +193,14 @@ private:
     double window_;       ///< SWA window in tokens (0 without SWA)
     double state_bytes_;  ///< one request's Mamba state, all layers (0 without Mamba)
 };
+
+/// The offered prefill load of a trace: the share of `instances` accelerators' compute peak that prefilling its
+/// `prompt_tokens` cold (no prefix reused) takes when they arrive over `span_s` seconds. A cache lowers the load it
+/// really puts on them by what it serves; decode, which is bound by memory rather than compute, is left out. O(1).
+[[nodiscard]] constexpr double offered_prefill_load(const CostModel& m, std::int64_t prompt_tokens, double span_s,
+                                                    std::int32_t instances) noexcept {
+    if (span_s <= 0 || instances <= 0) return 0;
+    return m.compute_seconds({.prefill_tokens = prompt_tokens}) / (span_s * instances);
+}
 
 }  // namespace unikv::sim

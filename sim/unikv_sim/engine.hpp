@@ -1,12 +1,23 @@
 #pragma once
 /// \file
-/// The replay's engine loop: a trace driven through a real `unikv::Cache` step by step, as SGLang's scheduler
+/// The replay's engine loop: a trace driven through real `unikv::Cache`s step by step, as SGLang's scheduler
 /// drives its cache (reference §6, §7, §8), with simulated time from a cost model. `replay` returns the plain
 /// records of `replay_records.hpp`.
 ///
+/// **A cluster**: `ClusterConfig::instances` engine instances, each its own cache (its own device and host
+/// memory) and its own simulated clock, behind a router (`router.hpp`), sharing one storage tier when there is
+/// one (`ReplaySetup::storage`: each instance attaches a share of it, so one instance fetches what another put).
+/// The replay advances them on one time line: before the router places an arrival at time `t` (the trace's
+/// arrival times `ReplaySetup::arrival_scale`), every instance with work steps until its clock reaches `t`, the
+/// instance furthest behind first (ties: the lowest index); the router then asks each instance its queue and,
+/// for `prefix`, how much of the prompt its cache holds (`Cache::peek`: no lock, no change). A step never
+/// waits for another instance, and the order of steps depends on simulated times only, so a replay is
+/// repeatable. One instance is the same loop with a router that has one choice.
+///
 /// One step:
-/// 1. arrivals up to the simulated clock join the waiting queue (an idle engine jumps to the next arrival);
-///    finished loads and write-throughs are acknowledged (`loading_check`, `writing_check`);
+/// 1. the requests routed to the instance up to its clock wait in its queue (an idle instance's clock jumps to
+///    the next arrival routed to it); finished loads and write-throughs are acknowledged (`loading_check`,
+///    `writing_check`);
 /// 2. `begin_step` with the decode demand (one token per running decode request) and the chunk budget;
 /// 3. admission in FIFO order until the first refusal (which ends admission for the step): the chunked
 ///    request first, then retracted ones, then arrivals. Each request is a `unikv::Sequence` handle driven
@@ -64,6 +75,8 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <limits>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -77,9 +90,11 @@
 #include <unikv/cache.hpp>
 #include <unikv/error.hpp>
 #include <unikv/storage/any_storage.hpp>
+#include <unikv/storage/shared_storage.hpp>
 
 #include <unikv_sim/continuations.hpp>
 #include <unikv_sim/replay_records.hpp>
+#include <unikv_sim/router.hpp>
 #include <unikv_sim/row_markers.hpp>
 #include <unikv_sim/trace_summary.hpp>
 #include <unikv_sim/trace.hpp>
@@ -95,7 +110,7 @@ struct EngineConfig {
     /// finds the earlier one's output cached; false: ids no prompt contains (the replays before issue 22).
     bool continue_outputs = true;
     std::int64_t verify_every = 0;     ///< run `verify()` every this many steps (0: never)
-    std::int64_t max_steps = 0;        ///< stop after this many steps (0: run the trace to its end)
+    std::int64_t max_steps = 0;        ///< stop after this many steps, all instances together (0: run the trace)
     std::int64_t progress_every = 1000;  ///< steps between progress callbacks
 };
 
@@ -107,10 +122,13 @@ struct ReplaySetup {
     /// multiplied by it. 1 for a configuration at the model's own bytes.
     std::uint64_t byte_scale = 1;
     EngineConfig engine{};
-    /// A storage tier the cache attaches (it must outlive the replay; its bundle names `storage = AnyStorage`),
-    /// or none. Each request is prefetched from it before each admission attempt; the bytes fetched are priced
-    /// when the request is admitted.
-    AnyStorage* storage = nullptr;
+    ClusterConfig cluster{};
+    /// Arrival times are the trace's times this (above 1: a lighter load, below 1: a heavier one).
+    double arrival_scale = 1;
+    /// A storage tier every instance's cache attaches a share of (it must outlive the replay; the bundle names
+    /// `storage = AnyStorage`), or none. Each request is prefetched from it before each admission attempt; the
+    /// bytes fetched are priced when the request is admitted.
+    SharedStorage<AnyStorage>* storage = nullptr;
     /// The model name of the store namespace.
     std::string_view storage_model{};
 };
@@ -123,7 +141,8 @@ struct ReplayProgress {
     double simulated_ms = 0;    ///< the simulated clock
 };
 
-/// Replays `trace` through a `Cache<Policies>` on a backend of its own, pricing each step with `cost`
+/// Replays `trace` through `setup.cluster.instances` `Cache<Policies>`s, each on a backend of its own, pricing each
+/// step with `cost`
 /// (`double(const StepWork&)`, simulated ms, at least 0), calling `progress` every `progress_every` steps.
 /// Throws `WrongRow` for a row that does not hold its marker, `std::runtime_error` for a broken byte
 /// accounting line (with the step), `logic_error` for a configuration the cache refuses (a memory below the

@@ -14,7 +14,10 @@
 ///   end of the last step, idle gaps between arrivals included (a trace replayed at its own arrival rate
 ///   cannot run faster than it arrives);
 /// * per-step figures (admitted tokens, running requests, cache time) are over steps, every step weighing the
-///   same.
+///   same (with several instances, every instance's steps);
+/// * per instance (`instance_figures`), the same figures of its own steps and requests, and its busy share: the
+///   simulated time its steps took over the cluster's span. Load balance (`load_balance`) is the busiest
+///   instance over the mean, for routed prompt tokens and for busy time (1: even).
 
 #include <algorithm>
 #include <cmath>
@@ -127,7 +130,7 @@ struct ReplayFigures {
         f.max_running = std::max(f.max_running, s.running);
         cache_us.push_back(static_cast<double>(s.cache_ns) / 1e3);
     }
-    if (!r.steps.empty()) f.simulated_seconds = (r.steps.back().start_ms + r.steps.back().duration_ms) / 1e3;
+    for (const StepRecord& s : r.steps) f.simulated_seconds = std::max(f.simulated_seconds, (s.start_ms + s.duration_ms) / 1e3);
     const double steps = static_cast<double>(r.steps.size());
     f.admitted_tokens_per_step = ratio(static_cast<double>(admitted), steps);
     f.mean_running = ratio(static_cast<double>(running), steps);
@@ -163,6 +166,57 @@ struct ReplayFigures {
     f.requests_per_wall_s = ratio(static_cast<double>(f.finished), f.wall_seconds);
     f.tokens_per_wall_s = ratio(total, f.wall_seconds);
     return f;
+}
+
+/// One instance of a cluster replay.
+struct InstanceFigures {
+    std::int32_t instance = 0;
+    ReplayFigures figures;     ///< of its own steps and requests; simulated time is the cluster's span
+    double busy_share = 0;     ///< its steps' simulated time over the cluster's span
+    std::int64_t routed_prompt_tokens = 0;  ///< prompt tokens of the finished requests routed to it
+};
+
+/// The figures of each instance of `r` (one entry per instance, in order). O(records).
+[[nodiscard]] inline std::vector<InstanceFigures> instance_figures(const ReplayResult& r) {
+    const auto n = static_cast<std::size_t>(std::max(1, r.instances));
+    std::vector<ReplayResult> split(n);
+    for (ReplayResult& part : split) part.instances = 1;
+    for (const StepRecord& s : r.steps) split[static_cast<std::size_t>(s.instance)].steps.push_back(s);
+    for (const RequestRecord& q : r.requests) split[static_cast<std::size_t>(q.instance)].requests.push_back(q);
+    double span = 0;
+    for (const StepRecord& s : r.steps) span = std::max(span, s.start_ms + s.duration_ms);
+    std::vector<InstanceFigures> out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        double busy = 0;
+        for (const StepRecord& s : split[i].steps) busy += s.duration_ms;
+        for (const RequestRecord& q : split[i].requests) out[i].routed_prompt_tokens += q.prompt_tokens;
+        out[i].instance = static_cast<std::int32_t>(i);
+        split[i].wall_seconds = r.wall_seconds;
+        out[i].figures = compute_figures(split[i]);
+        out[i].figures.simulated_seconds = span / 1e3;
+        out[i].busy_share = span > 0 ? busy / span : 0;
+    }
+    return out;
+}
+
+/// How evenly a cluster's work spread: the largest instance's over the mean (1: even; N: one instance took all).
+struct LoadBalance {
+    double prompt_tokens = 1;  ///< prompt tokens of the finished requests routed to each instance
+    double busy = 1;           ///< simulated time each instance's steps took
+};
+
+/// The load balance of `instances`. O(instances).
+[[nodiscard]] inline LoadBalance load_balance(const std::vector<InstanceFigures>& instances) {
+    const auto max_over_mean = [&](auto value) {
+        double sum = 0, most = 0;
+        for (const InstanceFigures& i : instances) {
+            sum += value(i);
+            most = std::max(most, value(i));
+        }
+        return sum > 0 ? most * static_cast<double>(instances.size()) / sum : 1.0;
+    };
+    return {.prompt_tokens = max_over_mean([](const InstanceFigures& i) { return double(i.routed_prompt_tokens); }),
+            .busy = max_over_mean([](const InstanceFigures& i) { return i.busy_share; })};
 }
 
 }  // namespace unikv::sim

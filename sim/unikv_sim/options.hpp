@@ -20,6 +20,7 @@
 
 #include <unikv_sim/generators.hpp>
 #include <unikv_sim/input_error.hpp>
+#include <unikv_sim/router.hpp>
 
 namespace unikv::sim {
 
@@ -100,6 +101,15 @@ struct SimOptions {
     std::string storage;
     /// The store's capacity in the model's bytes (`--storage-size`; a file store's bound, scaled like the memory).
     std::uint64_t storage_bytes = std::uint64_t{1} << 40;
+    /// Engine instances, the router and its balance threshold (`--instances`, `--router`, `--balance-tokens`).
+    ClusterConfig cluster{};
+    /// Arrival times are the trace's times this (`--arrival-scale`); replaced by the scale `target_load` asks for.
+    double arrival_scale = 1;
+    /// `--target-load F`: the arrival scale at which prefilling every prompt cold takes F of the instances'
+    /// compute peak (`offered_prefill_load`); 0 when not given.
+    double target_load = 0;
+    /// Also replay without the storage tier and without the host tier, and the static split with every tier.
+    bool compare_tiers = false;
 };
 
 }  // namespace unikv::sim

@@ -32,7 +32,8 @@ inline constexpr std::size_t pool_count = 3;
 
 /// One engine step.
 struct StepRecord {
-    std::int64_t step = 0;     ///< 0-based
+    std::int32_t instance = 0;  ///< the engine instance that ran it (0 with one instance)
+    std::int64_t step = 0;     ///< 0-based, per instance
     double start_ms = 0;       ///< simulated time the step starts
     double duration_ms = 0;    ///< the cost model's price of `work`
     StepWork work{};           ///< what the step computed and moved
@@ -66,7 +67,7 @@ struct StepRecord {
 /// One finished request.
 struct RequestRecord {
     std::int32_t index = 0;            ///< its position in the trace
-    double arrival_ms = 0;             ///< from the trace
+    double arrival_ms = 0;             ///< from the trace, times the arrival scale
     double first_token_ms = 0;         ///< end of the step that finished its prefill
     double finish_ms = 0;              ///< end of the step that decoded its last token
     std::int32_t prompt_tokens = 0;    ///< from the trace
@@ -86,18 +87,20 @@ struct RequestRecord {
     std::int32_t lost_to_full = 0;
     std::int32_t preemptions = 0;        ///< times it was retracted
     double admitted_ms = 0;  ///< start of the step that first admitted it (its first chunk, if chunked)
+    std::int32_t instance = 0;  ///< the engine instance the router sent it to
     friend bool operator==(const RequestRecord&, const RequestRecord&) = default;
 };
 
-/// A whole replay.
+/// A whole replay: every instance's steps and requests together, each record naming its instance.
 struct ReplayResult {
-    std::vector<StepRecord> steps;
+    std::vector<StepRecord> steps;        ///< in the order they ran (instances interleaved by simulated time)
     std::vector<RequestRecord> requests;  ///< in finishing order
     /// Requests that could never be admitted (too long for the memory) and were dropped, by trace index.
     std::vector<std::int32_t> dropped;
     /// Requests neither finished nor dropped: the replay stopped at `EngineConfig::max_steps` first.
     std::int64_t unfinished = 0;
     double wall_seconds = 0;  ///< wall time of the whole replay
+    std::int32_t instances = 1;  ///< engine instances the replay ran
 };
 
 }  // namespace unikv::sim

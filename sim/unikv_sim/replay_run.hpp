@@ -33,6 +33,8 @@ struct RunSpec {
     BudgetChoice budget = BudgetChoice::unified;
     double swa_full_ratio = 0;  ///< SGLang's swa_full_tokens_ratio of the static split
     std::string label;          ///< for the progress line
+    bool host_tier = true;      ///< false: no host memory (and so no storage tier below it)
+    bool storage_tier = true;   ///< false: no storage tier even when `--storage` names one
 };
 
 /// A run's result and its budget in words (`SharedSWABudget`, `PartitionedSWABudget: FULL 1,234 pages, SWA 567

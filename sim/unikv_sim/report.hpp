@@ -14,10 +14,12 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <unistd.h>
 
 #include <unikv_sim/byte_size.hpp>
+#include <unikv_sim/cost_model.hpp>
 #include <unikv_sim/metrics.hpp>
 #include <unikv_sim/options.hpp>
 #include <unikv_sim/replay_records.hpp>
@@ -73,6 +75,15 @@ namespace unikv::sim {
     return out + "\"";
 }
 
+/// The offered prefill load of the trace `s` summarizes at arrival scale `scale` over `o`'s instances
+/// (`offered_prefill_load`, `o.model`'s cost model); 0 for a trace whose arrivals span no time.
+[[nodiscard]] inline double offered_load(const SimOptions& o, const TraceSummary& s, double scale) {
+    return with_preset(o.model, "--model", [&]<class P>(std::type_identity<P>) {
+        return offered_prefill_load(CostModel::of<P>(), s.prompt_tokens, s.duration_ms * scale / 1e3,
+                                    o.cluster.instances);
+    });
+}
+
 /// Prints the settings and `s` as a table.
 inline void print_summary_table(std::FILE* out, const SimOptions& o, const TraceSummary& s, std::int32_t block_tokens) {
     const double seconds = s.duration_ms / 1000;
@@ -109,7 +120,16 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
                  format_bytes(o.device_memory_bytes).c_str(), format_bytes(o.host_memory_bytes).c_str(),
                  std::string(write_policy_name(o.write_policy)).c_str());
     if (!o.storage.empty())
-        std::fprintf(out, "  %-22s %s, %s\n", "storage tier", o.storage.c_str(), format_bytes(o.storage_bytes).c_str());
+        std::fprintf(out, "  %-22s %s, %s%s\n", "storage tier", o.storage.c_str(), format_bytes(o.storage_bytes).c_str(),
+                     o.cluster.instances > 1 ? ", shared by every instance" : "");
+    std::fprintf(out, "  %-22s %d instance%s (each with the memory above), router %s", "cluster", o.cluster.instances,
+                 o.cluster.instances > 1 ? "s" : "", std::string(router_name(o.cluster.router)).c_str());
+    if (o.cluster.router == RouterChoice::prefix)
+        std::fprintf(out, " (balance threshold %s queued tokens)", with_commas(o.cluster.balance_tokens).c_str());
+    std::fprintf(out, "\n  %-22s arrivals x%.3g%s: prefill without reuse offered at %.0f%% of the instances' compute "
+                 "peak\n", "load", o.arrival_scale,
+                 o.target_load > 0 ? message(" (--target-load ", o.target_load, ")").c_str() : "",
+                 100 * offered_load(o, s, o.arrival_scale));
 }
 
 /// The settings and `s` as the members of a JSON object (no braces), for `print_summary_json` and the replay's
@@ -133,7 +153,11 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
                    ", \"write_policy\": ", json_string(write_policy_name(o.write_policy)),
                    ", \"storage\": ", json_string(o.storage), ", \"storage_bytes\": ", o.storage_bytes,
                    ", \"outputs_continued\": ", s.outputs_continued ? "true" : "false",
-                   ", \"continued_requests\": ", s.continued);
+                   ", \"continued_requests\": ", s.continued, ", \"instances\": ", o.cluster.instances,
+                   ", \"router\": ", json_string(router_name(o.cluster.router)),
+                   ", \"balance_tokens\": ", o.cluster.balance_tokens, ", \"arrival_scale\": ", o.arrival_scale,
+                   ", \"target_load\": ", o.target_load,
+                   ", \"offered_prefill_load\": ", offered_load(o, s, o.arrival_scale));
 }
 
 /// Prints the settings and `s` as one JSON object on one line.
@@ -147,6 +171,7 @@ struct ReportedRun {
     std::string budget;   ///< the budget and its split, in words
     double swa_full_ratio = 0;  ///< the static split's SWA/FULL token ratio; 0 for the unified run
     ReplayFigures figures;
+    std::vector<InstanceFigures> instances;  ///< one per instance (`instance_figures`)
 };
 
 /// `v` rounded to a whole number, with commas.
@@ -228,6 +253,43 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
                  100 * (unified - runs[2].figures.hit_rate()));
 }
 
+/// Prints each instance of a cluster run, and the load balance. Prints nothing for one instance.
+inline void print_instances_table(std::FILE* out, const ReportedRun& run) {
+    if (run.instances.size() < 2) return;
+    std::fprintf(out, "unikv-sim: instances, %s\n", run.label.c_str());
+    std::fprintf(out, "  %-8s %8s %14s %7s %7s %7s %7s %6s %10s %10s %8s %11s %11s\n", "instance", "requests",
+                 "prompt tokens", "hit", "device", "host", "storage", "busy", "TTFT p50", "TTFT p99", "ITL p50",
+                 "host link", "storage");
+    for (const InstanceFigures& i : run.instances) {
+        const ReplayFigures& f = i.figures;
+        std::fprintf(out, "  %-8d %8s %14s %6.1f%% %6.1f%% %6.1f%% %6.1f%% %5.0f%% %7.0f ms %7.0f ms %5.1f ms %11s %11s\n",
+                     i.instance, with_commas(static_cast<std::int64_t>(f.finished)).c_str(),
+                     with_commas(i.routed_prompt_tokens).c_str(), 100 * f.hit_rate(), 100 * f.device_hit_rate,
+                     100 * f.host_hit_rate, 100 * f.storage_hit_rate, 100 * i.busy_share, f.ttft_ms.p50,
+                     f.ttft_ms.p99, f.itl_ms.p50, format_bytes_rounded(f.bytes_loaded + f.bytes_written).c_str(),
+                     format_bytes_rounded(f.bytes_fetched + f.bytes_stored).c_str());
+    }
+    const LoadBalance b = load_balance(run.instances);
+    std::fprintf(out, "  %-22s busiest over mean: %.2f of prompt tokens, %.2f of busy time (1: even)\n",
+                 "load balance", b.prompt_tokens, b.busy);
+}
+
+/// Prints what each tier buys: `runs` side by side (hit rate per tier, latency, throughput, bytes per link).
+inline void print_tiers_table(std::FILE* out, std::span<const ReportedRun> runs) {
+    std::fprintf(out, "unikv-sim: what each tier buys (the same trace, load and instances)\n");
+    std::fprintf(out, "  %-34s %6s %7s %6s %7s %10s %10s %8s %9s %10s %10s\n", "run", "hit", "device", "host",
+                 "storage", "TTFT p50", "TTFT p99", "ITL p50", "tokens/s", "host link", "storage");
+    for (const ReportedRun& r : runs) {
+        const ReplayFigures& f = r.figures;
+        std::fprintf(out, "  %-34s %5.1f%% %6.1f%% %5.1f%% %6.1f%% %7.0f ms %7.0f ms %5.1f ms %9s %10s %10s\n",
+                     r.label.c_str(), 100 * f.hit_rate(), 100 * f.device_hit_rate, 100 * f.host_hit_rate,
+                     100 * f.storage_hit_rate, f.ttft_ms.p50, f.ttft_ms.p99, f.itl_ms.p50,
+                     round_commas(f.total_tokens_per_s).c_str(),
+                     format_bytes_rounded(f.bytes_loaded + f.bytes_written).c_str(),
+                     format_bytes_rounded(f.bytes_fetched + f.bytes_stored).c_str());
+    }
+}
+
 /// One replay's figures as a JSON object.
 [[nodiscard]] inline std::string figures_json(const ReplayFigures& f) {
     char buf[2560];
@@ -263,10 +325,21 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
     return buf;
 }
 
-/// A reported run as a JSON object: its label, budget, ratio and figures.
+/// A reported run as a JSON object: its label, budget, ratio and figures, and with several instances each one's
+/// figures (`instance`, `routed_prompt_tokens`, `busy_share`, `figures`) and the load balance.
 [[nodiscard]] inline std::string run_json(const ReportedRun& r) {
-    return message("{\"label\": ", json_string(r.label), ", \"budget\": ", json_string(r.budget),
-                   ", \"swa_full_ratio\": ", r.swa_full_ratio, ", \"figures\": ", figures_json(r.figures), "}");
+    std::string out = message("{\"label\": ", json_string(r.label), ", \"budget\": ", json_string(r.budget),
+                              ", \"swa_full_ratio\": ", r.swa_full_ratio, ", \"figures\": ", figures_json(r.figures));
+    if (r.instances.size() > 1) {
+        out += ", \"instances\": [";
+        for (const InstanceFigures& i : r.instances)
+            out += message(i.instance ? ", " : "", "{\"instance\": ", i.instance, ", \"routed_prompt_tokens\": ",
+                           i.routed_prompt_tokens, ", \"busy_share\": ", i.busy_share,
+                           ", \"figures\": ", figures_json(i.figures), "}");
+        const LoadBalance b = load_balance(r.instances);
+        out += message("], \"load_balance\": {\"prompt_tokens\": ", b.prompt_tokens, ", \"busy\": ", b.busy, "}");
+    }
+    return out + "}";
 }
 
 /// The CSV columns of the pools `steps` has (a pool with occupancy -1 in the first step is absent).
@@ -277,37 +350,46 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
     return present;
 }
 
-/// Writes one CSV row per step of `steps` to `out`: time (simulated s, the step's end), running and waiting
-/// requests, device and host occupancy per pool the layout has (shares of the pool), the cumulative device,
-/// host (storage hits included) and total hit rates of the prompt tokens admitted so far, the step's admitted prompt tokens,
-/// preemptions, bytes loaded and written, and its cache time (µs). Every `stride`-th step is written (the
+/// Writes one CSV row per step of `steps` to `out`: the step and its instance, time (simulated s, the step's end),
+/// running and waiting requests, device and host occupancy per pool the layout has (shares of the pool) and the
+/// device's in all (a share of the arena), the cumulative device, host, storage and total hit rates of the prompt
+/// tokens admitted so far (by every instance, in step order), the step's admitted prompt tokens, preemptions,
+/// bytes loaded, written, fetched and stored, and its cache time (µs). Every `stride`-th step is written (the
 /// last one always), so a plot of a long replay stays small. Returns false when writing fails.
 inline bool write_steps_csv(std::FILE* out, std::span<const StepRecord> steps, std::size_t stride = 1) {
     constexpr const char* pool_names[pool_count] = {"full", "swa", "mamba"};
     const auto present = pools_present(steps);
-    std::fprintf(out, "step,time_s,running,waiting");
+    std::fprintf(out, "step,instance,time_s,running,waiting");
     for (const char* tier : {"device", "host"})
         for (std::size_t c = 0; c < pool_count; ++c)
             if (present[c]) std::fprintf(out, ",%s_%s", tier, pool_names[c]);
-    std::fprintf(out, ",device_hit_rate,host_hit_rate,hit_rate,admitted_tokens,preempted,bytes_loaded,"
-                      "bytes_written,cache_us\n");
-    std::int64_t admitted = 0, device = 0, host = 0;
+    std::fprintf(out, ",device_total,device_hit_rate,host_hit_rate,storage_hit_rate,hit_rate,admitted_tokens,"
+                      "preempted,bytes_loaded,bytes_written,bytes_fetched,bytes_stored,cache_us\n");
+    std::int64_t admitted = 0, device = 0, host = 0, storage = 0;
     for (std::size_t i = 0; i < steps.size(); ++i) {
         const StepRecord& s = steps[i];
         admitted += s.admitted_prompt_tokens;
         device += s.device_hit_tokens;
-        host += s.host_hit_tokens + s.storage_hit_tokens;  // the host column counts what the store fetched too
+        host += s.host_hit_tokens;
+        storage += s.storage_hit_tokens;
         if (i % stride != 0 && i + 1 != steps.size()) continue;
         const double a = admitted > 0 ? static_cast<double>(admitted) : 1;
-        std::fprintf(out, "%lld,%.6f,%d,%d", static_cast<long long>(s.step), (s.start_ms + s.duration_ms) / 1e3,
-                     s.running, s.waiting);
+        std::fprintf(out, "%lld,%d,%.6f,%d,%d", static_cast<long long>(s.step), s.instance,
+                     (s.start_ms + s.duration_ms) / 1e3, s.running, s.waiting);
+        double total = 0;
         for (const auto* occupancy : {&s.device_occupancy, &s.host_occupancy})
-            for (std::size_t c = 0; c < pool_count; ++c)
-                if (present[c]) std::fprintf(out, ",%.6f", std::max(0.0, (*occupancy)[c]));
-        std::fprintf(out, ",%.6f,%.6f,%.6f,%lld,%d,%llu,%llu,%.3f\n", double(device) / a, double(host) / a,
-                     double(device + host) / a, static_cast<long long>(s.admitted_prompt_tokens), s.preempted,
+            for (std::size_t c = 0; c < pool_count; ++c) {
+                if (!present[c]) continue;
+                std::fprintf(out, ",%.6f", std::max(0.0, (*occupancy)[c]));
+                if (occupancy == &s.device_occupancy) total += std::max(0.0, (*occupancy)[c]);
+            }
+        std::fprintf(out, ",%.6f,%.6f,%.6f,%.6f,%.6f,%lld,%d,%llu,%llu,%llu,%llu,%.3f\n", total, double(device) / a,
+                     double(host) / a, double(storage) / a, double(device + host + storage) / a,
+                     static_cast<long long>(s.admitted_prompt_tokens), s.preempted,
                      static_cast<unsigned long long>(s.work.bytes_loaded),
-                     static_cast<unsigned long long>(s.work.bytes_written), static_cast<double>(s.cache_ns) / 1e3);
+                     static_cast<unsigned long long>(s.work.bytes_written),
+                     static_cast<unsigned long long>(s.work.bytes_fetched),
+                     static_cast<unsigned long long>(s.work.bytes_stored), static_cast<double>(s.cache_ns) / 1e3);
     }
     return std::ferror(out) == 0;
 }

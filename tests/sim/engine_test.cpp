@@ -601,3 +601,143 @@ TEST_CASE("engine: missed reuse by cause, and outputs that feed the next turn (g
             ", ", qwen_off.mamba, "); still being computed: llama ", llama.concurrent, ", gpt-oss ", oss.concurrent,
             ", qwen ", qwen.concurrent);
 }
+
+// ---- a cluster of instances behind a router --------------------------------------------------------------------
+
+TEST_CASE("router: round-robin rotates, least-loaded takes the shortest queue, prefix the holder within the threshold") {
+    using unikv::sim::ClusterConfig;
+    using unikv::sim::InstanceView;
+    using unikv::sim::RouterChoice;
+    using unikv::sim::route;
+    const std::vector<InstanceView> views{{.queued_tokens = 500, .running = 1, .cached_prefix = 0},
+                                          {.queued_tokens = 100, .running = 3, .cached_prefix = 64},
+                                          {.queued_tokens = 100, .running = 2, .cached_prefix = 0},
+                                          {.queued_tokens = 900, .running = 0, .cached_prefix = 256}};
+    CHECK(route({.instances = 4, .router = RouterChoice::round_robin}, views, 0) == 0);
+    CHECK(route({.instances = 4, .router = RouterChoice::round_robin}, views, 7) == 3);
+    // Equal queues: the fewer running requests; equal loads: the first from `arrival mod N` on.
+    CHECK(route({.instances = 4, .router = RouterChoice::least_loaded}, views, 0) == 2);
+    const std::vector<InstanceView> idle(3);
+    CHECK(route({.instances = 3, .router = RouterChoice::least_loaded}, idle, 0) == 0);
+    CHECK(route({.instances = 3, .router = RouterChoice::least_loaded}, idle, 4) == 1);
+    CHECK(route({.instances = 3, .router = RouterChoice::prefix}, idle, 5) == 2);
+    // The longest prefix (instance 3, 800 queued tokens beyond the least loaded) within a threshold of 800, not 799.
+    CHECK(route({.instances = 4, .router = RouterChoice::prefix, .balance_tokens = 800}, views, 0) == 3);
+    CHECK(route({.instances = 4, .router = RouterChoice::prefix, .balance_tokens = 799}, views, 0) == 2);
+    // Nothing cached anywhere: the least loaded.
+    std::vector<InstanceView> cold = views;
+    for (InstanceView& v : cold) v.cached_prefix = 0;
+    CHECK(route({.instances = 4, .router = RouterChoice::prefix}, cold, 0) == 2);
+    // Holders of the same prefix: the less loaded one.
+    cold[0].cached_prefix = cold[2].cached_prefix = 32;
+    CHECK(route({.instances = 4, .router = RouterChoice::prefix}, cold, 0) == 2);
+}
+
+namespace engine_cluster_test {
+
+using engine_test::cost;
+using engine_test::policies;
+using unikv::sim::ReplayResult;
+using unikv::sim::RouterChoice;
+using unikv::sim::StepRecord;
+
+// `r`'s records of instance `i` alone.
+ReplayResult of_instance(const ReplayResult& r, std::int32_t i) {
+    ReplayResult out;
+    for (const StepRecord& s : r.steps)
+        if (s.instance == i) out.steps.push_back(s);
+    for (const unikv::sim::RequestRecord& q : r.requests)
+        if (q.instance == i) out.requests.push_back(q);
+    return out;
+}
+
+// `trace` on llama-3.1-8b over `instances` instances that each hold every row of it (nothing evicted, preempted
+// or loaded back), rows checked and the caches verified every step.
+ReplayResult roomy_cluster(const unikv::sim::Trace& trace, RouterChoice router, std::int32_t instances,
+                           std::int32_t chunk_tokens, std::int64_t balance_tokens = 1 << 30) {
+    using P = unikv::presets::Llama31_8B;
+    const std::uint64_t device = engine_test::room_for_every_row<P>(trace, 16);
+    const unikv::sim::ReplaySetup setup{
+        .cache = unikv::sim::replay_cache_config<P>(device, device),
+        .byte_scale = unikv::sim::replay_byte_scale<P>(device),
+        .engine = {.max_running = 6, .chunk_tokens = chunk_tokens, .check_rows = true, .verify_every = 1},
+        .cluster = {.instances = instances, .router = router, .balance_tokens = balance_tokens}};
+    ReplayResult r = unikv::sim::replay<policies<P>>(trace, setup, cost);
+    REQUIRE(r.requests.size() == trace.requests().size());
+    REQUIRE(r.instances == instances);
+    return r;
+}
+
+}  // namespace engine_cluster_test
+
+TEST_CASE("engine: a cluster's device hits, instance by instance, against a ReferenceTree replay of each instance") {
+    using namespace engine_cluster_test;
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 11, .requests = 48});
+    for (const RouterChoice router : {RouterChoice::round_robin, RouterChoice::prefix}) {
+        for (const std::int32_t chunk : {1 << 24, 256}) {
+            CAPTURE(unikv::sim::router_name(router));
+            CAPTURE(chunk);
+            const ReplayResult r = roomy_cluster(trace, router, 3, chunk);
+            std::int64_t hit_requests = 0;
+            std::vector<std::int32_t> routed(3, 0);
+            for (std::int32_t i = 0; i < 3; ++i) {
+                const ReplayResult mine = of_instance(r, i);
+                for (const StepRecord& s : mine.steps) {
+                    REQUIRE(s.preempted == 0);
+                    REQUIRE(s.host_hit_tokens == 0);
+                }
+                // The reference replays only this instance's requests, in its own steps: what the router sent it.
+                const engine_test::reference_hits expected = engine_test::reference_device_hits(trace, mine, 16, chunk);
+                for (const unikv::sim::RequestRecord& q : mine.requests) {
+                    INFO("instance ", i, ", request ", q.index);
+                    CHECK(q.device_hit_tokens == expected.hits[static_cast<std::size_t>(q.index)]);
+                    hit_requests += q.device_hit_tokens > 0 ? 1 : 0;
+                }
+                routed[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(mine.requests.size());
+            }
+            for (const unikv::sim::RequestRecord& q : r.requests)
+                if (router == RouterChoice::round_robin) CHECK(q.instance == q.index % 3);
+            CHECK(std::count(routed.begin(), routed.end(), 0) == 0);
+            CHECK(hit_requests >= 5);
+            MESSAGE(unikv::sim::router_name(router), ", chunk budget ", chunk, ": routed ", routed[0], "/", routed[1],
+                    "/", routed[2], ", ", hit_requests, " requests with device hits");
+        }
+    }
+}
+
+TEST_CASE("engine: the prefix router sends a conversation's next turn to the instance holding it; round-robin does not") {
+    using namespace engine_cluster_test;
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 5, .requests = 60});
+    const std::vector<std::int32_t> continued = unikv::sim::continuations(trace);
+    struct outcome {
+        std::int32_t turns = 0, same = 0;  // next turns that came after the earlier turn finished; on its instance
+        double hit_rate = 0;
+    };
+    const auto run = [&](RouterChoice router) {
+        const ReplayResult r = roomy_cluster(trace, router, 4, 1 << 24);
+        std::vector<const unikv::sim::RequestRecord*> by_index(trace.requests().size());
+        for (const unikv::sim::RequestRecord& q : r.requests) by_index[static_cast<std::size_t>(q.index)] = &q;
+        outcome o{.hit_rate = unikv::sim::compute_figures(r).hit_rate()};
+        for (std::size_t a = 0; a < continued.size(); ++a) {
+            if (continued[a] == unikv::sim::no_continuation) continue;
+            const auto* earlier = by_index[a];
+            const auto* later = by_index[static_cast<std::size_t>(continued[a])];
+            if (earlier->finish_ms > later->arrival_ms) continue;  // nothing cached anywhere yet
+            ++o.turns;
+            o.same += earlier->instance == later->instance ? 1 : 0;
+        }
+        MESSAGE(unikv::sim::router_name(router), ": ", o.same, " of ", o.turns, " next turns on the earlier turn's "
+                "instance, hit rate ", o.hit_rate);
+        return o;
+    };
+    const outcome prefix = run(RouterChoice::prefix);
+    const outcome rr = run(RouterChoice::round_robin);
+    const outcome least = run(RouterChoice::least_loaded);
+    REQUIRE(prefix.turns >= 20);
+    CHECK(prefix.same == prefix.turns);  // no queue passes the threshold: every turn goes to its holder
+    CHECK(rr.same * 2 < rr.turns);       // about one in four
+    CHECK(prefix.hit_rate > rr.hit_rate);
+    CHECK(prefix.hit_rate > least.hit_rate);
+}

@@ -59,6 +59,7 @@ ReplayResult hand_made_replay() {
     r.steps[0].refused = 1;
     r.steps[0].chunked = 1;
     r.steps[1].preempted = 2;
+    r.steps[1].storage_hit_tokens = 40;  // request 3's
     r.steps[1].bytes_compacted = 4096;
     r.steps[1].work.bytes_loaded = 1 << 20;
     r.steps[2].work.bytes_written = 3 << 20;
@@ -180,7 +181,7 @@ TEST_CASE("the figures of hand-made records") {
 
 TEST_CASE("the JSON of a run parses back to its figures") {
     const ReportedRun run{.label = "static 0.2 \"best\"", .budget = "PartitionedSWABudget", .swa_full_ratio = 0.2,
-                          .figures = compute_figures(hand_made_replay())};
+                          .figures = compute_figures(hand_made_replay()), .instances = {}};
     const std::string text = run_json(run);
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
@@ -200,15 +201,19 @@ TEST_CASE("the per-step CSV has a column per present pool and cumulative hit rat
     const ReplayResult r = hand_made_replay();
     const std::string csv = written([&](std::FILE* f) { CHECK(write_steps_csv(f, r.steps)); });
     CHECK(csv ==
-          "step,time_s,running,waiting,device_full,device_swa,host_full,host_swa,device_hit_rate,host_hit_rate,"
-          "hit_rate,admitted_tokens,preempted,bytes_loaded,bytes_written,cache_us\n"
-          "0,0.100000,2,0,0.500000,0.250000,0.125000,0.062500,0.000000,0.000000,0.000000,1000,0,0,0,1.000\n"
-          "1,0.150000,3,0,0.500000,0.250000,0.125000,0.062500,0.187500,0.062500,0.250000,600,2,1048576,0,5.000\n"
-          "2,0.500000,1,0,0.500000,0.250000,0.125000,0.062500,0.187500,0.062500,0.250000,0,0,0,3145728,3.000\n");
+          "step,instance,time_s,running,waiting,device_full,device_swa,host_full,host_swa,device_total,"
+          "device_hit_rate,host_hit_rate,storage_hit_rate,hit_rate,admitted_tokens,preempted,bytes_loaded,"
+          "bytes_written,bytes_fetched,bytes_stored,cache_us\n"
+          "0,0,0.100000,2,0,0.500000,0.250000,0.125000,0.062500,0.750000,0.000000,0.000000,0.000000,0.000000,1000,0,"
+          "0,0,0,0,1.000\n"
+          "1,0,0.150000,3,0,0.500000,0.250000,0.125000,0.062500,0.750000,0.187500,0.062500,0.025000,0.275000,600,2,"
+          "1048576,0,0,0,5.000\n"
+          "2,0,0.500000,1,0,0.500000,0.250000,0.125000,0.062500,0.750000,0.187500,0.062500,0.025000,0.275000,0,0,0,"
+          "3145728,0,0,3.000\n");
     // A stride keeps every stride-th step and the last, with the hit rates still cumulative over all steps.
     const std::string thin = written([&](std::FILE* f) { CHECK(write_steps_csv(f, r.steps, 2)); });
     CHECK(thin.find("\n1,") == std::string::npos);
-    CHECK(thin.find("\n2,0.500000,1,0,0.500000,0.250000,0.125000,0.062500,0.187500,") != std::string::npos);
+    CHECK(thin.find("\n2,0,0.500000,1,0,0.500000,0.250000,0.125000,0.062500,0.750000,0.187500,") != std::string::npos);
 }
 
 TEST_CASE("the static split solves SGLang's sizing over the arena's entries") {
@@ -302,19 +307,28 @@ TEST_CASE("the progress line is silent for 3 s, then reports rate and ETA") {
 TEST_CASE("the plot draws a PNG with gnuplot, or says which package is missing") {
     const ReplayResult r = hand_made_replay();
     const PlotRun runs[] = {{"unified", r.steps}, {"static 0.8", r.steps}};
-    const std::string script = gnuplot_script("/o/x.png", "t", runs, pools_present(r.steps));
+    const std::string script = gnuplot_script("/o/x.png", "t", runs, {}, pools_present(r.steps));
     CHECK(script.find("'run0.csv' using 'time_s':'device_swa'") != std::string::npos);
     CHECK(script.find("'run0.csv' using 'time_s':'host_full'") != std::string::npos);
     CHECK(script.find("mamba") == std::string::npos);
-    CHECK(script.find("'run1.csv' using 'time_s':'hit_rate' with lines lw 1.5 title 'static 0.8: device + host'") !=
+    CHECK(script.find("'run1.csv' using 'time_s':'hit_rate' with lines lw 1.5 title 'static 0.8'") !=
           std::string::npos);
+    CHECK(script.find("(column('device_hit_rate')+column('host_hit_rate')) with lines lw 1 dt 3 title 'unified: "
+                      "device + host'") != std::string::npos);
+    CHECK(script.find("inst0.csv") == std::string::npos);
+    // A cluster's first panel: each instance's device occupancy.
+    const PlotRun instances[] = {{"instance 0", r.steps}, {"instance 1", r.steps}};
+    const std::string cluster = gnuplot_script("/o/x.png", "t", runs, instances, pools_present(r.steps));
+    CHECK(cluster.find("'inst1.csv' using 'time_s':'device_total' with lines lw 1 title 'instance 1: device'") !=
+          std::string::npos);
+    CHECK(cluster.find("'run0.csv' using 'time_s':'device_swa'") == std::string::npos);
     if (!gnuplot_available()) {
         MESSAGE("gnuplot is not installed: only the script was checked");
         return;
     }
     const auto png = std::filesystem::temp_directory_path() / "unikv_report_test_plot.png";
     std::filesystem::remove(png);
-    plot_replay(png.string(), "hand-made", runs);
+    plot_replay(png.string(), "hand-made", runs, instances);
     std::ifstream in(png, std::ios::binary);
     char magic[8] = {};
     in.read(magic, 8);

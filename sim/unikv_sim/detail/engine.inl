@@ -40,6 +40,34 @@ struct live_request {
     RequestRecord record{};
 };
 
+// Per request, what an infinite cache serves it: the summary's replay, with the outputs the replay decodes.
+[[nodiscard]] inline std::vector<std::int32_t> limits_of(const Trace& trace, const std::vector<std::int32_t>& continued) {
+    std::vector<std::int32_t> out;
+    (void)summarize(trace, continued, &out);
+    return out;
+}
+
+// What the instances of one replay share: the trace's per-request facts, the requests while they live (each on
+// the one instance it was routed to), an infinite cache of every instance's finished requests (the limit the
+// attribution measures against), and the records.
+struct replay_context {
+    replay_context(const Trace& t, const ReplaySetup& s)
+        : trace(t),
+          setup(s),
+          continued(s.engine.continue_outputs ? continuations(t) : std::vector<std::int32_t>{}),
+          limits(limits_of(t, continued)),
+          finished_blocks(t),
+          requests(t.requests().size()) {}
+
+    const Trace& trace;
+    const ReplaySetup& setup;
+    const std::vector<std::int32_t> continued;  // per request, the later one that continues it (or none)
+    const std::vector<std::int32_t> limits;     // per request, what an infinite cache serves it
+    BlockTree finished_blocks;                  // an infinite cache of the requests finished so far, cluster-wide
+    std::vector<live_request> requests;         // by trace index; reset when finished or dropped
+    ReplayResult result;
+};
+
 template <class Policies, class Cost>
 class engine {
 public:
@@ -50,36 +78,33 @@ public:
     // The simulator's bundles name `AnyStorage`; a run with `ReplaySetup::storage` attaches it.
     static constexpr bool has_storage = std::is_same_v<typename cache_type::storage_type, AnyStorage>;
 
-    engine(const Trace& trace, const ReplaySetup& setup, const Cost& cost,
-           const std::function<void(const ReplayProgress&)>& progress)
-        : trace_(trace),
-          setup_(setup),
-          config_(setup.engine),
+    engine(replay_context& ctx, const Cost& cost, std::int32_t instance)
+        : ctx_(ctx),
+          config_(ctx.setup.engine),
           cost_(cost),
-          progress_(progress),
+          instance_(instance),
           backend_(make_backend()),
           compute_(backend_.make_stream()),
-          cache_(backend_, setup.cache, compute_),
+          store_(ctx.setup.storage != nullptr ? AnyStorage(ctx.setup.storage->share()) : AnyStorage()),
+          cache_(backend_, ctx.setup.cache, compute_),
           page_(cache_.allocator().spec()[Component::full].page_size),
-          window_(cache_.window_tokens()),
-          continued_(config_.continue_outputs ? continuations(trace) : std::vector<std::int32_t>{}),
-          limits_(limits_of(trace, continued_)),
-          finished_blocks_(trace),
-          requests_(trace.requests().size()) {
+          window_(cache_.window_tokens()) {
         UNIKV_EXPECTS(config_.max_running >= 1 && config_.chunk_tokens >= page_, "the engine needs max_running >= 1 "
                       "and chunk_tokens >= one page (", page_, " tokens); got ", config_.max_running, " and ",
                       config_.chunk_tokens);
+        const Trace& trace = ctx.trace;
         UNIKV_EXPECTS(static_cast<std::int64_t>(trace.distinct_blocks()) * trace.block_tokens() <= output_token_base,
                       "the trace numbers ", static_cast<std::int64_t>(trace.distinct_blocks()) * trace.block_tokens(),
                       " prompt tokens; the replay keeps ids from 2^30 on for generated tokens");
         if constexpr (has_storage) {
             // The clock is simulated: a prefetch is waited for in full (`settle_storage`), never timed out.
-            if (setup.storage != nullptr)
-                cache_.attach_storage(*setup.storage, {.model = setup.storage_model,
-                                                       .layout = "unikv-sim",
-                                                       .prefetch_timeout = std::chrono::hours(24)});
+            if (ctx.setup.storage != nullptr)
+                cache_.attach_storage(store_, {.model = ctx.setup.storage_model,
+                                       .layout = "unikv-sim",
+                                       .prefetch_timeout = std::chrono::hours(24)});
         } else {
-            UNIKV_EXPECTS(setup.storage == nullptr, "a replay with a storage tier needs a bundle with storage = AnyStorage");
+            UNIKV_EXPECTS(ctx.setup.storage == nullptr,
+                          "a replay with a storage tier needs a bundle with storage = AnyStorage");
         }
     }
 
@@ -87,35 +112,57 @@ public:
     engine& operator=(const engine&) = delete;
     // A replay that throws leaves requests holding rows, locks and backups: give them back before the cache goes.
     ~engine() {
-        for (live_request& r : requests_) {
-            try {
-                if (r.seq.status() != Sequence::Status::idle) cache_.release(r.seq);
-            } catch (...) {  // the replay is already failing with its own exception
-            }
+        for (const auto* queue : {&waiting_, &chunked_}) {
+            for (const std::int32_t i : *queue) release_quietly(i);
+        }
+        for (const auto* list : {&running_, &admitted_}) {
+            for (const std::int32_t i : *list) release_quietly(i);
         }
     }
 
-    ReplayResult run() {
-        const auto wall_start = std::chrono::steady_clock::now();
-        const auto trace_requests = trace_.requests();
-        while (config_.max_steps == 0 || step_ < config_.max_steps) {
-            arrive();
-            if (running_.empty() && waiting_.empty() && chunked_.empty()) {
-                if (next_arrival_ == trace_requests.size()) break;
-                clock_ = std::max(clock_, trace_requests[next_arrival_].arrival_ms);  // idle: jump to the arrival
-                continue;
-            }
-            run_step();
-            if (progress_ && config_.progress_every > 0 && step_ % config_.progress_every == 0) report_progress();
-        }
-        if (progress_) report_progress();
-        result_.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-        result_.unfinished =
-            static_cast<std::int64_t>(requests_.size() - result_.requests.size() - result_.dropped.size());
-        return std::move(result_);
+    /// True while requests wait, run or sit between chunks here.
+    [[nodiscard]] bool busy() const noexcept { return !running_.empty() || !waiting_.empty() || !chunked_.empty(); }
+    /// This instance's simulated clock (ms).
+    [[nodiscard]] double clock() const noexcept { return clock_; }
+    /// What the router asks at an arrival of `prompt`: the queue, and with `ask_prefix` the tokens of the prompt
+    /// (but its last, which an admission always computes) this cache holds on device or host (`Cache::peek`).
+    [[nodiscard]] InstanceView view(std::span<const TokenId> prompt, bool ask_prefix) const {
+        InstanceView v{.queued_tokens = queued_tokens_,
+                       .running = static_cast<std::int32_t>(running_.size() + chunked_.size())};
+        if (ask_prefix && prompt.size() > 1) v.cached_prefix = cache_.peek({prompt.first(prompt.size() - 1)}).best_length;
+        return v;
     }
+
+    /// Queues request `index` of the trace, arriving at `arrival_ms` with `prompt` (its tokens): an idle
+    /// instance's clock jumps to the arrival.
+    void submit(std::int32_t index, double arrival_ms, std::vector<TokenId> prompt) {
+        const Request& q = ctx_.trace.requests()[static_cast<std::size_t>(index)];
+        live_request& r = ctx_.requests[static_cast<std::size_t>(index)];
+        if (!busy()) clock_ = std::max(clock_, arrival_ms);
+        r.index = index;
+        r.output = q.output_tokens;
+        r.prompt = std::move(prompt);
+        r.record = {.index = index,
+                    .arrival_ms = arrival_ms,
+                    .prompt_tokens = q.prompt_tokens,
+                    .output_tokens = q.output_tokens,
+                    .instance = instance_};
+        queued_tokens_ += q.prompt_tokens;
+        waiting_.push_back(index);
+    }
+
+    /// Runs one step (see the file comment of engine.hpp). Precondition: `busy()`.
+    void step() { run_step(); }
 
 private:
+    void release_quietly(std::int32_t i) noexcept {
+        live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
+        try {
+            if (r.seq.status() != Sequence::Status::idle) cache_.release(r.seq);
+        } catch (...) {  // the replay is already failing with its own exception
+        }
+    }
+
     // ---- the backend ---------------------------------------------------------------------------------------------
 
     // A backend with a manual execution mode (`HostBackend`) runs in it, so copies finish where `run_queued`
@@ -153,32 +200,6 @@ private:
         return f();
     }
 
-    void report_progress() const {
-        progress_(
-            ReplayProgress{.finished = static_cast<std::int64_t>(result_.requests.size() + result_.dropped.size()),
-                           .total = static_cast<std::int64_t>(requests_.size()),
-                           .steps = step_,
-                           .simulated_ms = clock_});
-    }
-
-    void arrive() {
-        const auto all = trace_.requests();
-        while (next_arrival_ < all.size() && all[next_arrival_].arrival_ms <= clock_) {
-            const Request& q = all[next_arrival_];
-            live_request& r = requests_[next_arrival_];
-            r.index = static_cast<std::int32_t>(next_arrival_);
-            r.output = q.output_tokens;
-            r.prompt.resize(static_cast<std::size_t>(q.prompt_tokens));
-            trace_.prompt_tokens(q, r.prompt);
-            r.record = {.index = r.index,
-                        .arrival_ms = q.arrival_ms,
-                        .prompt_tokens = q.prompt_tokens,
-                        .output_tokens = q.output_tokens};
-            waiting_.push_back(r.index);
-            ++next_arrival_;
-        }
-    }
-
     // ---- the storage tier ----------------------------------------------------------------------------------
 
     // Asks the store for what the cache lacks of `r`'s prompt each time `r` is asked to be admitted (a prefetch at
@@ -194,7 +215,7 @@ private:
             for (const PrefetchDone& d : settle_storage()) {
                 if (d.id != s.id || d.status != PrefetchDone::Status::grafted) continue;
                 r.fetched = d.fetched;  // the last graft's: what the admission's host hit can hold of the store's
-                r.fetched_bytes += (cache_.storage_counters().bytes_read - read0) * setup_.byte_scale;
+                r.fetched_bytes += (cache_.storage_counters().bytes_read - read0) * ctx_.setup.byte_scale;
             }
         } else {
             (void)r;
@@ -217,10 +238,10 @@ private:
     // The token `r` decodes at position `pos`: its content stream's, while a later prompt that continues it
     // reaches there; else a fresh id.
     [[nodiscard]] TokenId output_of(const live_request& r, std::int32_t pos) const noexcept {
-        if (!continued_.empty()) {
-            if (const std::int32_t c = continued_[static_cast<std::size_t>(r.index)]; c != no_continuation) {
-                const Request& later = trace_.requests()[static_cast<std::size_t>(c)];
-                if (pos < later.prompt_tokens) return prompt_token(trace_, later, pos);
+        if (!ctx_.continued.empty()) {
+            if (const std::int32_t c = ctx_.continued[static_cast<std::size_t>(r.index)]; c != no_continuation) {
+                const Request& later = ctx_.trace.requests()[static_cast<std::size_t>(c)];
+                if (pos < later.prompt_tokens) return prompt_token(ctx_.trace, later, pos);
             }
         }
         return output_token(r.index, pos);
@@ -235,7 +256,7 @@ private:
     // ---- one step ------------------------------------------------------------------------------------------
 
     void run_step() {
-        rec_ = StepRecord{.step = step_, .start_ms = clock_};
+        rec_ = StepRecord{.instance = instance_, .step = step_, .start_ms = clock_};
         work_ = StepWork{};
         const std::uint64_t moved0 = cache_.allocator().bytes_moved();
         const std::uint64_t loaded0 = cache_.controller().bytes_submitted(TransferDirection::load);
@@ -247,7 +268,7 @@ private:
 
         decoding_.clear();
         for (const std::int32_t i : running_) {
-            if (requests_[static_cast<std::size_t>(i)].at == phase::decode) decoding_.push_back(i);
+            if (ctx_.requests[static_cast<std::size_t>(i)].at == phase::decode) decoding_.push_back(i);
         }
         timed([&] {
             cache_.begin_step({.decode_tokens = static_cast<std::int32_t>(decoding_.size()),
@@ -263,11 +284,11 @@ private:
         if constexpr (has_storage) {
             const std::uint64_t stored0 = cache_.storage_counters().bytes_written;
             (void)settle_storage();  // the step's puts (its write-through acks, its write-backs' backups)
-            work_.bytes_stored = (cache_.storage_counters().bytes_written - stored0) * setup_.byte_scale;
+            work_.bytes_stored = (cache_.storage_counters().bytes_written - stored0) * ctx_.setup.byte_scale;
         }
 
         if (config_.verify_every > 0 && step_ % config_.verify_every == 0) verify();
-        const std::uint64_t k = setup_.byte_scale;
+        const std::uint64_t k = ctx_.setup.byte_scale;
         work_.bytes_loaded = (cache_.controller().bytes_submitted(TransferDirection::load) - loaded0) * k;
         work_.bytes_written = (cache_.controller().bytes_submitted(TransferDirection::write) - written0) * k;
         rec_.bytes_compacted = (cache_.allocator().bytes_moved() - moved0) * k;
@@ -278,16 +299,16 @@ private:
         occupancy();
         clock_ += rec_.duration_ms;
         for (const std::int32_t i : first_tokens_)
-            requests_[static_cast<std::size_t>(i)].record.first_token_ms = clock_;
+            ctx_.requests[static_cast<std::size_t>(i)].record.first_token_ms = clock_;
         for (const std::int32_t i : finished_) {
-            live_request& r = requests_[static_cast<std::size_t>(i)];
+            live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
             r.record.finish_ms = clock_;
-            result_.requests.push_back(r.record);
+            ctx_.result.requests.push_back(r.record);
             r = live_request{};
         }
         first_tokens_.clear();
         finished_.clear();
-        result_.steps.push_back(rec_);
+        ctx_.result.steps.push_back(rec_);
         ++step_;
     }
 
@@ -309,7 +330,7 @@ private:
         rec_.window_state_bytes = 0;
         for (const Component c : {Component::swa, Component::mamba}) {  // tree units: tokens, states for Mamba
             if (alloc.spec()[c].present)
-                rec_.window_state_bytes += static_cast<std::uint64_t>(held(c)) * alloc.spec()[c].entry_bytes * setup_.byte_scale;
+                rec_.window_state_bytes += static_cast<std::uint64_t>(held(c)) * alloc.spec()[c].entry_bytes * ctx_.setup.byte_scale;
         }
     }
 
@@ -333,7 +354,7 @@ private:
                 return;
             }
             const std::int32_t i = from_chunk ? chunked_.front() : waiting_.front();
-            live_request& r = requests_[static_cast<std::size_t>(i)];
+            live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
             // A restore drains the load lane, so it waits until no load of this step is in flight.
             if (r.seq.backed_up() && cache_.loads_in_flight() > 0) return;
             if (r.seq.status() == Sequence::Status::idle) prefetch(r);
@@ -369,10 +390,11 @@ private:
     }
 
     void drop(live_request& r) {
+        if (!r.admitted_once) queued_tokens_ -= r.record.prompt_tokens;
         timed([&] {
             if (r.seq.status() != Sequence::Status::idle) cache_.release(r.seq);
         });
-        result_.dropped.push_back(r.index);
+        ctx_.result.dropped.push_back(r.index);
         r = live_request{};
     }
 
@@ -400,6 +422,7 @@ private:
         work_.prefill_tokens += s.length() - s.compute_from();
         if (!r.admitted_once) {
             r.admitted_once = true;
+            queued_tokens_ -= r.record.prompt_tokens;
             r.record.admitted_ms = clock_;
             // Its host hit includes what its prefetch grafted: that part came from the store.
             const std::int32_t stored = std::min(r.fetched, a.host_length);
@@ -420,21 +443,14 @@ private:
     // when it came (an infinite cache fed in finishing order) ran concurrently; the remainder is FULL pages missing.
     void attribute(live_request& r, const Admission& a) {
         RequestRecord& q = r.record;
-        q.limit_tokens = limits_[static_cast<std::size_t>(r.index)];
+        q.limit_tokens = ctx_.limits[static_cast<std::size_t>(r.index)];
         const std::int32_t gap = std::max(0, q.limit_tokens - a.prefix_length);
         q.lost_to_swa = std::min(a.missing_window, gap);
         q.lost_to_mamba = std::min(a.missing_state, gap - q.lost_to_swa);
         const std::int32_t rest = gap - q.lost_to_swa - q.lost_to_mamba;
-        const std::int32_t available = finished_blocks_.served(static_cast<std::size_t>(r.index));
+        const std::int32_t available = ctx_.finished_blocks.served(static_cast<std::size_t>(r.index));
         q.lost_to_concurrency = std::clamp(q.limit_tokens - std::max(available, a.prefix_length), 0, rest);
         q.lost_to_full = rest - q.lost_to_concurrency;
-    }
-
-    // Per request, what an infinite cache serves it: the summary's replay, with the outputs this replay decodes.
-    [[nodiscard]] static std::vector<std::int32_t> limits_of(const Trace& trace, const std::vector<std::int32_t>& continued) {
-        std::vector<std::int32_t> out;
-        (void)summarize(trace, continued, &out);
-        return out;
     }
 
     // ---- decode and preemption ---------------------------------------------------------------------------
@@ -444,7 +460,7 @@ private:
             batch_.clear();
             next_.clear();
             for (const std::int32_t i : decoding_) {
-                live_request& r = requests_[static_cast<std::size_t>(i)];
+                live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
                 batch_.push_back(&r.seq);
                 next_.push_back(output_of(r, r.seq.length()));
             }
@@ -458,13 +474,13 @@ private:
     // dropped and recomputed at its return).
     void preempt_newest() {
         const auto newest = std::max_element(decoding_.begin(), decoding_.end(), [&](std::int32_t x, std::int32_t y) {
-            return requests_[static_cast<std::size_t>(x)].admit_order <
-                   requests_[static_cast<std::size_t>(y)].admit_order;
+            return ctx_.requests[static_cast<std::size_t>(x)].admit_order <
+                   ctx_.requests[static_cast<std::size_t>(y)].admit_order;
         });
         const std::int32_t i = *newest;
         decoding_.erase(newest);
         running_.erase(std::find(running_.begin(), running_.end(), i));
-        live_request& r = requests_[static_cast<std::size_t>(i)];
+        live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
         (void)timed([&] { return cache_.retract(r.seq); });
         r.at = phase::waiting;
         ++r.record.preemptions;
@@ -490,17 +506,17 @@ private:
             }
             timed([&] {  // the loaded prefixes' rows are read, and their states copied, before the host reads them
                 for (const std::int32_t i : admitted_) {
-                    Sequence& s = requests_[static_cast<std::size_t>(i)].seq;
+                    Sequence& s = ctx_.requests[static_cast<std::size_t>(i)].seq;
                     if (s.load_id() != 0) (void)cache_.rows(s);
                 }
                 cache_.sync_for_host();
             });
         }
         const RowMarkers<typename cache_type::allocator_type> rows(cache_.allocator());
-        for (const std::int32_t i : admitted_) compute(requests_[static_cast<std::size_t>(i)], rows);
-        for (const std::int32_t i : decoding_) compute(requests_[static_cast<std::size_t>(i)], rows);
+        for (const std::int32_t i : admitted_) compute(ctx_.requests[static_cast<std::size_t>(i)], rows);
+        for (const std::int32_t i : decoding_) compute(ctx_.requests[static_cast<std::size_t>(i)], rows);
         if (config_.check_rows && pages_moved) {
-            for (const std::int32_t i : running_) check_all(requests_[static_cast<std::size_t>(i)], rows);
+            for (const std::int32_t i : running_) check_all(ctx_.requests[static_cast<std::size_t>(i)], rows);
         }
     }
 
@@ -605,7 +621,7 @@ private:
 
     void after_forward() {
         for (const std::int32_t i : admitted_) {
-            live_request& r = requests_[static_cast<std::size_t>(i)];
+            live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
             if (r.at == phase::prefill && !r.seq.prefilling()) {
                 r.at = phase::decode;
                 if constexpr (has_mamba) checkpoint(r);
@@ -618,7 +634,7 @@ private:
         }
         for (std::size_t k = 0; k < running_.size();) {
             const std::int32_t i = running_[k];
-            live_request& r = requests_[static_cast<std::size_t>(i)];
+            live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
             if (r.at == phase::prefill) {  // a chunk: into the tree, still locked, and wait for the next one
                 (void)timed([&] { return cache_.checkpoint(r.seq); });
                 r.at = phase::chunked;
@@ -628,7 +644,7 @@ private:
                     if (r.seq.length() % page_ != 0) checkpoint(r);  // the state at its last whole page too
                 }
                 (void)timed([&] { return cache_.finish(r.seq); });
-                (void)finished_blocks_.hold(static_cast<std::size_t>(r.index), continued_);
+                (void)ctx_.finished_blocks.hold(static_cast<std::size_t>(r.index), ctx_.continued);
                 finished_.push_back(i);
                 ++rec_.finished;
             } else {
@@ -662,22 +678,18 @@ private:
         }
     }
 
-    const Trace& trace_;
-    const ReplaySetup& setup_;
+    replay_context& ctx_;
     const EngineConfig config_;
     const Cost& cost_;
-    const std::function<void(const ReplayProgress&)>& progress_;
+    const std::int32_t instance_;
     backend_type backend_;
     decltype(std::declval<backend_type&>().make_stream()) compute_;
+    AnyStorage store_;  // this instance's share of the replay's store (outlives the cache that attaches it)
     cache_type cache_;
     const std::int32_t page_;
     const std::int32_t window_;
-    const std::vector<std::int32_t> continued_;  // per request, the later one that continues it (or none)
-    const std::vector<std::int32_t> limits_;     // per request, what an infinite cache serves it
-    BlockTree finished_blocks_;                  // an infinite cache of the requests finished so far
 
-    std::vector<live_request> requests_;  // by trace index; reset when finished or dropped
-    std::size_t next_arrival_ = 0;
+    std::int64_t queued_tokens_ = 0;  // prompt tokens of the requests waiting for their first admission
     std::deque<std::int32_t> waiting_;     // FIFO; preempted requests go to the front
     std::deque<std::int32_t> chunked_;  // requests between two chunks, in order (admitted first)
     std::vector<std::int32_t> running_;    // prefilled or decoding
@@ -689,7 +701,6 @@ private:
     double clock_ = 0;
     StepRecord rec_{};
     StepWork work_{};
-    ReplayResult result_{};
     // Scratch, reused every step.
     std::vector<Sequence*> batch_;
     std::vector<TokenId> next_;
@@ -701,7 +712,63 @@ private:
 template <class Policies, class Cost>
 ReplayResult replay(const Trace& trace, const ReplaySetup& setup, const Cost& cost,
                     const std::function<void(const ReplayProgress&)>& progress) {
-    return detail::engine<Policies, Cost>(trace, setup, cost, progress).run();
+    using instance = detail::engine<Policies, Cost>;
+    const ClusterConfig& cluster = setup.cluster;
+    UNIKV_EXPECTS(cluster.instances >= 1, "a replay needs at least one instance; got ", cluster.instances);
+    UNIKV_EXPECTS(setup.arrival_scale > 0, "the arrival scale must be positive; got ", setup.arrival_scale);
+    const auto wall_start = std::chrono::steady_clock::now();
+    detail::replay_context ctx(trace, setup);
+    std::vector<std::unique_ptr<instance>> instances;
+    for (std::int32_t i = 0; i < cluster.instances; ++i) instances.push_back(std::make_unique<instance>(ctx, cost, i));
+
+    const auto all = trace.requests();
+    const EngineConfig& config = setup.engine;
+    std::int64_t steps = 0;
+    const auto report = [&](double clock) {
+        if (progress)
+            progress({.finished = static_cast<std::int64_t>(ctx.result.requests.size() + ctx.result.dropped.size()),
+                      .total = static_cast<std::int64_t>(all.size()),
+                      .steps = steps,
+                      .simulated_ms = clock});
+    };
+    // Steps every instance with work whose clock is before `until`, the one furthest behind first; false when the
+    // step limit stops the replay.
+    const auto advance = [&](double until) {
+        for (;;) {
+            instance* behind = nullptr;
+            for (const auto& e : instances)
+                if (e->busy() && e->clock() < until && (behind == nullptr || e->clock() < behind->clock()))
+                    behind = e.get();
+            if (behind == nullptr) return true;
+            if (config.max_steps > 0 && steps >= config.max_steps) return false;
+            behind->step();
+            ++steps;
+            if (config.progress_every > 0 && steps % config.progress_every == 0) report(behind->clock());
+        }
+    };
+    std::vector<InstanceView> views(static_cast<std::size_t>(cluster.instances));
+    double last_arrival = 0;
+    for (std::size_t next = 0; next < all.size(); ++next) {
+        const double at = all[next].arrival_ms * setup.arrival_scale;
+        if (!advance(at)) break;
+        std::vector<TokenId> prompt(static_cast<std::size_t>(all[next].prompt_tokens));
+        trace.prompt_tokens(all[next], prompt);
+        const bool ask_prefix = cluster.router == RouterChoice::prefix;
+        for (std::size_t i = 0; i < instances.size(); ++i) views[i] = instances[i]->view(prompt, ask_prefix);
+        const std::int32_t to = route(cluster, views, static_cast<std::int64_t>(next));
+        instances[static_cast<std::size_t>(to)]->submit(static_cast<std::int32_t>(next), at, std::move(prompt));
+        last_arrival = at;
+    }
+    (void)advance(std::numeric_limits<double>::infinity());
+    double end = last_arrival;
+    for (const auto& e : instances) end = std::max(end, e->clock());
+    report(end);
+    instances.clear();  // each gives back what a stopped replay still holds
+    ReplayResult out = std::move(ctx.result);
+    out.instances = cluster.instances;
+    out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    out.unfinished = static_cast<std::int64_t>(all.size() - out.requests.size() - out.dropped.size());
+    return out;
 }
 
 }  // namespace unikv::sim

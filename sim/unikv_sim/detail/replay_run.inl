@@ -82,25 +82,29 @@ ReplayResult replay_with(const Trace& trace, const ReplaySetup& setup, const Cos
 namespace detail {
 
 // Refuses, before anything is allocated, memory whose 1/`k` scale the replay would really allocate beyond half of
-// this machine's memory (the arena and the host pools are real buffers), naming the largest host memory that fits.
+// this machine's memory (every instance's arena and host pools are real buffers), naming the largest memory per
+// instance that fits.
 inline void expect_fits(const SimOptions& o, std::uint64_t k) {
     const auto ram = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
                      static_cast<std::uint64_t>(::sysconf(_SC_PAGE_SIZE));
     const std::uint64_t room = ram / 2;
-    const std::uint64_t device = o.device_memory_bytes / k;
-    const std::uint64_t host = o.host_memory_bytes / k;
+    const auto n = static_cast<std::uint64_t>(o.cluster.instances);
+    const std::uint64_t device = o.device_memory_bytes / k * n;
+    const std::uint64_t host = o.host_memory_bytes / k * n;
     const auto whole_gib = [](std::uint64_t bytes) { return format_bytes(bytes >> 30 << 30); };  // a size to pass
     if (device > room)
         throw InputError(message("--device-memory: ", format_bytes(o.device_memory_bytes), " is ",
-                                 format_bytes_rounded(device), " at the replay's 1/", k,
-                                 " byte scale, more than half of this machine's ", format_bytes_rounded(ram),
-                                 "; the largest that fits is ", whole_gib(room * k)));
+                                 format_bytes_rounded(device), " at the replay's 1/", k, " byte scale",
+                                 n > 1 ? message(" over ", n, " instances") : std::string(),
+                                 ", more than half of this machine's ", format_bytes_rounded(ram),
+                                 "; the largest that fits is ", whole_gib(room / n * k)));
     if (host > room - device)
         throw InputError(message("--host-memory: ", format_bytes(o.host_memory_bytes), " is ",
-                                 format_bytes_rounded(host), " at the replay's 1/", k,
-                                 " byte scale, which with the device's ", format_bytes_rounded(device),
+                                 format_bytes_rounded(host), " at the replay's 1/", k, " byte scale",
+                                 n > 1 ? message(" over ", n, " instances") : std::string(),
+                                 ", which with the device's ", format_bytes_rounded(device),
                                  " is more than half of this machine's ", format_bytes_rounded(ram),
-                                 "; the largest host memory that fits is ", whole_gib((room - device) * k)));
+                                 "; the largest host memory that fits is ", whole_gib((room - device) / n * k)));
 }
 
 }  // namespace detail
@@ -111,11 +115,13 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
     check_built<P>(o);
     ReplaySetup setup;
     try {
-        setup.cache = replay_cache_config<P>(o.device_memory_bytes, o.host_memory_bytes);
+        setup.cache = replay_cache_config<P>(o.device_memory_bytes, spec.host_tier ? o.host_memory_bytes : 0);
         setup.cache.host.write = detail::host_writes(o.write_policy);
         setup.byte_scale = replay_byte_scale<P>(o.device_memory_bytes);
         detail::expect_fits(o, setup.byte_scale);
         setup.engine.continue_outputs = !o.fresh_outputs;
+        setup.cluster = o.cluster;
+        setup.arrival_scale = o.arrival_scale;
         setup.cache.retention = o.retention;
         if (const std::int32_t page = setup.cache.arena.page_sizes.full.tokens; o.retention.every_tokens % page != 0) {
             throw InputError(message("--retain-every: ", o.retention.every_tokens, " is not a multiple of ", P::name,
@@ -126,16 +132,16 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
                                  " cannot hold one request of ", P::name, ": ", e.what()));
     }
     std::optional<StorageSpec> storage;
-    if (!o.storage.empty()) storage = parse_storage(o.storage);
+    if (!o.storage.empty() && spec.host_tier && spec.storage_tier) storage = parse_storage(o.storage);
     Accelerator hw{.host_link_bytes_per_s = o.host_link_gbps * 1e9};
     if (storage) hw = storage_link_for(hw, storage->kind);
     const CostModel cost = CostModel::of<P>(hw);
-    // The run's own empty store, its bound at the replay's scale like the memory's.
-    AnyStorage store;
+    // The run's own empty store, its bound at the replay's scale like the memory's, shared by every instance.
+    std::optional<SharedStorage<AnyStorage>> store;
     if (storage) {
         std::string run = spec.budget == BudgetChoice::unified ? std::string("unified") : message("static-", spec.swa_full_ratio);
-        store = open_store(*storage, std::max<std::uint64_t>(1, o.storage_bytes / setup.byte_scale), message(P::name, "-", run));
-        setup.storage = &store;
+        store.emplace(open_store(*storage, std::max<std::uint64_t>(1, o.storage_bytes / setup.byte_scale), message(P::name, "-", run)));
+        setup.storage = &*store;
         setup.storage_model = P::name;
     }
     if (spec.budget == BudgetChoice::unified) {
