@@ -253,19 +253,21 @@ inline void print_comparison_table(std::FILE* out, std::span<const ReportedRun> 
                  100 * (unified - runs[2].figures.hit_rate()));
 }
 
-/// Prints each instance of a cluster run, and the load balance. Prints nothing for one instance.
+/// Prints each instance of a cluster run, and the load balance. Prints nothing for one instance. `limit` is what an
+/// infinite cache shared by every instance serves of the instance's prompt tokens.
 inline void print_instances_table(std::FILE* out, const ReportedRun& run) {
     if (run.instances.size() < 2) return;
     std::fprintf(out, "unikv-sim: instances, %s\n", run.label.c_str());
-    std::fprintf(out, "  %-8s %8s %14s %7s %7s %7s %7s %6s %10s %10s %8s %11s %11s\n", "instance", "requests",
-                 "prompt tokens", "hit", "device", "host", "storage", "busy", "TTFT p50", "TTFT p99", "ITL p50",
-                 "host link", "storage");
+    std::fprintf(out, "  %-8s %8s %14s %7s %7s %7s %7s %7s %6s %10s %10s %8s %11s %11s\n", "instance", "requests",
+                 "prompt tokens", "hit", "device", "host", "storage", "limit", "busy", "TTFT p50", "TTFT p99",
+                 "ITL p50", "host link", "storage");
     for (const InstanceFigures& i : run.instances) {
         const ReplayFigures& f = i.figures;
-        std::fprintf(out, "  %-8d %8s %14s %6.1f%% %6.1f%% %6.1f%% %6.1f%% %5.0f%% %7.0f ms %7.0f ms %5.1f ms %11s %11s\n",
+        const double limit = f.prompt_tokens > 0 ? double(f.limit_tokens) / double(f.prompt_tokens) : 0.0;
+        std::fprintf(out, "  %-8d %8s %14s %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %5.0f%% %7.0f ms %7.0f ms %5.1f ms %11s %11s\n",
                      i.instance, with_commas(static_cast<std::int64_t>(f.finished)).c_str(),
                      with_commas(i.routed_prompt_tokens).c_str(), 100 * f.hit_rate(), 100 * f.device_hit_rate,
-                     100 * f.host_hit_rate, 100 * f.storage_hit_rate, 100 * i.busy_share, f.ttft_ms.p50,
+                     100 * f.host_hit_rate, 100 * f.storage_hit_rate, 100 * limit, 100 * i.busy_share, f.ttft_ms.p50,
                      f.ttft_ms.p99, f.itl_ms.p50, format_bytes_rounded(f.bytes_loaded + f.bytes_written).c_str(),
                      format_bytes_rounded(f.bytes_fetched + f.bytes_stored).c_str());
     }
