@@ -39,6 +39,7 @@ Trace load_trace(const SimOptions& o) {
 struct Run {
     ReportedRun report;
     std::vector<StepRecord> steps;
+    BudgetChoice budget = BudgetChoice::unified;
 };
 
 Run run(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
@@ -50,7 +51,8 @@ Run run(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
                        .swa_full_ratio = spec.swa_full_ratio,
                        .figures = compute_figures(out.result),
                        .instances = instance_figures(out.result)},
-            .steps = std::move(out.result.steps)};
+            .steps = std::move(out.result.steps),
+            .budget = spec.budget};
 }
 
 // The arrival scale `o` asks for: `--target-load`'s, else `--arrival-scale`'s.
@@ -69,20 +71,16 @@ std::vector<RunSpec> tier_runs(const SimOptions& o) {
     std::vector<RunSpec> out{{.budget = BudgetChoice::unified, .label = "unified, device only", .host_tier = false}};
     if (!o.storage.empty())
         out.push_back({.budget = BudgetChoice::unified, .label = "unified, device + host", .storage_tier = false});
-    const bool split = with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_split_built<P>; });
+    const bool split =
+        with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_split_built<P>; });
     if (split)
         out.push_back({.budget = BudgetChoice::static_split,
                        .swa_full_ratio = sglang_swa_full_tokens_ratio,
-                       .label = message("static ", sglang_swa_full_tokens_ratio, o.storage.empty() ? ", device + host" : ", every tier")});
+                       .label = message("static ", sglang_swa_full_tokens_ratio,
+                                        o.storage.empty() ? ", device + host" : ", every tier")});
     return out;
 }
 
-// Each instance's steps of `steps`, for the plot.
-std::vector<std::vector<StepRecord>> steps_by_instance(const std::vector<StepRecord>& steps, std::int32_t instances) {
-    std::vector<std::vector<StepRecord>> out(static_cast<std::size_t>(instances));
-    for (const StepRecord& s : steps) out[static_cast<std::size_t>(s.instance)].push_back(s);
-    return out;
-}
 
 // The better static split: the one that drops fewer requests (a hit rate over fewer requests is no gain),
 // then the higher hit rate.
@@ -193,11 +191,11 @@ int main(int argc, char** argv) {
         if (o.compare_tiers) {
             std::vector<ReportedRun> ladder;  // the unified runs from fewest tiers up, then the static split
             for (const Run& t : tiers)
-                if (t.report.swa_full_ratio == 0) ladder.push_back(t.report);
+                if (t.budget == BudgetChoice::unified) ladder.push_back(t.report);
             ladder.push_back(runs[0].report);
             ladder.back().label = o.storage.empty() ? "unified, device + host" : "unified, every tier";
             for (const Run& t : tiers)
-                if (t.report.swa_full_ratio != 0) ladder.push_back(t.report);
+                if (t.budget != BudgetChoice::unified) ladder.push_back(t.report);
             std::printf("\n");
             print_tiers_table(stdout, ladder);
         }
@@ -213,16 +211,22 @@ int main(int argc, char** argv) {
                 if (best != engine_default) plotted.push_back({compared[2].label, runs[best].steps});
             }
             for (const Run& t : tiers) plotted.push_back({t.report.label, t.steps});
-            const auto by_instance = steps_by_instance(runs[0].steps, o.cluster.instances);
+            ReplayResult steps_only;  // each instance's steps, for their occupancy
+            steps_only.steps = runs[0].steps;
+            steps_only.instances = o.cluster.instances;
+            const std::vector<ReplayResult> by_instance = split_by_instance(steps_only);
             std::vector<PlotRun> instances;
             if (by_instance.size() > 1)
-                for (std::size_t i = 0; i < by_instance.size(); ++i) instances.push_back({message("instance ", i), by_instance[i]});
-            plot_replay(o.plot_path, message("unikv-sim: ", o.model, ", ", describe_input(o), ", device ",
-                                             format_bytes(o.device_memory_bytes), ", host ",
-                                             format_bytes(o.host_memory_bytes),
-                                             o.cluster.instances > 1 ? message(", ", o.cluster.instances, " instances, router ",
-                                                                               router_name(o.cluster.router))
-                                                                     : std::string()),
+                for (std::size_t i = 0; i < by_instance.size(); ++i)
+                    instances.push_back({message("instance ", i), by_instance[i].steps});
+            const std::string cluster =
+                o.cluster.instances > 1
+                    ? message(", ", o.cluster.instances, " instances, router ", router_name(o.cluster.router))
+                    : std::string();
+            plot_replay(o.plot_path,
+                        message("unikv-sim: ", o.model, ", ", describe_input(o), ", device ",
+                                format_bytes(o.device_memory_bytes), ", host ", format_bytes(o.host_memory_bytes),
+                                cluster),
                         plotted, instances);
         }
     } catch (const InputError& e) {

@@ -22,8 +22,8 @@
 /// * **the storage link** (with a storage tier): the bytes the step's admitted requests prefetched from the store
 ///   (one latency plus the bytes at the read rate: the prefetch runs before the admission, which waits for it).
 ///   The bytes the step put do not bound it: a put copies host memory to the store, off the accelerator and its
-///   link, while the forward runs (`storage_write_seconds` prices them for a reader to set against the span; a
-///   store whose write side is busier than the span could not keep up, and the replay then flatters it).
+///   link, while the forward runs (the report gives the bytes stored; a store whose write side, at
+///   `storage_write_bytes_per_s`, is busier than the span could not keep up, and the replay then flatters it).
 ///   Defaults: a datacenter NVMe SSD for `file:` (7 GB/s read, 4 GB/s write, 0.1 ms), a 25 Gb/s network for
 ///   `redis://` (3 GB/s each way, 0.5 ms).
 ///
@@ -169,11 +169,8 @@ public:
 
     /// The storage bound: a prefetch's latency and bytes over the store's read side.
     [[nodiscard]] constexpr double storage_seconds(const StepWork& w) const noexcept {
-        return (w.bytes_fetched > 0 ? hw_.storage_latency_s : 0) + double(w.bytes_fetched) / hw_.storage_read_bytes_per_s;
-    }
-    /// The store's write side busy with the step's puts (not a bound of the step; see the file comment).
-    [[nodiscard]] constexpr double storage_write_seconds(const StepWork& w) const noexcept {
-        return double(w.bytes_stored) / hw_.storage_write_bytes_per_s;
+        return (w.bytes_fetched > 0 ? hw_.storage_latency_s : 0) +
+               double(w.bytes_fetched) / hw_.storage_read_bytes_per_s;
     }
 
     /// The accelerator priced against.

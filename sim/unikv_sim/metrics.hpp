@@ -11,7 +11,7 @@
 ///   tokens, `(finish_ms - first_token_ms) / (output_tokens - 1)` (requests with one output token have none),
 ///   and its percentiles are over requests;
 /// * throughput divides the finished requests' tokens by the simulated span, from the first arrival (0) to the
-///   end of the last step, idle gaps between arrivals included (a trace replayed at its own arrival rate
+///   end of the latest step, idle gaps between arrivals included (a trace replayed at its own arrival rate
 ///   cannot run faster than it arrives);
 /// * per-step figures (admitted tokens, running requests, cache time) are over steps, every step weighing the
 ///   same (with several instances, every instance's steps);
@@ -68,6 +68,7 @@ struct ReplayFigures {
     std::int64_t lost_to_swa = 0;
     std::int64_t lost_to_mamba = 0;
     std::int64_t lost_to_concurrency = 0;
+    std::int64_t lost_to_routing = 0;
     double device_hit_rate = 0;         ///< `device_hit_tokens / prompt_tokens`
     double host_hit_rate = 0;           ///< `host_hit_tokens / prompt_tokens`
     double storage_hit_rate = 0;        ///< `storage_hit_tokens / prompt_tokens`
@@ -130,7 +131,8 @@ struct ReplayFigures {
         f.max_running = std::max(f.max_running, s.running);
         cache_us.push_back(static_cast<double>(s.cache_ns) / 1e3);
     }
-    for (const StepRecord& s : r.steps) f.simulated_seconds = std::max(f.simulated_seconds, (s.start_ms + s.duration_ms) / 1e3);
+    for (const StepRecord& s : r.steps)
+        f.simulated_seconds = std::max(f.simulated_seconds, (s.start_ms + s.duration_ms) / 1e3);
     const double steps = static_cast<double>(r.steps.size());
     f.admitted_tokens_per_step = ratio(static_cast<double>(admitted), steps);
     f.mean_running = ratio(static_cast<double>(running), steps);
@@ -152,6 +154,7 @@ struct ReplayFigures {
         f.lost_to_swa += q.lost_to_swa;
         f.lost_to_mamba += q.lost_to_mamba;
         f.lost_to_concurrency += q.lost_to_concurrency;
+        f.lost_to_routing += q.lost_to_routing;
         ttft.push_back(q.first_token_ms - q.arrival_ms);
         if (q.output_tokens > 1) itl.push_back((q.finish_ms - q.first_token_ms) / (q.output_tokens - 1));
     }
@@ -176,24 +179,37 @@ struct InstanceFigures {
     std::int64_t routed_prompt_tokens = 0;  ///< prompt tokens of the finished requests routed to it
 };
 
-/// The figures of each instance of `r` (one entry per instance, in order). O(records).
-[[nodiscard]] inline std::vector<InstanceFigures> instance_figures(const ReplayResult& r) {
-    const auto n = static_cast<std::size_t>(std::max(1, r.instances));
-    std::vector<ReplayResult> split(n);
-    for (ReplayResult& part : split) part.instances = 1;
+/// `r`'s records split by instance: entry `i` holds instance `i`'s steps, requests and dropped requests, in `r`'s
+/// order (its wall time and unfinished count are the whole replay's to give, not an instance's: 0). O(records).
+[[nodiscard]] inline std::vector<ReplayResult> split_by_instance(const ReplayResult& r) {
+    std::vector<ReplayResult> split(static_cast<std::size_t>(std::max(1, r.instances)));
     for (const StepRecord& s : r.steps) split[static_cast<std::size_t>(s.instance)].steps.push_back(s);
     for (const RequestRecord& q : r.requests) split[static_cast<std::size_t>(q.instance)].requests.push_back(q);
+    for (std::size_t d = 0; d < r.dropped.size(); ++d) {
+        ReplayResult& part = split[static_cast<std::size_t>(d < r.dropped_on.size() ? r.dropped_on[d] : 0)];
+        part.dropped.push_back(r.dropped[d]);
+        part.dropped_on.push_back(d < r.dropped_on.size() ? r.dropped_on[d] : 0);
+    }
+    return split;
+}
+
+/// The figures of each instance of `r` (one entry per instance, in order): simulated time and throughput over the
+/// cluster's span, no replay speed (the wall time is the cluster's). O(records).
+[[nodiscard]] inline std::vector<InstanceFigures> instance_figures(const ReplayResult& r) {
+    const std::vector<ReplayResult> split = split_by_instance(r);
     double span = 0;
     for (const StepRecord& s : r.steps) span = std::max(span, s.start_ms + s.duration_ms);
-    std::vector<InstanceFigures> out(n);
-    for (std::size_t i = 0; i < n; ++i) {
+    std::vector<InstanceFigures> out(split.size());
+    for (std::size_t i = 0; i < split.size(); ++i) {
         double busy = 0;
         for (const StepRecord& s : split[i].steps) busy += s.duration_ms;
         for (const RequestRecord& q : split[i].requests) out[i].routed_prompt_tokens += q.prompt_tokens;
         out[i].instance = static_cast<std::int32_t>(i);
-        split[i].wall_seconds = r.wall_seconds;
-        out[i].figures = compute_figures(split[i]);
-        out[i].figures.simulated_seconds = span / 1e3;
+        ReplayFigures& f = out[i].figures;
+        f = compute_figures(split[i]);
+        f.simulated_seconds = span / 1e3;
+        f.output_tokens_per_s = span > 0 ? static_cast<double>(f.output_tokens) / (span / 1e3) : 0;
+        f.total_tokens_per_s = span > 0 ? static_cast<double>(f.prompt_tokens + f.output_tokens) / (span / 1e3) : 0;
         out[i].busy_share = span > 0 ? busy / span : 0;
     }
     return out;

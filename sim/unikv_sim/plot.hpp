@@ -73,8 +73,9 @@ inline constexpr std::string_view gnuplot_missing =
         "set lmargin at screen 0.07\nset rmargin at screen 0.66\n"
         "set multiplot layout 2,1 title ",
         gnuplot_quote(title), "\nset xlabel 'simulated time (s)'\nset xrange [0:", end_s > 0 ? end_s : 1, "]\n");
-    gp += message("set ylabel '", instances.size() > 1 ? "device occupancy (share of the arena)" : "occupancy (share of the pool)",
-                  "'\nset yrange [0:1.05]\nplot ");
+    const char* occupancy =
+        instances.size() > 1 ? "device occupancy (share of the arena)" : "occupancy (share of the pool)";
+    gp += message("set ylabel '", occupancy, "'\nset yrange [0:1.05]\nplot ");
     if (instances.size() > 1) {
         for (std::size_t i = 0; i < instances.size(); ++i)
             gp += message(i ? ", " : "", "'inst", i, ".csv' using 'time_s':'device_total' with lines lw 1 title ",

@@ -76,10 +76,11 @@ struct RequestRecord {
     std::int32_t host_hit_tokens = 0;    ///< prompt tokens loaded back from the host tier at admission
     std::int32_t storage_hit_tokens = 0;  ///< prompt tokens its prefetch fetched from the storage tier, then loaded back
     /// What an infinite cache would have served it (`summarize`), and why the admission served less (they add
-    /// up to `limit_tokens - device_hit_tokens - host_hit_tokens - storage_hit_tokens` when that is positive): the prefix's SWA
-    /// window or Mamba state missing at a boundary the FULL pages reached, the request that would have cached
-    /// the tokens still running when it came (not finished: an infinite cache fed in finishing order lacks them),
-    /// else its FULL pages missing (evicted).
+    /// up to `limit_tokens - device_hit_tokens - host_hit_tokens - storage_hit_tokens` when that is positive):
+    /// the prefix's SWA window or Mamba state missing at a boundary the FULL pages reached, the request that would
+    /// have cached the tokens still running when it came (not finished: an infinite cache fed in finishing order
+    /// lacks them), held by another instance's cache (device or host: `lost_to_routing`, after `instance`), else
+    /// its FULL pages missing (evicted).
     std::int32_t limit_tokens = 0;
     std::int32_t lost_to_swa = 0;
     std::int32_t lost_to_mamba = 0;
@@ -88,15 +89,17 @@ struct RequestRecord {
     std::int32_t preemptions = 0;        ///< times it was retracted
     double admitted_ms = 0;  ///< start of the step that first admitted it (its first chunk, if chunked)
     std::int32_t instance = 0;  ///< the engine instance the router sent it to
+    std::int32_t lost_to_routing = 0;  ///< see `limit_tokens`
     friend bool operator==(const RequestRecord&, const RequestRecord&) = default;
 };
 
 /// A whole replay: every instance's steps and requests together, each record naming its instance.
 struct ReplayResult {
     std::vector<StepRecord> steps;        ///< in the order they ran (instances interleaved by simulated time)
-    std::vector<RequestRecord> requests;  ///< in finishing order
+    std::vector<RequestRecord> requests;  ///< in the order their last steps ran
     /// Requests that could never be admitted (too long for the memory) and were dropped, by trace index.
     std::vector<std::int32_t> dropped;
+    std::vector<std::int32_t> dropped_on;  ///< the instance of each of `dropped`
     /// Requests neither finished nor dropped: the replay stopped at `EngineConfig::max_steps` first.
     std::int64_t unfinished = 0;
     double wall_seconds = 0;  ///< wall time of the whole replay

@@ -120,8 +120,8 @@ inline void print_summary_table(std::FILE* out, const SimOptions& o, const Trace
                  format_bytes(o.device_memory_bytes).c_str(), format_bytes(o.host_memory_bytes).c_str(),
                  std::string(write_policy_name(o.write_policy)).c_str());
     if (!o.storage.empty())
-        std::fprintf(out, "  %-22s %s, %s%s\n", "storage tier", o.storage.c_str(), format_bytes(o.storage_bytes).c_str(),
-                     o.cluster.instances > 1 ? ", shared by every instance" : "");
+        std::fprintf(out, "  %-22s %s, %s%s\n", "storage tier", o.storage.c_str(),
+                     format_bytes(o.storage_bytes).c_str(), o.cluster.instances > 1 ? ", shared by every instance" : "");
     std::fprintf(out, "  %-22s %d instance%s (each with the memory above), router %s", "cluster", o.cluster.instances,
                  o.cluster.instances > 1 ? "s" : "", std::string(router_name(o.cluster.router)).c_str());
     if (o.cluster.router == RouterChoice::prefix)
@@ -195,10 +195,14 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
                      100 * s.max_prefix_hit_rate());
     }
     const auto share = [&](std::int64_t v) { return f.prompt_tokens > 0 ? 100.0 * static_cast<double>(v) / static_cast<double>(f.prompt_tokens) : 0.0; };
+    char routing[64] = "";  // a cluster's misses another instance's cache held
+    if (run.instances.size() > 1)
+        std::snprintf(routing, sizeof routing, ", held by another instance %.1f%%", share(f.lost_to_routing));
     std::fprintf(out, "  %-22s %.1f%% of prompt tokens: FULL pages missing %.1f%%, SWA window %.1f%%, Mamba state "
-                 "%.1f%%, still being computed %.1f%%\n", "missed of the limit",
-                 share(f.limit_tokens - f.device_hit_tokens - f.host_hit_tokens - f.storage_hit_tokens), share(f.lost_to_full),
-                 share(f.lost_to_swa), share(f.lost_to_mamba), share(f.lost_to_concurrency));
+                 "%.1f%%, still being computed %.1f%%%s\n", "missed of the limit",
+                 share(f.limit_tokens - f.device_hit_tokens - f.host_hit_tokens - f.storage_hit_tokens),
+                 share(f.lost_to_full), share(f.lost_to_swa), share(f.lost_to_mamba), share(f.lost_to_concurrency),
+                 routing);
     std::fprintf(out, "  %-22s %s bytes of SWA rows and Mamba states per cached token\n", "windows, states kept",
                  round_commas(f.window_state_bytes_per_token).c_str());
     std::fprintf(out, "  %-22s %s prompt tokens per step (max %s); %s refusals, %s chunked\n", "admitted",
@@ -264,7 +268,8 @@ inline void print_instances_table(std::FILE* out, const ReportedRun& run) {
     for (const InstanceFigures& i : run.instances) {
         const ReplayFigures& f = i.figures;
         const double limit = f.prompt_tokens > 0 ? double(f.limit_tokens) / double(f.prompt_tokens) : 0.0;
-        std::fprintf(out, "  %-8d %8s %14s %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %5.0f%% %7.0f ms %7.0f ms %5.1f ms %11s %11s\n",
+        std::fprintf(out,
+                     "  %-8d %8s %14s %6.1f%% %6.1f%% %6.1f%% %6.1f%% %6.1f%% %5.0f%% %7.0f ms %7.0f ms %5.1f ms %11s %11s\n",
                      i.instance, with_commas(static_cast<std::int64_t>(f.finished)).c_str(),
                      with_commas(i.routed_prompt_tokens).c_str(), 100 * f.hit_rate(), 100 * f.device_hit_rate,
                      100 * f.host_hit_rate, 100 * f.storage_hit_rate, 100 * limit, 100 * i.busy_share, f.ttft_ms.p50,
@@ -306,7 +311,7 @@ inline void print_tiers_table(std::FILE* out, std::span<const ReportedRun> runs)
         "\"total_tokens_per_s\": %.3f, \"ttft_ms\": {\"p50\": %.3f, \"p90\": %.3f, \"p99\": %.3f}, "
         "\"itl_ms\": {\"p50\": %.4f, \"p90\": %.4f, \"p99\": %.4f}, \"mean_running\": %.3f, \"max_running\": %d, "
         "\"requests_per_wall_s\": %.3f, \"tokens_per_wall_s\": %.3f, \"limit_tokens\": %lld, "
-        "\"lost_to_full\": %lld, \"lost_to_swa\": %lld, \"lost_to_mamba\": %lld, \"lost_to_concurrency\": %lld, "
+        "\"lost_to_full\": %lld, \"lost_to_swa\": %lld, \"lost_to_mamba\": %lld, \"lost_to_concurrency\": %lld, \"lost_to_routing\": %lld, "
         "\"window_state_bytes_per_token\": %.1f, \"storage_hit_tokens\": %lld, \"storage_hit_rate\": %.6f, "
         "\"bytes_fetched\": %llu, \"bytes_stored\": %llu}",
         f.finished, f.dropped, static_cast<long long>(f.unfinished), static_cast<long long>(f.steps),
@@ -321,7 +326,8 @@ inline void print_tiers_table(std::FILE* out, std::span<const ReportedRun> runs)
         f.mean_running, f.max_running, f.requests_per_wall_s, f.tokens_per_wall_s,
         static_cast<long long>(f.limit_tokens), static_cast<long long>(f.lost_to_full),
         static_cast<long long>(f.lost_to_swa), static_cast<long long>(f.lost_to_mamba),
-        static_cast<long long>(f.lost_to_concurrency), f.window_state_bytes_per_token,
+        static_cast<long long>(f.lost_to_concurrency), static_cast<long long>(f.lost_to_routing),
+        f.window_state_bytes_per_token,
         static_cast<long long>(f.storage_hit_tokens), f.storage_hit_rate, static_cast<unsigned long long>(f.bytes_fetched),
         static_cast<unsigned long long>(f.bytes_stored));
     return buf;

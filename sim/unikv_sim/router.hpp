@@ -6,10 +6,10 @@
 /// * `round_robin`: instance `k mod N` for the `k`-th request, whatever the caches hold;
 /// * `least_loaded`: the fewest prompt tokens waiting for their first admission (ties: the fewest requests
 ///   running, then the first from instance `k mod N` on, so idle instances take new work in turn);
-/// * `prefix`: the longest prefix of the request its cache holds (device or host, `Cache::peek`), as cache-aware
-///   routers do (SGLang's router, Dynamo's KV router, Mooncake's conductor), unless that instance's queue is more
-///   than `balance_tokens` prompt tokens longer than the least loaded one's: then the least loaded (ties between
-///   holders: the less loaded). A request no cache holds any of goes to the least loaded.
+/// * `prefix`: of the instances whose queue is at most `balance_tokens` prompt tokens longer than the least loaded
+///   one's, the one whose cache holds the longest prefix of the request (device or host, `Cache::peek`), as
+///   cache-aware routers do (SGLang's router, Dynamo's KV router, Mooncake's conductor); ties: the less loaded. A
+///   request none of them holds any of goes to the least loaded.
 
 #include <cstdint>
 #include <optional>
@@ -74,15 +74,15 @@ struct InstanceView {
         if (less_loaded(i, least)) least = i;
     }
     if (config.router == RouterChoice::least_loaded) return least;
-    std::int32_t holder = least;
+    std::int32_t holder = least;  // within the threshold itself
     for (std::int32_t k = 0; k < n; ++k) {
         const std::int32_t i = (first + k) % n;
+        if (views[i].queued_tokens - views[least].queued_tokens > config.balance_tokens) continue;
         if (views[i].cached_prefix > views[holder].cached_prefix ||
             (views[i].cached_prefix == views[holder].cached_prefix && less_loaded(i, holder)))
             holder = i;
     }
-    if (views[holder].cached_prefix == 0) return least;
-    return views[holder].queued_tokens - views[least].queued_tokens > config.balance_tokens ? least : holder;
+    return holder;
 }
 
 }  // namespace unikv::sim

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -18,6 +19,7 @@
 #include <unikv/budget/shared_hybrid_budget.hpp>
 #include <unikv/budget/shared_swa_budget.hpp>
 #include <unikv/presets.hpp>
+#include <unikv/storage/file_storage.hpp>
 #include <unikv/tree/reference_tree.hpp>
 #include <unikv_sim/engine.hpp>
 #include <unikv_sim/generators.hpp>
@@ -536,6 +538,7 @@ ReplayResult roomy_chat(bool continue_outputs, unikv::RetentionConfig retention 
         INFO("request ", q.index);
         const std::int32_t gap = std::max(0, q.limit_tokens - q.device_hit_tokens - q.host_hit_tokens);
         CHECK(q.lost_to_full + q.lost_to_swa + q.lost_to_mamba + q.lost_to_concurrency == gap);
+        CHECK(q.lost_to_routing == 0);  // one instance
         CHECK(q.limit_tokens <= q.prompt_tokens - 1);
     }
     return r;
@@ -604,7 +607,7 @@ TEST_CASE("engine: missed reuse by cause, and outputs that feed the next turn (g
 
 // ---- a cluster of instances behind a router --------------------------------------------------------------------
 
-TEST_CASE("router: round-robin rotates, least-loaded takes the shortest queue, prefix the holder within the threshold") {
+TEST_CASE("router: round-robin rotates, least-loaded takes the shortest queue, prefix the holder within a threshold") {
     using unikv::sim::ClusterConfig;
     using unikv::sim::InstanceView;
     using unikv::sim::RouterChoice;
@@ -621,9 +624,14 @@ TEST_CASE("router: round-robin rotates, least-loaded takes the shortest queue, p
     CHECK(route({.instances = 3, .router = RouterChoice::least_loaded}, idle, 0) == 0);
     CHECK(route({.instances = 3, .router = RouterChoice::least_loaded}, idle, 4) == 1);
     CHECK(route({.instances = 3, .router = RouterChoice::prefix}, idle, 5) == 2);
-    // The longest prefix (instance 3, 800 queued tokens beyond the least loaded) within a threshold of 800, not 799.
+    // The longest prefix (instance 3, 800 queued tokens beyond the least loaded) within a threshold of 800; with
+    // 799 the longest among the instances within it (instance 1's 64 tokens); with 0 only the equally loaded.
     CHECK(route({.instances = 4, .router = RouterChoice::prefix, .balance_tokens = 800}, views, 0) == 3);
-    CHECK(route({.instances = 4, .router = RouterChoice::prefix, .balance_tokens = 799}, views, 0) == 2);
+    CHECK(route({.instances = 4, .router = RouterChoice::prefix, .balance_tokens = 799}, views, 0) == 1);
+    CHECK(route({.instances = 4, .router = RouterChoice::prefix, .balance_tokens = 399}, views, 0) == 1);
+    std::vector<InstanceView> behind = views;
+    behind[1].queued_tokens = 101;
+    CHECK(route({.instances = 4, .router = RouterChoice::prefix, .balance_tokens = 0}, behind, 0) == 2);
     // Nothing cached anywhere: the least loaded.
     std::vector<InstanceView> cold = views;
     for (InstanceView& v : cold) v.cached_prefix = 0;
@@ -641,32 +649,36 @@ using unikv::sim::ReplayResult;
 using unikv::sim::RouterChoice;
 using unikv::sim::StepRecord;
 
-// `r`'s records of instance `i` alone.
-ReplayResult of_instance(const ReplayResult& r, std::int32_t i) {
-    ReplayResult out;
-    for (const StepRecord& s : r.steps)
-        if (s.instance == i) out.steps.push_back(s);
-    for (const unikv::sim::RequestRecord& q : r.requests)
-        if (q.instance == i) out.requests.push_back(q);
-    return out;
-}
-
 // `trace` on llama-3.1-8b over `instances` instances that each hold every row of it (nothing evicted, preempted
 // or loaded back), rows checked and the caches verified every step.
 ReplayResult roomy_cluster(const unikv::sim::Trace& trace, RouterChoice router, std::int32_t instances,
-                           std::int32_t chunk_tokens, std::int64_t balance_tokens = 1 << 30) {
+                           std::int32_t chunk_tokens, std::int64_t balance_tokens = 1 << 30, double arrival_scale = 1) {
     using P = unikv::presets::Llama31_8B;
     const std::uint64_t device = engine_test::room_for_every_row<P>(trace, 16);
     const unikv::sim::ReplaySetup setup{
         .cache = unikv::sim::replay_cache_config<P>(device, device),
         .byte_scale = unikv::sim::replay_byte_scale<P>(device),
         .engine = {.max_running = 6, .chunk_tokens = chunk_tokens, .check_rows = true, .verify_every = 1},
-        .cluster = {.instances = instances, .router = router, .balance_tokens = balance_tokens}};
+        .cluster = {.instances = instances, .router = router, .balance_tokens = balance_tokens},
+        .arrival_scale = arrival_scale};
     ReplayResult r = unikv::sim::replay<policies<P>>(trace, setup, cost);
     REQUIRE(r.requests.size() == trace.requests().size());
     REQUIRE(r.instances == instances);
+    // One time line: steps start in order across instances; a request arrives at its scaled time, is admitted
+    // after it and finishes after its first token.
+    for (std::size_t i = 1; i < r.steps.size(); ++i) CHECK(r.steps[i - 1].start_ms <= r.steps[i].start_ms);
+    for (const unikv::sim::RequestRecord& q : r.requests) {
+        CHECK(q.arrival_ms == trace.requests()[static_cast<std::size_t>(q.index)].arrival_ms * arrival_scale);
+        CHECK(q.admitted_ms >= q.arrival_ms);
+        CHECK(q.finish_ms >= q.first_token_ms);
+    }
     return r;
 }
+
+// llama-3.1-8b's bundle with a storage tier chosen at run time.
+struct stored_llama : engine_test::policies<unikv::presets::Llama31_8B> {
+    using storage = unikv::AnyStorage;
+};
 
 }  // namespace engine_cluster_test
 
@@ -678,11 +690,14 @@ TEST_CASE("engine: a cluster's device hits, instance by instance, against a Refe
         for (const std::int32_t chunk : {1 << 24, 256}) {
             CAPTURE(unikv::sim::router_name(router));
             CAPTURE(chunk);
-            const ReplayResult r = roomy_cluster(trace, router, 3, chunk);
+            const double scale = chunk == 256 ? 0.5 : 2.0;  // arrivals twice as dense, or half
+            const ReplayResult r = roomy_cluster(trace, router, 3, chunk, 1 << 30, scale);
+            const std::vector<ReplayResult> split = unikv::sim::split_by_instance(r);
+            REQUIRE(split.size() == 3);
             std::int64_t hit_requests = 0;
             std::vector<std::int32_t> routed(3, 0);
             for (std::int32_t i = 0; i < 3; ++i) {
-                const ReplayResult mine = of_instance(r, i);
+                const ReplayResult& mine = split[static_cast<std::size_t>(i)];
                 for (const StepRecord& s : mine.steps) {
                     REQUIRE(s.preempted == 0);
                     REQUIRE(s.host_hit_tokens == 0);
@@ -702,11 +717,19 @@ TEST_CASE("engine: a cluster's device hits, instance by instance, against a Refe
             CHECK(hit_requests >= 5);
             MESSAGE(unikv::sim::router_name(router), ", chunk budget ", chunk, ": routed ", routed[0], "/", routed[1],
                     "/", routed[2], ", ", hit_requests, " requests with device hits");
+            // The same cluster twice gives the same records (wall time in cache calls aside).
+            ReplayResult again = roomy_cluster(trace, router, 3, chunk, 1 << 30, scale);
+            REQUIRE(again.steps.size() == r.steps.size());
+            for (std::size_t s = 0; s < r.steps.size(); ++s) {
+                again.steps[s].cache_ns = r.steps[s].cache_ns;
+                CHECK(again.steps[s] == r.steps[s]);
+            }
+            CHECK(again.requests == r.requests);
         }
     }
 }
 
-TEST_CASE("engine: the prefix router sends a conversation's next turn to the instance holding it; round-robin does not") {
+TEST_CASE("engine: the prefix router sends a conversation's next turn to the instance that holds it; round-robin not") {
     using namespace engine_cluster_test;
     const unikv::sim::Trace trace =
         unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 5, .requests = 60});
@@ -740,4 +763,48 @@ TEST_CASE("engine: the prefix router sends a conversation's next turn to the ins
     CHECK(rr.same * 2 < rr.turns);       // about one in four
     CHECK(prefix.hit_rate > rr.hit_rate);
     CHECK(prefix.hit_rate > least.hit_rate);
+}
+
+TEST_CASE("engine: instances share one file store: a turn routed away from its prefix fetches it and reads its rows") {
+    using namespace engine_cluster_test;
+    using P = unikv::presets::Llama31_8B;
+    const unikv::sim::Trace trace =
+        unikv::sim::generate({.workload = unikv::sim::Workload::chat, .seed = 5, .requests = 40});
+    const std::vector<std::int32_t> continued = unikv::sim::continuations(trace);
+    const auto dir = std::filesystem::temp_directory_path() / "unikv_engine_test_shared_store";
+    std::filesystem::remove_all(dir);
+    const std::uint64_t device = engine_test::room_for_every_row<P>(trace, 16);
+    const std::uint64_t k = unikv::sim::replay_byte_scale<P>(device);
+    unikv::SharedStorage<unikv::AnyStorage> store(
+        unikv::AnyStorage(unikv::FileStorage({.directory = dir.string(), .capacity_bytes = 4 * device / k})));
+    unikv::sim::ReplaySetup setup{
+        .cache = engine_test::with_writes(unikv::sim::replay_cache_config<P>(device, device),
+                                          {.policy = unikv::WritePolicy::through}),
+        .byte_scale = k,
+        .engine = {.max_running = 6, .check_rows = true, .verify_every = 1},
+        .cluster = {.instances = 2, .router = RouterChoice::round_robin}};
+    setup.storage = &store;
+    setup.storage_model = P::name;
+    const ReplayResult r = unikv::sim::replay<stored_llama>(trace, setup, engine_test::cost);
+    REQUIRE(r.requests.size() == trace.requests().size());
+    std::vector<const unikv::sim::RequestRecord*> by_index(trace.requests().size());
+    for (const unikv::sim::RequestRecord& q : r.requests) by_index[static_cast<std::size_t>(q.index)] = &q;
+    // Every row the forward reads is checked (`check_rows`), so a fetched prefix holds the markers the other
+    // instance's forward wrote. Room for every row: a storage hit is a prefix only the other instance computed.
+    std::int32_t crossed = 0, fetched = 0;
+    for (std::size_t a = 0; a < continued.size(); ++a) {
+        if (continued[a] == unikv::sim::no_continuation) continue;
+        const auto* earlier = by_index[a];
+        const auto* later = by_index[static_cast<std::size_t>(continued[a])];
+        if (earlier->instance == later->instance || earlier->finish_ms > later->arrival_ms) continue;
+        ++crossed;
+        fetched += later->storage_hit_tokens > 0 ? 1 : 0;
+    }
+    std::int64_t storage_hits = 0;
+    for (const unikv::sim::RequestRecord& q : r.requests) storage_hits += q.storage_hit_tokens;
+    MESSAGE(crossed, " next turns on the other instance after the earlier one finished, ", fetched,
+            " of them fetched it; ", storage_hits, " storage hit tokens");
+    REQUIRE(crossed >= 5);
+    CHECK(fetched * 10 >= crossed * 9);
+    std::filesystem::remove_all(dir);
 }

@@ -170,7 +170,9 @@ public:
     /// Batches in the store, every share's (a destroyed share's included until a poll takes their answers).
     [[nodiscard]] std::size_t in_flight() const noexcept { return state_ != nullptr ? state_->store.in_flight() : 0; }
     /// The store's counters.
-    [[nodiscard]] StorageStats stats() const noexcept { return state_ != nullptr ? state_->store.stats() : StorageStats{}; }
+    [[nodiscard]] StorageStats stats() const noexcept {
+        return state_ != nullptr ? state_->store.stats() : StorageStats{};
+    }
     /// The store, to inspect (`FileStorage::status()`, `verify()`); only shares submit and poll. Throws
     /// `logic_error` when moved from.
     [[nodiscard]] const S& store() const;

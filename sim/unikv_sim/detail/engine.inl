@@ -41,7 +41,8 @@ struct live_request {
 };
 
 // Per request, what an infinite cache serves it: the summary's replay, with the outputs the replay decodes.
-[[nodiscard]] inline std::vector<std::int32_t> limits_of(const Trace& trace, const std::vector<std::int32_t>& continued) {
+[[nodiscard]] inline std::vector<std::int32_t> limits_of(const Trace& trace,
+                                                         const std::vector<std::int32_t>& continued) {
     std::vector<std::int32_t> out;
     (void)summarize(trace, continued, &out);
     return out;
@@ -66,6 +67,8 @@ struct replay_context {
     BlockTree finished_blocks;                  // an infinite cache of the requests finished so far, cluster-wide
     std::vector<live_request> requests;         // by trace index; reset when finished or dropped
     ReplayResult result;
+    // With several instances: the longest prefix of a prompt any instance but the one named holds (device or host).
+    std::function<std::int32_t(std::int32_t, std::span<const TokenId>)> held_elsewhere;
 };
 
 template <class Policies, class Cost>
@@ -129,7 +132,8 @@ public:
     [[nodiscard]] InstanceView view(std::span<const TokenId> prompt, bool ask_prefix) const {
         InstanceView v{.queued_tokens = queued_tokens_,
                        .running = static_cast<std::int32_t>(running_.size() + chunked_.size())};
-        if (ask_prefix && prompt.size() > 1) v.cached_prefix = cache_.peek({prompt.first(prompt.size() - 1)}).best_length;
+        if (ask_prefix && prompt.size() > 1)
+            v.cached_prefix = cache_.peek({prompt.first(prompt.size() - 1)}).best_length;
         return v;
     }
 
@@ -330,11 +334,20 @@ private:
         rec_.window_state_bytes = 0;
         for (const Component c : {Component::swa, Component::mamba}) {  // tree units: tokens, states for Mamba
             if (alloc.spec()[c].present)
-                rec_.window_state_bytes += static_cast<std::uint64_t>(held(c)) * alloc.spec()[c].entry_bytes * ctx_.setup.byte_scale;
+                rec_.window_state_bytes +=
+                    static_cast<std::uint64_t>(held(c)) * alloc.spec()[c].entry_bytes * ctx_.setup.byte_scale;
         }
     }
 
     void verify() {
+        std::int64_t queued = 0;  // the router's queue figure, recounted
+        for (const std::int32_t i : waiting_) {
+            const live_request& r = ctx_.requests[static_cast<std::size_t>(i)];
+            if (!r.admitted_once) queued += r.record.prompt_tokens;
+        }
+        if (queued != queued_tokens_)
+            throw std::runtime_error(message("unikv-sim: step ", step_, " of instance ", instance_, ": ",
+                                             queued_tokens_, " prompt tokens counted queued, ", queued, " waiting"));
         const std::vector<std::string> broken = timed([&] { return cache_.verify(); });
         if (broken.empty()) return;
         throw std::runtime_error("unikv-sim: step " + std::to_string(step_) + ": the cache is broken (" +
@@ -395,6 +408,7 @@ private:
             if (r.seq.status() != Sequence::Status::idle) cache_.release(r.seq);
         });
         ctx_.result.dropped.push_back(r.index);
+        ctx_.result.dropped_on.push_back(instance_);
         r = live_request{};
     }
 
@@ -440,7 +454,8 @@ private:
 
     // What `r`'s first admission `a` missed of its limit, by cause: the cache says which tokens its FULL pages
     // held where an SWA window or a Mamba state was missing; of the rest, what no request had finished caching
-    // when it came (an infinite cache fed in finishing order) ran concurrently; the remainder is FULL pages missing.
+    // when it came (an infinite cache fed in finishing order) ran concurrently; of the rest, what another
+    // instance's cache held (device or host) was lost to routing; the remainder is FULL pages missing.
     void attribute(live_request& r, const Admission& a) {
         RequestRecord& q = r.record;
         q.limit_tokens = ctx_.limits[static_cast<std::size_t>(r.index)];
@@ -450,7 +465,10 @@ private:
         const std::int32_t rest = gap - q.lost_to_swa - q.lost_to_mamba;
         const std::int32_t available = ctx_.finished_blocks.served(static_cast<std::size_t>(r.index));
         q.lost_to_concurrency = std::clamp(q.limit_tokens - std::max(available, a.prefix_length), 0, rest);
-        q.lost_to_full = rest - q.lost_to_concurrency;
+        const std::int32_t elsewhere =
+            ctx_.held_elsewhere ? std::min(ctx_.held_elsewhere(instance_, r.prompt), q.limit_tokens) : 0;
+        q.lost_to_routing = std::clamp(elsewhere - a.prefix_length, 0, rest - q.lost_to_concurrency);
+        q.lost_to_full = rest - q.lost_to_concurrency - q.lost_to_routing;
     }
 
     // ---- decode and preemption ---------------------------------------------------------------------------
@@ -720,6 +738,15 @@ ReplayResult replay(const Trace& trace, const ReplaySetup& setup, const Cost& co
     detail::replay_context ctx(trace, setup);
     std::vector<std::unique_ptr<instance>> instances;
     for (std::int32_t i = 0; i < cluster.instances; ++i) instances.push_back(std::make_unique<instance>(ctx, cost, i));
+    if (cluster.instances > 1) {
+        ctx.held_elsewhere = [&](std::int32_t self, std::span<const TokenId> prompt) {
+            std::int32_t most = 0;
+            for (std::size_t i = 0; i < instances.size(); ++i)
+                if (static_cast<std::int32_t>(i) != self)
+                    most = std::max(most, instances[i]->view(prompt, true).cached_prefix);
+            return most;
+        };
+    }
 
     const auto all = trace.requests();
     const EngineConfig& config = setup.engine;

@@ -139,8 +139,10 @@ RunOutput run_preset(const Trace& trace, const SimOptions& o, const RunSpec& spe
     // The run's own empty store, its bound at the replay's scale like the memory's, shared by every instance.
     std::optional<SharedStorage<AnyStorage>> store;
     if (storage) {
-        std::string run = spec.budget == BudgetChoice::unified ? std::string("unified") : message("static-", spec.swa_full_ratio);
-        store.emplace(open_store(*storage, std::max<std::uint64_t>(1, o.storage_bytes / setup.byte_scale), message(P::name, "-", run)));
+        const std::string run =
+            spec.budget == BudgetChoice::unified ? std::string("unified") : message("static-", spec.swa_full_ratio);
+        const std::uint64_t bound = std::max<std::uint64_t>(1, o.storage_bytes / setup.byte_scale);
+        store.emplace(open_store(*storage, bound, message(P::name, "-", run)));
         setup.storage = &*store;
         setup.storage_model = P::name;
     }

@@ -156,7 +156,8 @@ void SharedStorage<S>::Share::release() noexcept {
 template <class S>
 auto SharedStorage<S>::Share::held(const char* call) const -> state& {
     if (state_ == nullptr)
-        detail::misuse(call, "the share is empty (default-constructed or moved from); take one from SharedStorage::share()");
+        detail::misuse(call,
+                       "the share is empty (default-constructed or moved from); take one from SharedStorage::share()");
     return *state_;
 }
 
