@@ -121,6 +121,17 @@ TEST_CASE("the cost model prices decode by HBM bytes, prefill by FLOPs and loads
     const CostModel jamba = CostModel::of<unikv::presets::JambaV01>();
     CHECK(jamba({.decode_tokens = 4, .context_tokens = 8000}) ==
           doctest::Approx((48e9 * 2 + 8000.0 * 4 * 8 * 256 * 2 + 4 * 2 * 16056320.0) / 4.8e12 * 1e3));
+
+    // The storage link: a fetch waits for the store's latency and read side; puts run beside the forward.
+    const CostModel stored = CostModel::of<Gemma3_27B>(unikv::sim::storage_link_for({}, unikv::sim::StorageKind::file));
+    CHECK(stored({.decode_tokens = 1, .bytes_fetched = 7'000'000'000}) == doctest::Approx(1000.1));
+    CHECK(stored({.decode_tokens = 1, .bytes_stored = 400'000'000'000}) == gemma({.decode_tokens = 1}));
+    // The offered prefill load: 1,000 s of arrivals carrying 18.3M prompt tokens (1,000 s of one H200's compute
+    // at 2 x 27.016e9 FLOPs per token) load 4 instances to a quarter; no span, no load.
+    const double tokens_per_s = 989e12 / (2 * 27.016e9);
+    const auto prompt = static_cast<std::int64_t>(1000 * tokens_per_s);
+    CHECK(unikv::sim::offered_prefill_load(gemma, prompt, 1000, 4) == doctest::Approx(0.25).epsilon(1e-6));
+    CHECK(unikv::sim::offered_prefill_load(gemma, prompt, 0, 4) == 0);
 }
 
 TEST_CASE("nearest-rank percentiles") {
@@ -177,6 +188,40 @@ TEST_CASE("the figures of hand-made records") {
     const ReplayFigures empty = compute_figures(ReplayResult{});
     CHECK(empty.hit_rate() == 0);
     CHECK(empty.output_tokens_per_s == 0);
+}
+
+TEST_CASE("a cluster's records split by instance: figures over the cluster's span, load balance, JSON") {
+    ReplayResult r = hand_made_replay();  // steps 0 and 2 on instance 0, step 1 on instance 1; requests 2, 3 on 1
+    r.instances = 2;
+    r.steps[1].instance = 1;
+    r.requests[2].instance = r.requests[3].instance = 1;
+    r.dropped_on = {1};
+    const auto split = split_by_instance(r);
+    REQUIRE(split.size() == 2);
+    CHECK(split[0].steps.size() == 2);
+    CHECK(split[1].requests.size() == 2);
+    CHECK(split[1].dropped == std::vector<std::int32_t>{7});
+    const std::vector<InstanceFigures> each = instance_figures(r);
+    REQUIRE(each.size() == 2);
+    // The span is the cluster's (500 ms); instance 1 ran one 50 ms step and finished 600 prompt tokens.
+    CHECK(each[1].figures.simulated_seconds == doctest::Approx(0.5));
+    CHECK(each[1].busy_share == doctest::Approx(0.1));
+    CHECK(each[0].busy_share == doctest::Approx(0.4));
+    CHECK(each[1].routed_prompt_tokens == 600);
+    CHECK(each[1].figures.dropped == 1);
+    CHECK(each[1].figures.total_tokens_per_s == doctest::Approx((600.0 + 13) / 0.5));
+    CHECK(each[1].figures.wall_seconds == 0);
+    const LoadBalance b = load_balance(each);
+    CHECK(b.prompt_tokens == doctest::Approx(1000.0 * 2 / 1600));
+    CHECK(b.busy == doctest::Approx(0.4 * 2 / 0.5));
+    const ReportedRun run{.label = "unified", .budget = "SharedSWABudget", .swa_full_ratio = 0,
+                          .figures = compute_figures(r), .instances = each};
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    REQUIRE(parser.parse(run_json(run)).get(doc) == simdjson::SUCCESS);
+    CHECK(std::int64_t(doc["instances"].at(1)["routed_prompt_tokens"]) == 600);
+    CHECK(std::int64_t(doc["instances"].at(1)["figures"]["storage_hit_tokens"]) == 40);
+    CHECK(double(doc["load_balance"]["busy"]) == doctest::Approx(1.6));
 }
 
 TEST_CASE("the JSON of a run parses back to its figures") {
