@@ -65,19 +65,24 @@ double arrival_scale(const SimOptions& o, const TraceSummary& summary) {
     return load / o.target_load;
 }
 
+// The label of --compare-tiers' static split: SGLang's default ratio with every tier given.
+std::string static_tiers_label(const SimOptions& o) {
+    return message("static ", sglang_swa_full_tokens_ratio, o.storage.empty() ? ", device + host" : ", every tier");
+}
+
 // The runs of --compare-tiers: the unified arena without the storage tier (when one is given) and without the
-// host tier, and the static split at SGLang's default ratio with every tier (a preset without one has none).
+// host tier, and the static split at SGLang's default ratio with every tier (a preset without one has none; with
+// --compare-static the sweep replays it already).
 std::vector<RunSpec> tier_runs(const SimOptions& o) {
     std::vector<RunSpec> out{{.budget = BudgetChoice::unified, .label = "unified, device only", .host_tier = false}};
     if (!o.storage.empty())
         out.push_back({.budget = BudgetChoice::unified, .label = "unified, device + host", .storage_tier = false});
     const bool split =
         with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_split_built<P>; });
-    if (split)
+    if (split && !o.compare_static)
         out.push_back({.budget = BudgetChoice::static_split,
                        .swa_full_ratio = sglang_swa_full_tokens_ratio,
-                       .label = message("static ", sglang_swa_full_tokens_ratio,
-                                        o.storage.empty() ? ", device + host" : ", every tier")});
+                       .label = static_tiers_label(o)});
     return out;
 }
 
@@ -122,8 +127,6 @@ int main(int argc, char** argv) {
         if (!o.json) print_summary_table(stdout, o, summary, block_tokens);
         std::fflush(stdout);
         runs.push_back(run(trace, o, {.budget = BudgetChoice::unified, .label = "unified"}));
-        if (o.compare_tiers)
-            for (const RunSpec& spec : tier_runs(o)) tiers.push_back(run(trace, o, spec));
         if (o.compare_static) {
             const auto ratios =
                 with_preset(o.model, "--model", []<class P>(std::type_identity<P>) { return static_ratios<P>(); });
@@ -138,6 +141,13 @@ int main(int argc, char** argv) {
             std::vector<ReplayFigures> swept;
             for (std::size_t i = 1; i < runs.size(); ++i) swept.push_back(runs[i].report.figures);
             best = 1 + best_split(swept);
+        }
+        if (o.compare_tiers) {
+            for (const RunSpec& spec : tier_runs(o)) tiers.push_back(run(trace, o, spec));
+            if (o.compare_static) {  // the sweep's default split is the tiers' static run
+                tiers.push_back(runs[engine_default]);
+                tiers.back().report.label = static_tiers_label(o);
+            }
         }
     } catch (const InputError& e) {
         std::fprintf(stderr, "unikv-sim: %s\n", e.what());
