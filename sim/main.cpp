@@ -42,6 +42,12 @@ struct Run {
     BudgetChoice budget = BudgetChoice::unified;
 };
 
+// The write rate of the store `spec` runs with (the cost model's, by the store's kind); 0 for none.
+double store_write_rate(const SimOptions& o, const RunSpec& spec) {
+    if (o.storage.empty() || !spec.host_tier || !spec.storage_tier) return 0;
+    return storage_link_for({}, parse_storage(o.storage).kind).storage_write_bytes_per_s;
+}
+
 Run run(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
     RunOutput out = with_preset(o.model, "--model", [&]<class P>(std::type_identity<P>) {
         return run_preset<P>(trace, o, spec);
@@ -50,7 +56,8 @@ Run run(const Trace& trace, const SimOptions& o, const RunSpec& spec) {
                        .budget = std::move(out.budget),
                        .swa_full_ratio = spec.swa_full_ratio,
                        .figures = compute_figures(out.result),
-                       .instances = instance_figures(out.result)},
+                       .instances = instance_figures(out.result),
+                       .store_write_bytes_per_s = store_write_rate(o, spec)},
             .steps = std::move(out.result.steps),
             .budget = spec.budget};
 }

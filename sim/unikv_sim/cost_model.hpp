@@ -22,8 +22,8 @@
 /// * **the storage link** (with a storage tier): the bytes the step's admitted requests prefetched from the store
 ///   (one latency plus the bytes at the read rate: the prefetch runs before the admission, which waits for it).
 ///   The bytes the step put do not bound it: a put copies host memory to the store, off the accelerator and its
-///   link, while the forward runs (the report gives the bytes stored; a store whose write side, at
-///   `storage_write_bytes_per_s`, is busier than the span could not keep up, and the replay then flatters it).
+///   link, while the forward runs (the report gives the busiest instance's writes at `storage_write_bytes_per_s`
+///   as a share of the span, `store_write_busy`: above 1 the store could not keep up, and the replay flatters it).
 ///   Defaults: a datacenter NVMe SSD for `file:` (7 GB/s read, 4 GB/s write, 0.1 ms), a 25 Gb/s network for
 ///   `redis://` (3 GB/s each way, 0.5 ms).
 ///

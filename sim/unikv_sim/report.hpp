@@ -172,7 +172,20 @@ struct ReportedRun {
     double swa_full_ratio = 0;  ///< the static split's SWA/FULL token ratio; 0 for the unified run
     ReplayFigures figures;
     std::vector<InstanceFigures> instances;  ///< one per instance (`instance_figures`)
+    /// The store's write rate per instance (the cost model's `storage_write_bytes_per_s`); 0 without a store.
+    double store_write_bytes_per_s = 0;
 };
+
+/// The busiest instance's store writes over the span: its bytes stored at `run.store_write_bytes_per_s`, a share
+/// of the simulated span (above 1: the store could not keep up, and the replay, which lets puts run beside the
+/// forward, flatters it); 0 without a store. O(instances).
+[[nodiscard]] inline double store_write_busy(const ReportedRun& run) {
+    const ReplayFigures& f = run.figures;
+    if (run.store_write_bytes_per_s <= 0 || f.simulated_seconds <= 0) return 0;
+    std::uint64_t most = run.instances.empty() ? f.bytes_stored : 0;
+    for (const InstanceFigures& i : run.instances) most = std::max(most, i.figures.bytes_stored);
+    return static_cast<double>(most) / run.store_write_bytes_per_s / f.simulated_seconds;
+}
 
 /// `v` rounded to a whole number, with commas.
 [[nodiscard]] inline std::string round_commas(double v) { return with_commas(std::llround(v)); }
@@ -214,8 +227,10 @@ inline void print_replay_table(std::FILE* out, const ReportedRun& run, const Tra
                  format_bytes_rounded(f.bytes_compacted).c_str(), format_bytes_rounded(f.bytes_loaded).c_str(),
                  format_bytes_rounded(f.bytes_written).c_str());
     if (f.bytes_fetched > 0 || f.bytes_stored > 0)
-        std::fprintf(out, "  %-22s %s fetched, %s stored\n", "storage tier", format_bytes_rounded(f.bytes_fetched).c_str(),
-                     format_bytes_rounded(f.bytes_stored).c_str());
+        std::fprintf(out, "  %-22s %s fetched, %s stored (the busiest instance's writes take %.0f%% of the span at "
+                     "%.1f GB/s)\n", "storage tier", format_bytes_rounded(f.bytes_fetched).c_str(),
+                     format_bytes_rounded(f.bytes_stored).c_str(), 100 * store_write_busy(run),
+                     run.store_write_bytes_per_s / 1e9);
     std::fprintf(out, "  %-22s mean %.1f us, p99 %.1f us (wall time in cache calls)\n", "cache time per step",
                  f.cache_us_mean, f.cache_us_p99);
     std::fprintf(out, "  %-22s %s output tokens/s, %s total tokens/s over %.1f simulated s\n", "throughput",
@@ -333,11 +348,12 @@ inline void print_tiers_table(std::FILE* out, std::span<const ReportedRun> runs)
     return buf;
 }
 
-/// A reported run as a JSON object: its label, budget, ratio and figures, and with several instances each one's
-/// figures (`instance`, `routed_prompt_tokens`, `busy_share`, `figures`) and the load balance.
+/// A reported run as a JSON object: its label, budget, ratio, figures and `store_write_busy`, and with several
+/// instances each one's figures (`instance`, `routed_prompt_tokens`, `busy_share`, `figures`) and the load balance.
 [[nodiscard]] inline std::string run_json(const ReportedRun& r) {
     std::string out = message("{\"label\": ", json_string(r.label), ", \"budget\": ", json_string(r.budget),
-                              ", \"swa_full_ratio\": ", r.swa_full_ratio, ", \"figures\": ", figures_json(r.figures));
+                              ", \"swa_full_ratio\": ", r.swa_full_ratio, ", \"figures\": ", figures_json(r.figures),
+                              ", \"store_write_busy\": ", store_write_busy(r));
     if (r.instances.size() > 1) {
         out += ", \"instances\": [";
         for (const InstanceFigures& i : r.instances)

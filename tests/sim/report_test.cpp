@@ -196,6 +196,7 @@ TEST_CASE("a cluster's records split by instance: figures over the cluster's spa
     r.steps[1].instance = 1;
     r.requests[2].instance = r.requests[3].instance = 1;
     r.dropped_on = {1};
+    r.steps[1].work.bytes_stored = 1'000'000'000;  // instance 1's puts
     const auto split = split_by_instance(r);
     REQUIRE(split.size() == 2);
     CHECK(split[0].steps.size() == 2);
@@ -215,13 +216,16 @@ TEST_CASE("a cluster's records split by instance: figures over the cluster's spa
     CHECK(b.prompt_tokens == doctest::Approx(1000.0 * 2 / 1600));
     CHECK(b.busy == doctest::Approx(0.4 * 2 / 0.5));
     const ReportedRun run{.label = "unified", .budget = "SharedSWABudget", .swa_full_ratio = 0,
-                          .figures = compute_figures(r), .instances = each};
+                          .figures = compute_figures(r), .instances = each, .store_write_bytes_per_s = 4e9};
+    // 1 GB at 4 GB/s over the 0.5 s span: the store's write side is busy half the time for instance 1.
+    CHECK(store_write_busy(run) == doctest::Approx(0.5));
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
     REQUIRE(parser.parse(run_json(run)).get(doc) == simdjson::SUCCESS);
     CHECK(std::int64_t(doc["instances"].at(1)["routed_prompt_tokens"]) == 600);
     CHECK(std::int64_t(doc["instances"].at(1)["figures"]["storage_hit_tokens"]) == 40);
     CHECK(double(doc["load_balance"]["busy"]) == doctest::Approx(1.6));
+    CHECK(double(doc["store_write_busy"]) == doctest::Approx(0.5));
 }
 
 TEST_CASE("the JSON of a run parses back to its figures") {
