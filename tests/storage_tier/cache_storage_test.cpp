@@ -23,6 +23,7 @@
 #include "cache/handle_engine.hpp"
 #include "storage/redis_support.hpp"
 #include "storage/store_support.hpp"
+#include "storage_tier/tier_support.hpp"
 
 namespace storage_tier_test {
 
@@ -109,25 +110,8 @@ CacheConfig config_with(WritePolicy policy) {
     return c;
 }
 
-// Drives `storage_check` until nothing is in flight (bounded), returning every prefetch outcome reported.
-template <class Engine>
-std::vector<PrefetchDone> settle(Engine& e) {
-    std::vector<PrefetchDone> out;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (;;) {
-        for (const PrefetchDone& d : e.cache.storage_check(std::chrono::milliseconds(50))) out.push_back(d);
-        if (e.cache.storage_in_flight() == 0) return out;
-        REQUIRE(std::chrono::steady_clock::now() < deadline);
-    }
-}
-
-// Acknowledges the write-throughs in flight (their acks put the host copies to the store).
-template <class Engine>
-void write_through_acks(Engine& e) {
-    (void)e.cache.start_writing();
-    e.cache.transfer_stream().synchronize();
-    (void)e.cache.writing_check();
-}
+using tier_support::settle;
+using tier_support::write_through_acks;
 
 // Empties the device and the host tiers.
 template <class Engine>

@@ -15,6 +15,7 @@
 
 #include "cache/handle_engine.hpp"
 #include "storage/store_support.hpp"
+#include "storage_tier/tier_support.hpp"
 
 namespace shared_tier_test {
 
@@ -47,25 +48,8 @@ CacheConfig write_through_config() {
     return c;
 }
 
-// Drives `e`'s storage_check until its store holds nothing of it (bounded), returning every prefetch outcome.
-template <class Engine>
-std::vector<PrefetchDone> settle_store(Engine& e) {
-    std::vector<PrefetchDone> out;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    for (;;) {
-        for (const PrefetchDone& d : e.cache.storage_check(std::chrono::milliseconds(50))) out.push_back(d);
-        if (e.cache.storage_in_flight() == 0) return out;
-        REQUIRE(std::chrono::steady_clock::now() < deadline);
-    }
-}
-
-// Acknowledges `e`'s write-throughs in flight: their acks put the host copies to the store.
-template <class Engine>
-void ack_write_throughs(Engine& e) {
-    (void)e.cache.start_writing();
-    e.cache.transfer_stream().synchronize();
-    (void)e.cache.writing_check();
-}
+using tier_support::settle;
+using tier_support::write_through_acks;
 
 TEST_CASE_TEMPLATE("two caches over shares of one store: the second serves the first one's prefix row for row, and "
                    "each storage_check sees only its own batches",
@@ -86,10 +70,10 @@ TEST_CASE_TEMPLATE("two caches over shares of one store: the second serves the f
     // A computes the prompt (a marker in every row), writes it through to its host tier, and puts the copies.
     const auto prompt = handle_test::tokens(100, 8 * ps + 2);
     REQUIRE(a.serve(prompt, 3) == 0);
-    ack_write_throughs(a);
+    write_through_acks(a);
     CHECK(store_a.in_flight() > 0);
     CHECK(store_b.in_flight() == 0);
-    CHECK(settle_store(a).empty());
+    CHECK(settle(a).empty());
     CHECK(a.cache.storage_counters().put_objects > 0);
     CHECK(a.cache.storage_counters().put_failed == 0);
     CHECK(store_a.in_flight() == 0);
@@ -99,20 +83,20 @@ TEST_CASE_TEMPLATE("two caches over shares of one store: the second serves the f
     // no prefetch; B's one batch is still B's.
     const auto other = handle_test::tokens(5000, 4 * ps + 2);
     REQUIRE(a.serve(other, 1) == 0);
-    ack_write_throughs(a);
+    write_through_acks(a);
     CHECK(store_a.in_flight() > 0);
     CHECK(b.cache.match({prompt}).best_length == 0);  // B never saw the prompt
     const PrefetchStart started = b.cache.prefetch({prompt});
     REQUIRE(started.status == PrefetchStart::Status::started);
     CHECK(store_b.in_flight() == 1);
-    CHECK(settle_store(a).empty());
+    CHECK(settle(a).empty());
     CHECK(a.cache.storage_counters().prefetches == 0);
     CHECK(store_a.in_flight() == 0);
     CHECK(store_b.in_flight() == 1);
     CHECK(b.cache.storage_in_flight() == 1);
 
     // B's prefetch: its exists and its get answered to B alone; the pages grafted as host copies.
-    const auto done = settle_store(b);
+    const auto done = settle(b);
     REQUIRE(done.size() == 1);
     CHECK(done[0].id == started.id);
     REQUIRE(done[0].status == PrefetchDone::Status::grafted);
@@ -126,9 +110,9 @@ TEST_CASE_TEMPLATE("two caches over shares of one store: the second serves the f
     const std::int64_t host_hits = b.cache.reuse().host_hit_tokens;
     CHECK(b.serve(prompt, 2) == 0);
     CHECK(b.cache.reuse().host_hit_tokens - host_hits == done[0].length);
-    ack_write_throughs(b);
-    CHECK(settle_store(b).empty());
-    CHECK(settle_store(a).empty());
+    write_through_acks(b);
+    CHECK(settle(b).empty());
+    CHECK(settle(a).empty());
     CHECK(a.cache.storage_counters().grafted == 0);
     CHECK(b.cache.storage_counters().grafted == 1);
     CHECK(a.broken() == "");
